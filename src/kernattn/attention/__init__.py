@@ -1,0 +1,40 @@
+"""Attention variants of the kernel view of attention, behind one registry.
+
+    from kernattn import attention
+    attention.available()                      # ['favor', 'gka', 'gpa', 'nw', 'softmax', 'valueless']
+    m = attention.build("gpa", d_model=128, n_head=4, causal=True, combine="mult", n_kernels=8)
+    y = m(x)                                   # [B, N, d_model] -> [B, N, d_model]
+    w = m.attention_weights(x)                 # [B, n_head, N, N]
+
+`impl="reference"` builds the explicit Nadaraya-Watson path with the same parameters
+(a state dict moves between the two).
+"""
+
+from __future__ import annotations
+
+from . import gka, gpa, kernels, linear, softmax  # noqa: F401  (each registers its variants)
+from .base import KernelAttention
+from .registry import AttentionConfigError, available, make_options, option_fields, variant
+
+
+def build(
+    name: str,
+    *,
+    d_model: int,
+    n_head: int,
+    causal: bool = True,
+    window: int | None = None,
+    impl: str = "fast",
+    **options,
+) -> KernelAttention:
+    """Build attention variant `name` with validated `options` (see `describe(name)`)."""
+    spec = variant(name)
+    return spec.module(d_model, n_head, causal, window, impl, make_options(name, options))
+
+
+def describe(name: str) -> dict[str, object]:
+    """Option name -> default value, for variant `name`."""
+    return {k: f.default for k, f in option_fields(name).items()}
+
+
+__all__ = ["AttentionConfigError", "KernelAttention", "available", "build", "describe"]

@@ -1,0 +1,130 @@
+"""Gaussian process attention: a bank of M positional kernels per head (seeds 000 and 001).
+
+G(lag) = sum_m D_m(lag) P_m(lag), lag = |n - i|, with
+    D_m = sigma_m^2 exp(-lag / l_m)                 (decay, eq. 4)
+    P_m = exp(-2 alpha_m^2 sin^2(lag / tau_m))      (periodic, eq. 3; its period is pi tau_m)
+combined with the dot-product logits either
+    mult (seed 000, eq. 6): weights proportional to G(lag) exp(q.k / sqrt(d)),  i.e. logits + log G
+    add  (seed 001, eq. 6): softmax(G(lag) + q.k / sqrt(d)).
+
+Parametrisation: sigma, l and tau are stored as logs (sigma = exp(log_sigma) etc.), so they
+stay positive under any gradient step and log G is a logsumexp over m of
+2 log_sigma - lag / l - 2 alpha^2 sin^2(lag / tau), never the log of a sum that can underflow.
+alpha enters squared and is stored as is. Extra parameters: 4M per head (decay_periodic) or
+2M per head (decay). Defaults are seed 001's: alpha = 1, sigma = 1, l = 150, tau evenly
+spaced in [4, 192].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from . import reference
+from .base import KernelAttention
+from .fused import attend
+from .positions import LagBias, Rope, lag_index
+from .registry import choice, positive, register
+
+
+def _tau_range_ok(v):
+    return None if 0 < v[0] <= v[1] else "must be (low, high) with 0 < low <= high"
+
+
+@dataclass(frozen=True)
+class GPAOptions:
+    n_kernels: int = positive(64, "kernels per head (M)")
+    kernel: str = choice("decay_periodic", ("decay", "decay_periodic"), "bank components")
+    combine: str = choice("add", ("add", "mult"), "add: softmax(G + logits), mult: G * exp(logits)")
+    rope: bool = False
+    rope_base: float = positive(10000.0)
+    bias: bool = False
+    init_alpha: float = 1.0
+    init_sigma: float = positive(1.0)
+    init_length: float = positive(150.0)
+    init_tau: tuple[float, float] = field(default=(4.0, 192.0), metadata={"check": _tau_range_ok})
+
+
+class KernelBank(LagBias):
+    """The per-head bank G_h(lag); `bias` returns G (add) or log G (mult)."""
+
+    def __init__(self, n_head: int, opts: GPAOptions):
+        super().__init__()
+        m = opts.n_kernels
+        self.periodic = opts.kernel == "decay_periodic"
+        self.log_domain = opts.combine == "mult"
+        self.log_sigma = nn.Parameter(torch.full((n_head, m), math.log(opts.init_sigma)))
+        self.log_length = nn.Parameter(torch.full((n_head, m), math.log(opts.init_length)))
+        if self.periodic:
+            self.alpha = nn.Parameter(torch.full((n_head, m), float(opts.init_alpha)))
+            tau = torch.linspace(opts.init_tau[0], opts.init_tau[1], m)
+            self.log_tau = nn.Parameter(tau.log().expand(n_head, m).clone())
+
+    def log_terms(self, lag: torch.Tensor) -> torch.Tensor:
+        """[H, M, L]: log of sigma_m^2 exp(-lag/l_m) P_m(lag) on a flat lag vector."""
+        lag = lag.abs().to(self.log_sigma.dtype)[None, None, :]
+        t = 2 * self.log_sigma[..., None] - lag / self.log_length.exp()[..., None]
+        if self.periodic:
+            t = t - 2 * self.alpha[..., None] ** 2 * torch.sin(lag / self.log_tau.exp()[..., None]) ** 2
+        return t
+
+    def bias(self, lag):
+        # Reduce over m on the [H, M, L] table, never on an [H, M, n, n] grid.
+        terms = self.log_terms(lag.reshape(-1))
+        flat = torch.logsumexp(terms, dim=1) if self.log_domain else terms.exp().sum(1)
+        return flat.reshape(-1, *lag.shape)
+
+    def bank(self, lag: torch.Tensor) -> torch.Tensor:
+        """G on any lag tensor, written as the explicit sum of eq. 5 (the reference)."""
+        lag = lag.abs().to(self.log_sigma.dtype)
+        total = 0.0
+        for m in range(self.log_sigma.shape[1]):
+            sigma = self.log_sigma[:, m].exp().view(-1, *([1] * lag.dim()))
+            length = self.log_length[:, m].exp().view_as(sigma)
+            term = sigma**2 * torch.exp(-lag / length)
+            if self.periodic:
+                alpha = self.alpha[:, m].view_as(sigma)
+                tau = self.log_tau[:, m].exp().view_as(sigma)
+                term = term * torch.exp(-2 * alpha**2 * torch.sin(lag / tau) ** 2)
+            total = total + term
+        return total
+
+    def parameters_table(self) -> dict[str, torch.Tensor]:
+        """Per-kernel parameters in natural units ([H, M] each), for analysis."""
+        out = {"sigma": self.log_sigma.exp(), "length": self.log_length.exp()}
+        if self.periodic:
+            out |= {"alpha": self.alpha, "tau": self.log_tau.exp(), "period": math.pi * self.log_tau.exp()}
+        return {k: v.detach() for k, v in out.items()}
+
+
+@register("gpa", GPAOptions, "softmax attention times/plus a bank of M decaying(-periodic) lag kernels per head")
+class GPAAttention(KernelAttention):
+    bias_backend = "auto"
+
+    def __init__(self, d_model, n_head, causal, window, impl, options):
+        super().__init__(d_model, n_head, causal, window, impl, options)
+        self.proj_in = nn.Linear(d_model, 3 * d_model, bias=options.bias)
+        self.rope = Rope(self.d_head, options.rope_base) if options.rope else None
+        self.bank = KernelBank(n_head, options)
+
+    def prepare(self, x):
+        q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
+        return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
+
+    def fast(self, p):
+        table = self.bank.table(p.n, p.q.device)
+        return attend(p.q, p.k, p.v, causal=self.causal, window=self.window,
+                      bias_table=table, backend=self.bias_backend)
+
+    def kernel(self, p, allowed):
+        logits = p.q @ p.k.transpose(-1, -2) / math.sqrt(self.d_head)
+        G = self.bank.bank(reference.lag_grid(p.n, p.q.device)).to(logits.dtype)  # [H, n, n]
+        if self.options.combine == "add":
+            return reference.exp_kernel(logits + G, allowed)
+        return G * reference.exp_kernel(logits, allowed)

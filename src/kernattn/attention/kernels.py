@@ -1,0 +1,106 @@
+"""Nadaraya-Watson attention with a pluggable kernel (seed 002, "Swapping the kernel").
+
+K(q, k) on projected queries and keys (d = head dim):
+    exp_dot   exp(q.k / sqrt(d))                 (= softmax attention)
+    gaussian  exp(-||q - k||^2 / (2 d))
+    yat       (q.k)^2 / (||q - k||^2 + eps)
+    linear    q.k                                 (signed: rows can have negative weights and a
+                                                   normaliser that crosses zero)
+Fast paths: exp_dot through SDPA; gaussian through SDPA with the augmented q/k of the GKA
+identity; linear by associativity (see linear.py); yat has no factorisation, so its fast
+path is the explicit kernel evaluated a block of queries at a time (O(block N) memory).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import reference
+from .base import KernelAttention
+from .fused import attend
+from .linear import feature_attention
+from .registry import choice, positive, register
+
+KERNELS = ("exp_dot", "gaussian", "yat", "linear")
+
+
+def sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Exact squared distances [..., Na, Nb] (differences, not the expansion)."""
+    return torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist").pow(2)
+
+
+def kernel_matrix(name: str, q: torch.Tensor, k: torch.Tensor, yat_eps: float = 1e-3) -> torch.Tensor:
+    """The explicit kernel K[..., i, j] = K(q_i, k_j) of seed 002."""
+    d = q.shape[-1]
+    if name == "exp_dot":
+        return torch.exp(q @ k.transpose(-1, -2) / math.sqrt(d))
+    if name == "gaussian":
+        return torch.exp(-sqdist(q, k) / (2.0 * d))
+    if name == "yat":
+        return (q @ k.transpose(-1, -2)) ** 2 / (sqdist(q, k) + yat_eps)
+    if name == "linear":
+        return q @ k.transpose(-1, -2)
+    raise ValueError(f"unknown kernel {name!r}; valid: {', '.join(KERNELS)}")
+
+
+@dataclass(frozen=True)
+class NWOptions:
+    kernel: str = choice("exp_dot", KERNELS, "the kernel in the Nadaraya-Watson slot")
+    bias: bool = False
+    yat_eps: float = positive(1e-3)
+    block: int = positive(256, "query block of the yat fast path")
+
+
+@register("nw", NWOptions, "explicit Nadaraya-Watson attention with kernel exp_dot/gaussian/yat/linear")
+class NWAttention(KernelAttention):
+    def __init__(self, d_model, n_head, causal, window, impl, options):
+        super().__init__(d_model, n_head, causal, window, impl, options)
+        self.proj_in = nn.Linear(d_model, 3 * d_model, bias=options.bias)
+        if options.kernel == "linear" and window is not None:
+            from .registry import AttentionConfigError
+
+            raise AttentionConfigError("nw kernel 'linear' has no sliding-window fast path; use window=None")
+
+    def prepare(self, x):
+        q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
+        return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
+
+    def fast(self, p):
+        name, d = self.options.kernel, self.d_head
+        if name == "exp_dot":
+            return attend(p.q, p.k, p.v, causal=self.causal, window=self.window)
+        if name == "gaussian":
+            k = p.k - p.k[:, :, :1].detach()  # translation invariance, as in gka.py
+            q = p.q - p.k[:, :, :1].detach()
+            q_aug = torch.cat((q / d, torch.ones_like(q[..., :1])), dim=-1)
+            k_aug = torch.cat((k, -0.5 * k.pow(2).sum(-1, keepdim=True) / d), dim=-1)
+            width = 8 * math.ceil((d + 1) / 8)
+            pad = lambda t: F.pad(t, (0, width - t.shape[-1]))  # noqa: E731
+            out = attend(pad(q_aug), pad(k_aug), pad(p.v), causal=self.causal, window=self.window, scale=1.0)
+            return out[..., :d]
+        if name == "linear":
+            return feature_attention(p.q, p.k, p.v, self.causal)
+        return self._blocked(p)
+
+    def _blocked(self, p):
+        """Explicit kernel a block of queries at a time: O(block x N) live memory."""
+        allowed = self.allowed(p.n, p.q.device)
+        outs = []
+        for s in range(0, p.n, self.options.block):
+            e = min(s + self.options.block, p.n)
+            kern = kernel_matrix(self.options.kernel, p.q[..., s:e, :], p.k, self.options.yat_eps)
+            out, _ = reference.nadaraya_watson(kern, p.v, allowed[s:e])
+            outs.append(out)
+        return torch.cat(outs, dim=-2)
+
+    def kernel(self, p, allowed):
+        if self.options.kernel == "exp_dot":
+            logits = p.q @ p.k.transpose(-1, -2) / math.sqrt(self.d_head)
+            return reference.exp_kernel(logits, allowed)
+        return kernel_matrix(self.options.kernel, p.q, p.k, self.options.yat_eps)

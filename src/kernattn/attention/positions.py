@@ -1,0 +1,147 @@
+"""Relative-position machinery: RoPE (static or learned) and per-head lag-bias tables.
+
+A lag bias depends only on lag = i - j. Every such bias (ALiBi, T5 buckets, a free lag
+table, the GPA kernel banks) is computed as a table [H, 2n - 1] indexed by lag + n - 1, once
+per forward pass; the fused path reads it (see fused.py) and the reference path evaluates
+the same formula directly on the dense [n, n] lag grid.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def lag_index(n: int, device=None) -> torch.Tensor:
+    """Lags -(n-1)..(n-1) as a float vector: entry t is lag t - (n - 1)."""
+    return torch.arange(-(n - 1), n, device=device)
+
+
+# ----------------------------------------------------------------------------- RoPE
+class Rope(nn.Module):
+    """Rotary embedding on the last dim, half-split convention (GPT-NeoX, nanochat).
+
+    Static: inverse frequencies base^(-2i/d) are a buffer. Learned (seed 000's "learned
+    RoPE"): the same initial frequencies are a parameter, shared by the heads of a layer.
+    """
+
+    def __init__(self, d_head: int, base: float = 10000.0, learned: bool = False):
+        super().__init__()
+        if d_head % 2:
+            raise ValueError(f"RoPE needs an even head dim, got {d_head}")
+        inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
+        if learned:
+            self.inv_freq = nn.Parameter(inv_freq)
+        else:
+            self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [..., N, d] rotated by position 0..N-1."""
+        n = x.shape[-2]
+        pos = torch.arange(n, device=x.device, dtype=self.inv_freq.dtype)
+        angle = pos[:, None] * self.inv_freq[None, :]
+        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+# ----------------------------------------------------------------------------- lag biases
+class LagBias(nn.Module):
+    """A per-head additive bias b_h(lag). Subclasses define `bias(lag)` for a lag tensor."""
+
+    def bias(self, lag: torch.Tensor) -> torch.Tensor:
+        """lag: long/float tensor of any shape -> [H, *lag.shape]."""
+        raise NotImplementedError
+
+    def table(self, n: int, device) -> torch.Tensor:
+        """[H, 2n - 1]: the bias at every lag -(n-1)..n-1 (fast path)."""
+        return self.bias(lag_index(n, device))
+
+    def dense(self, lag: torch.Tensor) -> torch.Tensor:
+        """[H, n, n] on the explicit lag grid (reference path)."""
+        return self.bias(lag)
+
+
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """The geometric slopes of ALiBi (Press et al. 2022), with its rule for non powers of 2."""
+
+    def power_of_two(n):
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(n_head).is_integer():
+        slopes = power_of_two(n_head)
+    else:
+        closest = 2 ** math.floor(math.log2(n_head))
+        slopes = power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_head - closest]
+    return torch.tensor(slopes)
+
+
+class AlibiBias(LagBias):
+    """b_h(lag) = -m_h |lag|: fixed slopes, no parameters."""
+
+    def __init__(self, n_head: int):
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
+
+    def bias(self, lag):
+        return -self.slopes.view(-1, *([1] * lag.dim())) * lag.abs().to(self.slopes.dtype)
+
+
+def t5_bucket(lag: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
+    """T5's relative-position buckets (Raffel et al. 2020), written for lag = i - j.
+
+    Half the buckets are exact small distances, the rest log-spaced up to max_distance.
+    Bidirectional: keys after the query (lag < 0) get their own half of the buckets.
+    """
+    lag = lag.long()
+    bucket = torch.zeros_like(lag)
+    if bidirectional:
+        num_buckets //= 2
+        bucket = bucket + (lag < 0).long() * num_buckets
+        dist = lag.abs()
+    else:
+        dist = lag.clamp(min=0)
+    exact = num_buckets // 2
+    log_ratio = torch.log(dist.float().clamp(min=1) / exact) / math.log(max_distance / exact)
+    large = (exact + (log_ratio * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)
+    return bucket + torch.where(dist < exact, dist, large)
+
+
+class T5Bias(LagBias):
+    """A learned scalar per head per T5 bucket (zero-initialised)."""
+
+    def __init__(self, n_head: int, causal: bool, num_buckets: int = 32, max_distance: int = 128):
+        super().__init__()
+        self.bidirectional = not causal
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.weight = nn.Parameter(torch.zeros(n_head, num_buckets))
+
+    def bias(self, lag):
+        idx = t5_bucket(lag, self.bidirectional, self.num_buckets, self.max_distance)
+        return self.weight[:, idx]
+
+
+class FreeLagBias(LagBias):
+    """One learned bias per head per lag (the GPA reviewers' baseline), zero-initialised.
+
+    Causal attention only sees lags 0..max_len-1, so it holds max_len entries per head;
+    bidirectional attention holds 2 max_len - 1.
+    """
+
+    def __init__(self, n_head: int, causal: bool, max_len: int):
+        super().__init__()
+        self.causal, self.max_len = causal, max_len
+        self.weight = nn.Parameter(torch.zeros(n_head, max_len if causal else 2 * max_len - 1))
+
+    def bias(self, lag):
+        if int(lag.abs().max()) >= self.max_len:
+            raise ValueError(
+                f"lag_table holds lags below max_len={self.max_len}; the sequence needs "
+                f"{int(lag.abs().max()) + 1}: raise the option max_len"
+            )
+        # Causal: negative lags are masked anyway; clamp them onto a valid entry.
+        idx = lag.clamp(min=0) if self.causal else lag + self.max_len - 1
+        return self.weight[:, idx.long()]

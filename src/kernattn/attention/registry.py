@@ -1,0 +1,132 @@
+"""Variant registry: a variant is a name, a typed options dataclass and a module class.
+
+Adding a variant means writing its module and one `register(...)` call; `build` validates
+every option (unknown name, unknown key, wrong type, value outside its choices) and
+fails with a message that lists what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable
+
+IMPLS = ("fast", "reference")
+
+
+class AttentionConfigError(ValueError):
+    """A variant name or option that the registry does not accept."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    options: type
+    module: Callable[..., Any]
+    summary: str
+
+
+_REGISTRY: dict[str, Variant] = {}
+
+
+def register(name: str, options: type, summary: str):
+    """Class decorator: register `cls` as the module of variant `name`."""
+
+    def wrap(cls):
+        if name in _REGISTRY:
+            raise RuntimeError(f"attention variant {name!r} registered twice")
+        _REGISTRY[name] = Variant(name, options, cls, summary)
+        return cls
+
+    return wrap
+
+
+def available() -> list[str]:
+    """Names of the registered variants, sorted."""
+    return sorted(_REGISTRY)
+
+
+def variant(name: str) -> Variant:
+    if name not in _REGISTRY:
+        raise AttentionConfigError(
+            f"unknown attention variant {name!r}; valid names: {', '.join(available())}"
+        )
+    return _REGISTRY[name]
+
+
+def option_fields(name: str) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(variant(name).options)}
+
+
+def _check_type(value: Any, annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation in (str, bool):
+        return isinstance(value, annotation)
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        return isinstance(value, (tuple, list)) and len(value) == len(args) and all(
+            _check_type(v, a) for v, a in zip(value, args)
+        )
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_check_type(value, a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    return True
+
+
+def make_options(name: str, options: dict[str, Any]):
+    """Validate `options` for variant `name` and return its options dataclass."""
+    spec = variant(name)
+    fields = option_fields(name)
+    hints = typing.get_type_hints(spec.options)
+    for key, value in options.items():
+        if key not in fields:
+            raise AttentionConfigError(
+                f"unknown option {key!r} for attention variant {name!r}; "
+                f"valid options: {', '.join(sorted(fields)) or '(none)'}"
+            )
+        if not _check_type(value, hints[key]):
+            raise AttentionConfigError(
+                f"option {key!r} of attention variant {name!r} must be {_type_name(hints[key])}, "
+                f"got {value!r}"
+            )
+        choices = fields[key].metadata.get("choices")
+        if choices is not None and value not in choices:
+            raise AttentionConfigError(
+                f"option {key!r} of attention variant {name!r} must be one of "
+                f"{', '.join(map(str, choices))}; got {value!r}"
+            )
+        check = fields[key].metadata.get("check")
+        if check is not None:
+            problem = check(value)
+            if problem:
+                raise AttentionConfigError(
+                    f"option {key!r} of attention variant {name!r}: {problem}; got {value!r}"
+                )
+    converted = {
+        k: (tuple(v) if isinstance(v, list) else float(v) if hints[k] is float else v)
+        for k, v in options.items()
+    }
+    return spec.options(**converted)
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def choice(default: Any, choices: tuple, doc: str = ""):
+    """A dataclass field restricted to `choices`."""
+    return dataclasses.field(default=default, metadata={"choices": choices, "doc": doc})
+
+
+def positive(default: Any, doc: str = ""):
+    """A numeric dataclass field that must be > 0."""
+    return dataclasses.field(
+        default=default,
+        metadata={"check": lambda v: None if v > 0 else "must be > 0", "doc": doc},
+    )
