@@ -51,13 +51,95 @@ def attend(
     use_flex = backend == "flex" or (backend == "auto" and q.is_cuda)
     if use_flex:
         return _flex(q, k, v, causal, window, scale, bias_table)
-    mask = torch.zeros((), dtype=q.dtype, device=q.device)
-    if bias_table is not None:
-        mask = gather_lag_table(bias_table.to(q.dtype), n)
+    if q.device.type == "cpu" and _CPU_FLASH is not None and backend == "auto":
+        return _ChunkedLagAttention.apply(q, k, v, bias_table, causal, window, scale)
+    return _dense_mask_sdpa(q, k, v, causal, window, scale, bias_table)
+
+
+def _dense_mask_sdpa(q, k, v, causal, window, scale, bias_table):
+    """Plain SDPA with the whole [H, n, n] float mask (any device; math backend if the table needs grad)."""
+    n = q.shape[-2]
+    mask = gather_lag_table(bias_table.to(q.dtype), n) if bias_table is not None else None
     if causal or window is not None:
         keep = allowed_mask(n, causal, window, q.device)
-        mask = torch.where(keep, mask, torch.tensor(float("-inf"), dtype=q.dtype, device=q.device))
+        mask = torch.zeros(n, n, dtype=q.dtype, device=q.device) if mask is None else mask
+        mask = mask.masked_fill(~keep, float("-inf"))
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+# ----------------------------------------------------------------------------- CPU: chunked flash
+_CPU_FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+_CPU_FLASH_BWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
+QUERY_BLOCK = 256
+
+
+def _blocks(n: int, causal: bool, window: int | None, block: int):
+    """Query blocks [i0, i1) with the key range [k0, k1) that the mask leaves them."""
+    for i0 in range(0, n, block):
+        i1 = min(n, i0 + block)
+        k0 = 0 if window is None else max(0, i0 - window + 1)
+        k1 = i1 if causal else (n if window is None else min(n, i1 + window - 1))
+        yield i0, i1, k0, k1
+
+
+def _block_mask_values(table, n, i0, i1, k0, k1, causal, window, dtype, device):
+    """[1, H, i1-i0, k1-k0]: bias from the lag table, -inf where the mask forbids."""
+    qi = torch.arange(i0, i1, device=device)[:, None]
+    kj = torch.arange(k0, k1, device=device)[None, :]
+    lag = qi - kj
+    bias = table.to(dtype)[:, lag + n - 1] if table is not None else torch.zeros(1, *lag.shape, dtype=dtype, device=lag.device)
+    keep = torch.ones_like(lag, dtype=torch.bool)
+    if causal:
+        keep &= lag >= 0
+    if window is not None:
+        keep &= lag.abs() < window
+    return bias.masked_fill(~keep, float("-inf"))[None], lag + n - 1
+
+
+class _ChunkedLagAttention(torch.autograd.Function):
+    """softmax(q k^T * scale + table[lag]) v on CPU, one query block at a time.
+
+    Forward: SDPA's CPU flash kernel per block, over only the keys the causal/window mask
+    leaves that block (the dense-mask call cannot skip masked blocks). Backward: per block,
+    dS = P * (dP - rowsum(dO * O)) gives dq, dk, dv and, summed over the batch and scattered
+    by lag, the table's gradient: memory O(B H block n), never O(B H n^2).
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, table, causal, window, scale):
+        n = q.shape[-2]
+        scale = q.shape[-1] ** -0.5 if scale is None else scale
+        out = torch.empty_like(q[..., :1]).expand(*q.shape[:-1], v.shape[-1]).contiguous()
+        lse = q.new_empty(q.shape[:-1])
+        for i0, i1, k0, k1 in _blocks(n, causal, window, QUERY_BLOCK):
+            mask, _ = _block_mask_values(table, n, i0, i1, k0, k1, causal, window, q.dtype, q.device)
+            o, l = _CPU_FLASH(q[..., i0:i1, :], k[..., k0:k1, :], v[..., k0:k1, :], 0.0, False,
+                              attn_mask=mask, scale=scale)
+            out[..., i0:i1, :] = o
+            lse[..., i0:i1] = l
+        ctx.save_for_backward(q, k, v, table, out, lse)
+        ctx.args = (causal, window, scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, table, out, lse = ctx.saved_tensors
+        causal, window, scale = ctx.args
+        n = q.shape[-2]
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dtable = torch.zeros_like(table) if table is not None and ctx.needs_input_grad[3] else None
+        delta = (dout * out).sum(-1, keepdim=True)
+        for i0, i1, k0, k1 in _blocks(n, causal, window, QUERY_BLOCK):
+            mask, lag_idx = _block_mask_values(table, n, i0, i1, k0, k1, causal, window, q.dtype, q.device)
+            qb, kb, vb, dob = q[..., i0:i1, :], k[..., k0:k1, :], v[..., k0:k1, :], dout[..., i0:i1, :]
+            p = torch.exp((qb @ kb.transpose(-1, -2)) * scale + mask - lse[..., i0:i1, None])
+            ds = p * (dob @ vb.transpose(-1, -2) - delta[..., i0:i1, :])
+            dv[..., k0:k1, :] += p.transpose(-1, -2) @ dob
+            dq[..., i0:i1, :] = (ds @ kb) * scale
+            dk[..., k0:k1, :] += (ds.transpose(-1, -2) @ qb) * scale
+            if dtable is not None:
+                dtable.index_add_(1, lag_idx.reshape(-1), ds.sum(0).reshape(table.shape[0], -1))
+        return dq, dk, dv, dtable, None, None, None
 
 
 # ----------------------------------------------------------------------------- FlexAttention
