@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # subcommand -> module; the module is imported when the parser is built.
@@ -34,7 +35,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `kernattn` parser; `parser.stages` maps each subcommand to its own parser."""
     parser = _Parser(prog="kernattn", description="The kernel view of attention: pipeline stages.")
+    parser.stages = {}
     sub = parser.add_subparsers(dest="command", metavar="STAGE", required=True, parser_class=_Parser)
     for name, module_name in STAGES.items():
         module = importlib.import_module(module_name)
@@ -43,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(stage)
         stage.set_defaults(_run=module.run)
+        parser.stages[name] = stage
     return parser
 
 
@@ -50,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one stage; returns the exit status (0 on success, 2 on a usage error)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # reported by the stage's parser, so the message names the stage
+            parser.stages[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help (0) or a bad argument (2, message already printed)
         return exc.code if isinstance(exc.code, int) else 1
     from .attention import AttentionConfigError
@@ -60,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, AttentionConfigError) as exc:
         print(f"kernattn {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into e.g. `head`: stop quietly (Python docs' recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

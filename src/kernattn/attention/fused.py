@@ -70,7 +70,7 @@ def _dense_mask_sdpa(q, k, v, causal, window, scale, bias_table):
 # ----------------------------------------------------------------------------- CPU: chunked flash
 _CPU_FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 _CPU_FLASH_BWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
-QUERY_BLOCK = 256
+QUERY_BLOCK = 128  # queries per block: small enough for the block's temporaries to stay in cache
 
 
 def _blocks(n: int, causal: bool, window: int | None, block: int):
@@ -82,64 +82,105 @@ def _blocks(n: int, causal: bool, window: int | None, block: int):
         yield i0, i1, k0, k1
 
 
-def _block_mask_values(table, n, i0, i1, k0, k1, causal, window, dtype, device):
-    """[1, H, i1-i0, k1-k0]: bias from the lag table, -inf where the mask forbids."""
-    qi = torch.arange(i0, i1, device=device)[:, None]
-    kj = torch.arange(k0, k1, device=device)[None, :]
-    lag = qi - kj
-    bias = table.to(dtype)[:, lag + n - 1] if table is not None else torch.zeros(1, *lag.shape, dtype=dtype, device=lag.device)
-    keep = torch.ones_like(lag, dtype=torch.bool)
+def _flipped_lag_source(table, n, causal, window, dtype, device):
+    """u [H, 2n - 1] with u[:, m] = bias at lag (n - 1 - m), -inf at lags the mask forbids.
+
+    A lag bias is a Toeplitz matrix. With the queries of a block taken in reverse order
+    (row a <-> query i1 - 1 - a), the block's bias is u[:, n - i1 + k0 + a + j]: a strided
+    view of u with unit strides on both axes, so no [H, n, n] index or gather is ever built.
+    """
+    lag = torch.arange(n - 1, -n, -1, device=device)  # lag of u's column m
+    u = table.to(dtype).flip(-1) if table is not None else torch.zeros(1, 2 * n - 1, dtype=dtype, device=device)
+    forbid = torch.zeros_like(lag, dtype=torch.bool)
     if causal:
-        keep &= lag >= 0
+        forbid |= lag < 0
     if window is not None:
-        keep &= lag.abs() < window
-    return bias.masked_fill(~keep, float("-inf"))[None], lag + n - 1
+        forbid |= lag.abs() >= window
+    return u.masked_fill(forbid, float("-inf")).contiguous()
+
+
+def _block_bias(u, n, i0, i1, k0, k1):
+    """[1, H, i1 - i0, k1 - k0] view: bias of the block's queries (reversed) against keys k0..k1."""
+    return u.as_strided((1, u.shape[0], i1 - i0, k1 - k0), (0, u.stride(0), 1, 1),
+                        u.storage_offset() + n - i1 + k0)
+
+
+def _anti_diagonal_sums(x):
+    """x [H, R, C] -> [H, R + C - 1]: entry c sums x[:, a, j] over a + j = c (pad-and-skew view)."""
+    h, r, c = x.shape
+    width = c + r
+    skew = torch.nn.functional.pad(x, (0, r)).reshape(h, r * width)[:, : r * (width - 1)]
+    return skew.reshape(h, r, width - 1).sum(1)
 
 
 class _ChunkedLagAttention(torch.autograd.Function):
     """softmax(q k^T * scale + table[lag]) v on CPU, one query block at a time.
 
-    Forward: SDPA's CPU flash kernel per block, over only the keys the causal/window mask
-    leaves that block (the dense-mask call cannot skip masked blocks). Backward: per block,
-    dS = P * (dP - rowsum(dO * O)) gives dq, dk, dv and, summed over the batch and scattered
-    by lag, the table's gradient: memory O(B H block n), never O(B H n^2).
+    Forward: SDPA's CPU flash kernel per block over only the keys the causal/window mask
+    leaves that block (a dense-mask call cannot skip masked blocks), with the block's bias a
+    zero-copy view of the lag table (see `_flipped_lag_source`). Backward: per block, dS =
+    P * (dP - rowsum(dO * O)) gives dq, dk, dv and, summed over the batch and along the
+    block's diagonals, the table's gradient; memory O(B H block n), never O(B H n^2).
+    Queries, outputs and their gradients are handled in reversed order throughout.
     """
 
     @staticmethod
     def forward(ctx, q, k, v, table, causal, window, scale):
         n = q.shape[-2]
         scale = q.shape[-1] ** -0.5 if scale is None else scale
-        out = torch.empty_like(q[..., :1]).expand(*q.shape[:-1], v.shape[-1]).contiguous()
-        lse = q.new_empty(q.shape[:-1])
+        u = _flipped_lag_source(table, n, causal, window, q.dtype, q.device)
+        q_rev = q.flip(-2)
+        out_rev = q.new_empty(*q.shape[:-1], v.shape[-1])
+        lse_rev = q.new_empty(q.shape[:-1])
         for i0, i1, k0, k1 in _blocks(n, causal, window, QUERY_BLOCK):
-            mask, _ = _block_mask_values(table, n, i0, i1, k0, k1, causal, window, q.dtype, q.device)
-            o, l = _CPU_FLASH(q[..., i0:i1, :], k[..., k0:k1, :], v[..., k0:k1, :], 0.0, False,
-                              attn_mask=mask, scale=scale)
-            out[..., i0:i1, :] = o
-            lse[..., i0:i1] = l
-        ctx.save_for_backward(q, k, v, table, out, lse)
+            r0, r1 = n - i1, n - i0
+            o, l = _CPU_FLASH(q_rev[..., r0:r1, :], k[..., k0:k1, :], v[..., k0:k1, :], 0.0, False,
+                              attn_mask=_block_bias(u, n, i0, i1, k0, k1), scale=scale)
+            out_rev[..., r0:r1, :] = o
+            lse_rev[..., r0:r1] = l
+        ctx.save_for_backward(q_rev, k, v, table, u, out_rev, lse_rev)
         ctx.args = (causal, window, scale)
-        return out
+        return out_rev.flip(-2)
 
     @staticmethod
     def backward(ctx, dout):
-        q, k, v, table, out, lse = ctx.saved_tensors
+        q_rev, k, v, table, u, out_rev, lse_rev = ctx.saved_tensors
         causal, window, scale = ctx.args
-        n = q.shape[-2]
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        dtable = torch.zeros_like(table) if table is not None and ctx.needs_input_grad[3] else None
-        delta = (dout * out).sum(-1, keepdim=True)
+        n = q_rev.shape[-2]
+        dout_rev = dout.flip(-2).contiguous()
+        dq_rev, dk, dv = torch.zeros_like(q_rev), torch.zeros_like(k), torch.zeros_like(v)
+        want_table = table is not None and ctx.needs_input_grad[3]
+        du = torch.zeros_like(u) if want_table else None
+        if want_table:
+            delta = (dout_rev * out_rev).sum(-1, keepdim=True)
+            qs_aug = torch.cat((q_rev * scale, -lse_rev[..., None]), dim=-1)
+            k_aug = torch.cat((k, torch.ones_like(k[..., :1])), dim=-1)
+            do_aug = torch.cat((dout_rev, -delta), dim=-1)
+            v_aug = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)
         for i0, i1, k0, k1 in _blocks(n, causal, window, QUERY_BLOCK):
-            mask, lag_idx = _block_mask_values(table, n, i0, i1, k0, k1, causal, window, q.dtype, q.device)
-            qb, kb, vb, dob = q[..., i0:i1, :], k[..., k0:k1, :], v[..., k0:k1, :], dout[..., i0:i1, :]
-            p = torch.exp((qb @ kb.transpose(-1, -2)) * scale + mask - lse[..., i0:i1, None])
-            ds = p * (dob @ vb.transpose(-1, -2) - delta[..., i0:i1, :])
+            r0, r1 = n - i1, n - i0
+            qb, kb, vb, dob = q_rev[..., r0:r1, :], k[..., k0:k1, :], v[..., k0:k1, :], dout_rev[..., r0:r1, :]
+            bias = _block_bias(u, n, i0, i1, k0, k1)
+            if not want_table:
+                # No table gradient: SDPA's own flash backward for the block.
+                dqb, dkb, dvb = _CPU_FLASH_BWD(dob, qb, kb, vb, out_rev[..., r0:r1, :], lse_rev[..., r0:r1],
+                                               0.0, False, attn_mask=bias, scale=scale)
+                dq_rev[..., r0:r1, :] = dqb
+                dk[..., k0:k1, :] += dkb
+                dv[..., k0:k1, :] += dvb
+                continue
+            # P = exp(S + bias - lse) and dS = P * (dP - delta), with -lse and -delta folded
+            # into the matmuls as one extra column: two elementwise passes fewer per block.
+            p = torch.matmul(qs_aug[..., r0:r1, :], k_aug[..., k0:k1, :].transpose(-1, -2))
+            p = p.add_(bias).exp_()
             dv[..., k0:k1, :] += p.transpose(-1, -2) @ dob
-            dq[..., i0:i1, :] = (ds @ kb) * scale
-            dk[..., k0:k1, :] += (ds.transpose(-1, -2) @ qb) * scale
-            if dtable is not None:
-                dtable.index_add_(1, lag_idx.reshape(-1), ds.sum(0).reshape(table.shape[0], -1))
-        return dq, dk, dv, dtable, None, None, None
+            ds = torch.matmul(do_aug[..., r0:r1, :], v_aug[..., k0:k1, :].transpose(-1, -2)).mul_(p)
+            dq_rev[..., r0:r1, :] = (ds @ kb).mul_(scale)
+            dk[..., k0:k1, :] += (ds.transpose(-1, -2) @ qb).mul_(scale)
+            base = n - i1 + k0
+            du[:, base : base + (i1 - i0) + (k1 - k0) - 1] += _anti_diagonal_sums(ds.sum(0))
+        dtable = du.flip(-1).to(table.dtype) if want_table else None
+        return dq_rev.flip(-2), dk, dv, dtable, None, None, None
 
 
 # ----------------------------------------------------------------------------- FlexAttention

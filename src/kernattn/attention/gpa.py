@@ -72,6 +72,11 @@ class KernelBank(LagBias):
             t = t - 2 * self.alpha[..., None] ** 2 * torch.sin(lag / self.log_tau.exp()[..., None]) ** 2
         return t
 
+    def table(self, n, device):
+        # G depends on |lag|: evaluate lags 0..n-1 once and mirror them onto -(n-1)..-1.
+        half = self.bias(torch.arange(n, device=device))
+        return torch.cat((half[:, 1:].flip(-1), half), dim=-1)
+
     def bias(self, lag):
         # Reduce over m on the [H, M, L] table, never on an [H, M, n, n] grid.
         terms = self.log_terms(lag.reshape(-1))

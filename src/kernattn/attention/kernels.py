@@ -8,7 +8,8 @@ K(q, k) on projected queries and keys (d = head dim):
                                                    normaliser that crosses zero)
 Fast paths: exp_dot through SDPA; gaussian through SDPA with the augmented q/k of the GKA
 identity; linear by associativity (see linear.py); yat has no factorisation, so its fast
-path is the explicit kernel evaluated a block of queries at a time (O(block N) memory).
+path is the explicit kernel evaluated a block of queries at a time and recomputed in
+backward (O(block N) memory).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from . import reference
 from .base import KernelAttention
@@ -89,15 +91,17 @@ class NWAttention(KernelAttention):
         return self._blocked(p)
 
     def _blocked(self, p):
-        """Explicit kernel a block of queries at a time: O(block x N) live memory."""
+        """Explicit kernel a block of queries at a time, each block recomputed in backward
+        (activation checkpointing), so live memory is O(block x N), not O(N^2)."""
         allowed = self.allowed(p.n, p.q.device)
         outs = []
         for s in range(0, p.n, self.options.block):
             e = min(s + self.options.block, p.n)
-            kern = kernel_matrix(self.options.kernel, p.q[..., s:e, :], p.k, self.options.yat_eps)
-            out, _ = reference.nadaraya_watson(kern, p.v, allowed[s:e])
-            outs.append(out)
+            outs.append(checkpoint(self._block, p.q[..., s:e, :], p.k, p.v, allowed[s:e], use_reentrant=False))
         return torch.cat(outs, dim=-2)
+
+    def _block(self, q, k, v, allowed):
+        return reference.nadaraya_watson(kernel_matrix(self.options.kernel, q, k, self.options.yat_eps), v, allowed)[0]
 
     def kernel(self, p, allowed):
         if self.options.kernel == "exp_dot":

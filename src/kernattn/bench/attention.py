@@ -8,7 +8,10 @@ B x N x (H d_head) is built (seed 0) and a training step is timed: forward, then
 the loss <output, R> with R a fixed standard-normal tensor (`output.backward(R)`), reaching
 every parameter and x. Gradients are dropped (set to None) before each step, so every step
 allocates them afresh. `--warmup` steps are run untimed, then `--repeats` timed steps; a
-row reports their median and min (ms) and B N / median as tokens/s.
+row reports their median and min (ms) and B N / median as tokens/s. The fast rows of one N
+are built together and timed round-robin (one step of each per round), so a machine that
+slows down mid-run slows every configuration alike and the ratios between them, which are
+what the targets are about, stay honest; reference rows are timed one at a time.
 
 Timing: CPU: time.perf_counter around the step. CUDA: CUDA events around the step, with a
 synchronize before and after.
@@ -23,8 +26,9 @@ minus what was allocated before it (x, the parameters, R), in MiB.
   sorted by time. This counts every tensor allocation of the CPU allocator, on any thread
   the profiler sees. Checked on torch 2.13 CPU against the process's peak resident set
   (VmHWM after resetting it through /proc/self/clear_refs, glibc run with
-  MALLOC_MMAP_THRESHOLD_=65536 so freed blocks go back to the OS) for gka, gpa, softmax
-  (rope and lag_table), favor and nw-yat at N=1024 and 2048: agreement within 0.2 MiB;
+  MALLOC_MMAP_THRESHOLD_=65536 so freed blocks go back to the OS): gka fast and reference
+  at N=1024 and 2048, gpa-add-dp-M64, softmax (rope, alibi, lag_table), favor and nw-yat fast
+  at N=1024 and/or 2048 agree within 0.5 MiB (e.g. 1160.1 vs 1160.1, 71.2 vs 71.7);
   GKA at B=2, H=4, d=32, N=2048 causal: reference 1160 MiB, fast 29 MiB, as in
   shared/notes/attention-math.md (1160 / 25 MiB there, which leaves out W_O and its gradients).
   The profiler is only on for this extra step, never for the timed ones.
@@ -36,8 +40,9 @@ ignored with `--full-reference`):
 - 2048 (no cap below the default N) for a representative subset: gka (the GKA speed and
   memory ratios the issue asks for), softmax-rope (the baseline) and gpa-mult-decay-M8
   (a GPA kernel bank);
-- 1024 for the other configurations: at N=2048 a reference step costs 1-10 s each on the
-  2-core CPU and would make up most of the run;
+- 1024 for the other configurations: at N=2048 a reference step costs 1-3 s (0.9-1.6 GB)
+  each on the 2-core CPU, 8 steps per row; for all of them that would triple the run
+  (about 2 minutes with these caps);
 - 256 for the two GPA banks with M=64 (gpa-add-dp-M64, gpa-add-dp-rope-M64): the explicit
   bank of eq. 5 keeps several [H, N, N] tensors per kernel for backward, about 1.7 GiB and
   5 s per step at N=512, 6.6 GiB and 18 s at N=1024, and would need about 26 GiB at N=2048.
@@ -52,12 +57,16 @@ RATIO_SCHEMA) with the comparisons of this run's rows:
 - gka and gka-lm fast vs softmax-rope fast at the same N: tokens/s ratio (target >= 1.0 on
   CUDA, none on CPU) and peak memory ratio (no target).
 Both files are written atomically (a temporary file in the same folder, then os.replace).
+A row whose step raises a RuntimeError (out of memory; an op with no kernel for the dtype,
+e.g. torch.cdist in bfloat16 on CPU for the gka reference) is left out and listed at the
+end; the files are still written and the exit status is 1.
 Tests never assert timings; the CPU of a shared machine is noisy (notes: up to 4x).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -219,11 +228,6 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_step(step: Callable[[], None], device: torch.device) -> float:
     """Milliseconds of one call of `step` (CUDA events on CUDA, perf_counter elsewhere)."""
     if device.type == "cuda":
@@ -250,7 +254,7 @@ def cpu_peak_bytes(fn: Callable[[], Any]) -> int:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _quiet_fd2(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     records = sorted(
         (e.start_ns(), e.nbytes())
@@ -262,6 +266,27 @@ def cpu_peak_bytes(fn: Callable[[], Any]) -> int:
         current += nbytes
         peak = max(peak, current)
     return peak
+
+
+@contextlib.contextmanager
+def _quiet_fd2():
+    """Send file descriptor 2 to /dev/null: kineto prints two "USDT: ... profiler_start/stop"
+    lines per profile straight to fd 2 (torch 2.13; KINETO_LOG_LEVEL does not stop them).
+    Python exceptions are unaffected; the profiled step has already run unprofiled, so any
+    warning it gives was shown then."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def peak_bytes(fn: Callable[[], Any], device: torch.device) -> int:
@@ -282,10 +307,15 @@ class Measurement:
     peak_bytes: int
 
 
-def measure(cfg: BenchConfig, impl: str, *, n: int, batch: int, heads: int, d_head: int,
-            dtype: torch.dtype, device: torch.device, warmup: int, repeats: int,
-            max_n: int) -> Measurement:
-    """Build `cfg` for `impl` and time `repeats` forward+backward steps at sequence length n."""
+@dataclass
+class Prepared:
+    step: Callable[[], None]
+    clear: Callable[[], None]
+
+
+def prepare(cfg: BenchConfig, impl: str, *, n: int, batch: int, heads: int, d_head: int,
+            dtype: torch.dtype, device: torch.device, max_n: int) -> Prepared:
+    """Build `cfg` for `impl` at sequence length n; return its training step and grad reset."""
     torch.manual_seed(0)
     module = attention.build(cfg.variant, d_model=heads * d_head, n_head=heads, causal=cfg.causal,
                              window=cfg.window, impl=impl, **cfg.build_options(max_n))
@@ -302,17 +332,37 @@ def measure(cfg: BenchConfig, impl: str, *, n: int, batch: int, heads: int, d_he
         for t in leaves:
             t.grad = None
 
-    for _ in range(warmup):
-        clear()
-        step()
-    times = []
+    return Prepared(step, clear)
+
+
+def measure_interleaved(prepared: list[Prepared], device: torch.device, warmup: int,
+                        repeats: int) -> list[Measurement]:
+    """Time several steps round-robin: each round runs one step of every entry, so that a
+    noisy machine slows all of them alike and their ratios stay comparable."""
+    for p in prepared:
+        for _ in range(warmup):
+            p.clear()
+            p.step()
+    times: list[list[float]] = [[] for _ in prepared]
     for _ in range(repeats):
-        clear()
-        times.append(time_step(step, device))
-    clear()
-    peak = peak_bytes(step, device)
-    clear()
-    return Measurement(times, peak)
+        for p, t in zip(prepared, times):
+            p.clear()
+            t.append(time_step(p.step, device))
+    out = []
+    for p, t in zip(prepared, times):
+        p.clear()
+        peak = peak_bytes(p.step, device)
+        p.clear()
+        out.append(Measurement(t, peak))
+    return out
+
+
+def measure(cfg: BenchConfig, impl: str, *, n: int, batch: int, heads: int, d_head: int,
+            dtype: torch.dtype, device: torch.device, warmup: int, repeats: int,
+            max_n: int) -> Measurement:
+    """Build `cfg` for `impl` and time `repeats` forward+backward steps at sequence length n."""
+    p = prepare(cfg, impl, n=n, batch=batch, heads=heads, d_head=d_head, dtype=dtype, device=device, max_n=max_n)
+    return measure_interleaved([p], device, warmup, repeats)[0]
 
 
 # ----------------------------------------------------------------------------- the run
@@ -349,53 +399,100 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def run_benchmark(settings: BenchSettings, log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """Measure every row of `plan(settings)`; returns the rows (dicts keyed by SCHEMA)."""
+def run_benchmark(settings: BenchSettings, log: Callable[[str], None] | None = None,
+                  failures: list[str] | None = None) -> list[dict[str, Any]]:
+    """Measure every row of `plan(settings)`; returns the rows (dicts keyed by SCHEMA).
+
+    A row whose step raises a RuntimeError (out of memory, an op without a kernel for the
+    dtype, ...) is skipped; its one-line description is appended to `failures`.
+    """
     device = torch.device(settings.device)
     dtype = DTYPES[settings.dtype]
     dev_name = device_name(device)
     max_n = max(settings.seq_lens)
     jobs = plan(settings)
+    shape = dict(batch=settings.batch, heads=settings.heads, d_head=settings.d_head,
+                 dtype=dtype, device=device, max_n=max_n)
     rows = []
-    for i, (cfg, impl, n) in enumerate(jobs, 1):
-        try:
-            m = measure(cfg, impl, n=n, batch=settings.batch, heads=settings.heads, d_head=settings.d_head,
-                        dtype=dtype, device=device, warmup=settings.warmup, repeats=settings.repeats,
-                        max_n=max_n)
-        except torch.OutOfMemoryError:
-            if log:
-                log(f"[{i:3d}/{len(jobs)}] {cfg.label} {impl} N={n}: out of memory, row skipped")
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            continue
-        median = statistics.median(m.times_ms)
-        row = {
-            "variant": cfg.variant,
-            "options": json.dumps(cfg.build_options(max_n), sort_keys=True, separators=(",", ":")),
-            "label": cfg.label,
-            "impl": impl,
-            "causal": cfg.causal,
-            "window": cfg.window,
-            "B": settings.batch,
-            "H": settings.heads,
-            "d_head": settings.d_head,
-            "N": n,
-            "dtype": settings.dtype,
-            "device": dev_name,
-            "torch_version": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "repeats": settings.repeats,
-            "median_ms": median,
-            "min_ms": min(m.times_ms),
-            "tokens_per_s": settings.batch * n / (median / 1e3) if median > 0 else math.inf,
-            "peak_mib": m.peak_bytes / 2**20,
-            "timestamp": _now(),
-        }
-        rows.append(row)
+    done = 0
+
+    def fail(cfg, impl, n, exc):
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        what = f"{cfg.label} {impl} N={n}: {type(exc).__name__}: {first}"
+        if failures is not None:
+            failures.append(what)
         if log:
-            log(f"[{i:3d}/{len(jobs)}] {cfg.label:<21} {impl:<9} N={n:<5} "
-                f"{median:9.1f} ms (min {row['min_ms']:.1f})  {row['peak_mib']:8.1f} MiB")
+            log(f"[{done:3d}/{len(jobs)}] {what} (row skipped)")
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    # Fast rows of one N are timed together, round-robin (their ratios are the targets);
+    # reference rows, memory-heavy, one at a time.
+    groups: list[list[tuple[BenchConfig, str, int]]] = []
+    for impl in settings.impls:
+        for n in settings.seq_lens:
+            batch_jobs = [j for j in jobs if j[1] == impl and j[2] == n]
+            groups += [batch_jobs] if impl == "fast" else [[j] for j in batch_jobs]
+    for group in groups:
+        if not group:
+            continue
+        prepared, ok = [], []
+        for cfg, impl, n in group:
+            try:
+                prepared.append(prepare(cfg, impl, n=n, **shape))
+                ok.append((cfg, impl, n))
+            except RuntimeError as exc:
+                done += 1
+                fail(cfg, impl, n, exc)
+        try:
+            measured = measure_interleaved(prepared, device, settings.warmup, settings.repeats)
+        except RuntimeError:  # one failing member: fall back to one at a time to find it
+            measured = []
+            for p, (cfg, impl, n) in zip(prepared, ok):
+                try:
+                    measured.append(measure_interleaved([p], device, settings.warmup, settings.repeats)[0])
+                except RuntimeError as exc:
+                    measured.append(exc)
+        del prepared
+        for (cfg, impl, n), m in zip(ok, measured):
+            done += 1
+            if isinstance(m, Exception):
+                fail(cfg, impl, n, m)
+                continue
+            rows.append(_row(settings, cfg, impl, n, m, dev_name, max_n))
+            if log:
+                r = rows[-1]
+                log(f"[{done:3d}/{len(jobs)}] {cfg.label:<21} {impl:<9} N={n:<5} "
+                    f"{r['median_ms']:9.1f} ms (min {r['min_ms']:.1f})  {r['peak_mib']:8.1f} MiB")
+    order = {(c.label, i, n): k for k, (c, i, n) in enumerate(jobs)}
+    rows.sort(key=lambda r: order[(r["label"], r["impl"], r["N"])])
     return rows
+
+
+def _row(settings, cfg, impl, n, m: Measurement, dev_name: str, max_n: int) -> dict[str, Any]:
+    median = statistics.median(m.times_ms)
+    return {
+        "variant": cfg.variant,
+        "options": json.dumps(cfg.build_options(max_n), sort_keys=True, separators=(",", ":")),
+        "label": cfg.label,
+        "impl": impl,
+        "causal": cfg.causal,
+        "window": cfg.window,
+        "B": settings.batch,
+        "H": settings.heads,
+        "d_head": settings.d_head,
+        "N": n,
+        "dtype": settings.dtype,
+        "device": dev_name,
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "repeats": settings.repeats,
+        "median_ms": median,
+        "min_ms": min(m.times_ms),
+        "tokens_per_s": settings.batch * n / (median / 1e3) if median > 0 else math.inf,
+        "peak_mib": m.peak_bytes / 2**20,
+        "timestamp": _now(),
+    }
 
 
 # ----------------------------------------------------------------------------- ratios
@@ -491,6 +588,9 @@ def write_csv_atomic(path: Path, schema: dict[str, type], rows: list[dict[str, A
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual mode
         with os.fdopen(fd, "w", newline="") as fh:
             writer = csv.writer(fh)
             writer.writerow(list(schema))
@@ -524,7 +624,7 @@ def ratios_path(out: Path) -> Path:
 
 # ----------------------------------------------------------------------------- printing
 def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
+    return format("-", ">" + spec.split(".")[0]) if x is None else format(x, spec)
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -626,9 +726,9 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         dev = torch.device(device)
-    except RuntimeError as exc:
-        raise UsageError(f"--device {device!r}: {exc}") from None
-    if dev.type not in ("cpu", "cuda"):
+    except RuntimeError:
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
         raise UsageError(f"--device must be cpu, cuda, cuda:N or auto; got {device!r}")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"--device {device!r}: CUDA is not available in this torch build/machine")
@@ -640,6 +740,26 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     )
 
 
+def cpu_busy_fraction(interval: float = 0.3) -> float | None:
+    """Fraction of all CPUs' time spent busy over `interval` s, from /proc/stat (None elsewhere).
+
+    Taken while this process sleeps, so it measures other work on the machine.
+    """
+
+    def sample():
+        with open("/proc/stat") as fh:
+            values = [int(v) for v in fh.readline().split()[1:]]
+        return sum(values), values[3] + (values[4] if len(values) > 4 else 0)  # total, idle + iowait
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(interval)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if total1 <= total0 else 1.0 - (idle1 - idle0) / (total1 - total0)
+
+
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -648,17 +768,31 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         for c in DEFAULT_CONFIGS:
             ref = "any N" if c.reference_max_n is None else f"N <= {c.reference_max_n}"
-            print(f"{c.label:<21} {c.variant:<9} {json.dumps(c.options, sort_keys=True):<62} reference: {ref}")
+            opts = json.dumps(c.options, sort_keys=True, separators=(",", ":"))
+            print(f"{c.label:<21} {c.variant:<9} {opts:<64} reference: {ref}")
         return 0
     settings = settings_from_args(args)
+    threads_before = torch.get_num_threads()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    try:
+        return _run(args, settings)
+    finally:
+        torch.set_num_threads(threads_before)  # in-process callers (tests) keep their setting
+
+
+def _run(args: argparse.Namespace, settings: BenchSettings) -> int:
     jobs = plan(settings)
     _log(f"bench-attention: {len(jobs)} rows, {len(settings.configs)} configurations, N in {settings.seq_lens}, "
          f"B={settings.batch} H={settings.heads} d_head={settings.d_head} {settings.dtype} on {settings.device}, "
          f"{torch.get_num_threads()} threads, warmup {settings.warmup}, repeats {settings.repeats}")
+    busy = cpu_busy_fraction() if settings.device == "cpu" else None
+    if busy is not None and busy > 0.25:
+        _log(f"bench-attention: warning: the CPUs were {100 * busy:.0f}% busy with other work just before "
+             f"the run; timings on a shared CPU are unreliable (intra-op threads wait on descheduled threads)")
     t0 = time.perf_counter()
-    rows = run_benchmark(settings, log=_log)
+    failures: list[str] = []
+    rows = run_benchmark(settings, log=_log, failures=failures)
     ratios = compute_ratios(rows, torch.device(settings.device).type)
     write_csv_atomic(args.out, SCHEMA, rows)
     write_csv_atomic(ratios_path(args.out), RATIO_SCHEMA, ratios)
@@ -669,4 +803,9 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(f"wrote {args.out} ({len(rows)} rows) and {ratios_path(args.out)} ({len(ratios)} rows) "
           f"in {time.perf_counter() - t0:.0f} s")
+    if failures:
+        _log(f"bench-attention: {len(failures)} of {len(jobs)} rows failed and are missing from the CSV:")
+        for what in failures:
+            _log(f"  {what}")
+        return 1
     return 0
