@@ -6,11 +6,13 @@ lag + n - 1, lag = i - j). It picks, per call:
 
 - no bias, no window: `scaled_dot_product_attention(is_causal=...)` (flash on CPU and CUDA);
 - CUDA with a bias or a window: FlexAttention, `score_mod` reading the table and a block mask
-  that skips the blocks the causal/window mask removes (compiled once per process);
-- otherwise (CPU): SDPA with the bias gathered into an [H, n, n] float mask, -inf where masked.
-  SDPA's flash kernel takes a float mask that needs no gradient; a learnable table sends SDPA
-  to its math backend, whose O(B H n^2) memory is the price of the bias gradient on CPU
-  (FlexAttention has no backward on CPU).
+  that skips the blocks the causal/window mask removes (compiled once per shape);
+- CPU with a bias or a window: `_ChunkedLagAttention`, SDPA's CPU flash kernel one query
+  block at a time over the keys the mask leaves that block, the bias a zero-copy Toeplitz
+  view of the table, and a blocked backward that also yields the table's gradient
+  (FlexAttention has no backward on CPU, and SDPA with a float mask that needs grad falls
+  back to its math backend: O(B H n^2) memory, about 5x the time at n = 2048);
+- `backend="sdpa"`: SDPA with the dense [H, n, n] float mask, the plain form (any device).
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ def attend(
     if bias_table is None and window is None and backend != "flex":
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     use_flex = backend == "flex" or (backend == "auto" and q.is_cuda)
+    if use_flex and backend == "auto" and q.dtype == torch.bfloat16 and n % 128 and torch.is_grad_enabled():
+        # FlexAttention's bf16 backward with a block mask and a score_mod gave NaNs when n is
+        # not a multiple of 128 (pytorch issue 153799): take the dense-mask path instead.
+        use_flex = False
     if use_flex:
         return _flex(q, k, v, causal, window, scale, bias_table)
     if q.device.type == "cpu" and _CPU_FLASH is not None and backend == "auto":

@@ -66,10 +66,13 @@ class KernelBank(LagBias):
 
     def log_terms(self, lag: torch.Tensor) -> torch.Tensor:
         """[H, M, L]: log of sigma_m^2 exp(-lag/l_m) P_m(lag) on a flat lag vector."""
-        lag = lag.abs().to(self.log_sigma.dtype)[None, None, :]
-        t = 2 * self.log_sigma[..., None] - lag / self.log_length.exp()[..., None]
+        work = torch.promote_types(self.log_sigma.dtype, torch.float32)  # never evaluate in bf16
+        lag = lag.abs().to(work)[None, None, :]
+        log_sigma, log_length = self.log_sigma.to(work), self.log_length.to(work)
+        t = 2 * log_sigma[..., None] - lag / log_length.exp()[..., None]
         if self.periodic:
-            t = t - 2 * self.alpha[..., None] ** 2 * torch.sin(lag / self.log_tau.exp()[..., None]) ** 2
+            alpha, tau = self.alpha.to(work), self.log_tau.to(work).exp()
+            t = t - 2 * alpha[..., None] ** 2 * torch.sin(lag / tau[..., None]) ** 2
         return t
 
     def table(self, n, device):

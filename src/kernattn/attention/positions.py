@@ -40,8 +40,10 @@ class Rope(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., N, d] rotated by position 0..N-1."""
         n = x.shape[-2]
-        pos = torch.arange(n, device=x.device, dtype=self.inv_freq.dtype)
-        angle = pos[:, None] * self.inv_freq[None, :]
+        # Angles in at least float32: position x frequency in bf16 would be off by whole radians.
+        work = torch.promote_types(self.inv_freq.dtype, torch.float32)
+        pos = torch.arange(n, device=x.device, dtype=work)
+        angle = pos[:, None] * self.inv_freq.to(work)[None, :]
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
