@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kernattn-installed
 JOBS ?= 2
 
-.PHONY: env test bench clean-env
+.PHONY: env test pipeline bench clean-env
 
 env: $(STAMP)
 
@@ -24,6 +24,10 @@ $(STAMP): pyproject.toml
 # pytest exits 5 when it collects no tests: make treats that as the failure it is.
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(JOBS)
+
+# The main job: the whole DAG (data -> every run of the matrix -> report) at params.yaml's scale.
+pipeline: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores all
 
 bench: $(STAMP)
 	$(VENV)/bin/kernattn bench-attention --out results/bench/attention.csv

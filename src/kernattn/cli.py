@@ -17,9 +17,15 @@ import importlib
 import os
 import sys
 
-# subcommand -> module; the module is imported when the parser is built.
-STAGES: dict[str, str] = {
-    "bench-attention": "kernattn.bench.attention",
+# subcommand -> (module, one-line help). Only the invoked stage's module is imported, so a
+# light stage (prepare, dvc-yaml) does not pay for torch, MLflow or matplotlib.
+STAGES: dict[str, tuple[str, str]] = {
+    "prepare": ("kernattn.data.dickens", "download or read the Dickens corpus, clean, split, tokenize"),
+    "train": ("kernattn.train", "train one run of the experiment matrix (resumes from its checkpoint)"),
+    "report": ("kernattn.report.build", "render report/index.html from the runs"),
+    "bench-attention": ("kernattn.bench.attention", "time forward+backward and peak memory of every attention variant"),
+    "dvc-yaml": ("kernattn.pipeline", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),
+    "install-profile": ("kernattn.profiles", "install the SLURM snakemake profile with your site's values"),
 }
 
 
@@ -34,25 +40,31 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `kernattn` parser; `parser.stages` maps each subcommand to its own parser."""
+def build_parser(stage: str | None = None) -> argparse.ArgumentParser:
+    """The `kernattn` parser; `parser.stages` maps each subcommand to its own parser.
+
+    Only `stage` (if given) gets its module imported and its options added."""
     parser = _Parser(prog="kernattn", description="The kernel view of attention: pipeline stages.")
     parser.stages = {}
     sub = parser.add_subparsers(dest="command", metavar="STAGE", required=True, parser_class=_Parser)
-    for name, module_name in STAGES.items():
+    for name, (module_name, help_text) in STAGES.items():
+        if name != stage:
+            parser.stages[name] = sub.add_parser(name, help=help_text)
+            continue
         module = importlib.import_module(module_name)
         doc = (module.__doc__ or "").strip().split("\n\n")[0]
-        stage = sub.add_parser(name, help=module.HELP, description=doc,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(stage)
-        stage.set_defaults(_run=module.run)
-        parser.stages[name] = stage
+        stage_parser = sub.add_parser(name, help=help_text, description=doc,
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(stage_parser)
+        stage_parser.set_defaults(_run=module.run)
+        parser.stages[name] = stage_parser
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one stage; returns the exit status (0 on success, 2 on a usage error)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(next((a for a in argv if a in STAGES), None))
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # reported by the stage's parser, so the message names the stage

@@ -193,21 +193,51 @@ def load_params(path: str | os.PathLike = "params.yaml", scale: str | None = Non
         raise ParamsError(
             f"{path}: unknown scale {chosen!r}; allowed: {', '.join(sorted({'paper', *scales}))}"
         )
-    merged = {k: doc.get(k, {}) or {} for k in SECTIONS}
-    overrides = scales.get(chosen) or {}
-    if not isinstance(overrides, dict):
-        raise ParamsError(f"{path}: scales.{chosen} must be a mapping of overrides")
-    for key, value in overrides.items():
-        if key not in SECTIONS:
-            raise ParamsError(f"{path}: unknown key 'scales.{chosen}.{key}'; allowed: {', '.join(SECTIONS)}")
-        merged[key] = _deep_merge(merged[key], value, f"scales.{chosen}.{key}", path)
+    # Every scale is validated, not only the chosen one: a typo in `paper` must not wait
+    # for the day someone runs at paper scale.
+    resolved = {name: _resolve(doc, scales, name, path) for name in {"paper", *scales}}
+    merged, sections = resolved[chosen]
     mirror_env = os.environ.get(MIRROR_ENV)
     if mirror_env:
         merged["data"] = {**merged["data"], "mirror": mirror_env}
-    sections = {name: _build(cls, merged[name], name, path) for name, cls in SECTIONS.items()}
+        sections["data"] = _build(DataParams, merged["data"], "data", path)
+    sections = {name: _fill_scale(sec, chosen) for name, sec in sections.items()}
     params = Params(scale=chosen, path=str(path), raw={"scale": chosen, **merged}, **sections)
     _check_matrix(params, path)
     return params
+
+
+def _fill_scale(section, scale: str):
+    """Replace `{scale}` in the section's string fields (output paths, experiment names), so
+    each scale writes its own results and one never overwrites another's."""
+    changes = {f.name: getattr(section, f.name).replace("{scale}", scale)
+               for f in dataclasses.fields(section)
+               if isinstance(getattr(section, f.name), str) and "{scale}" in getattr(section, f.name)}
+    return dataclasses.replace(section, **changes) if changes else section
+
+
+def _resolve(doc: dict, scales: dict, name: str, path: Path):
+    """(merged sections, built dataclasses) of scale `name`."""
+    merged = {k: doc.get(k, {}) or {} for k in SECTIONS}
+    overrides = scales.get(name) or {}
+    if not isinstance(overrides, dict):
+        raise ParamsError(f"{path}: scales.{name} must be a mapping of overrides")
+    for key, value in overrides.items():
+        where = f"scales.{name}.{key}"
+        if key not in SECTIONS:
+            raise ParamsError(f"{path}: unknown key '{where}'; allowed: {', '.join(SECTIONS)}")
+        if isinstance(value, dict):
+            allowed = [f.name for f in dataclasses.fields(SECTIONS[key])]
+            for sub in value:
+                if sub not in allowed:
+                    raise ParamsError(f"{path}: unknown key '{where}.{sub}'; allowed: {', '.join(allowed)}")
+        merged[key] = _deep_merge(merged[key], value, where, path)
+    prefix = "" if name == "paper" else f"scales.{name} -> "
+    try:
+        sections = {sec: _build(cls, merged[sec], sec, path) for sec, cls in SECTIONS.items()}
+    except ParamsError as exc:
+        raise ParamsError(str(exc).replace(f"{path}: ", f"{path}: {prefix}", 1)) from None
+    return merged, sections
 
 
 def _deep_merge(base: Any, over: Any, where: str, path: Path) -> Any:

@@ -1,0 +1,64 @@
+# kernattn: the DAG. Every rule calls the `kernattn` CLI; params.yaml is the one source of truth.
+#
+#   snakemake --cores all                      # the scale named in params.yaml (tiny by default)
+#   snakemake --cores all --config scale=micro # another scale, same DAG
+#   snakemake --profile slurm all              # on a cluster (see profiles/slurm, `kernattn install-profile`)
+#
+# dvc.yaml holds the same stages for `dvc repro` (generated: `kernattn dvc-yaml`).
+from kernattn.config import load_params, run_matrix
+from kernattn import pipeline
+
+PARAMS_FILE = config.get("params", "params.yaml")
+P = load_params(PARAMS_FILE, config.get("scale"))
+ARGS = pipeline.scale_args(P, PARAMS_FILE)
+RUNS = [run.run_id for run in run_matrix(P)]
+DATA = pipeline.data_outputs(P)
+
+
+rule all:
+    input:
+        pipeline.report_output(P),
+
+
+# Rerun triggers: each rule's `params` carry the params.yaml sections it reads, so editing
+# one section reruns exactly the rules that depend on it.
+rule prepare:
+    output:
+        DATA,
+    params:
+        data=P.raw["data"],
+    log:
+        "results/logs/prepare.log",
+    shell:
+        "kernattn prepare {ARGS} > {log} 2>&1"
+
+
+rule train:
+    # The run folder keeps its checkpoint across failures; a rerun resumes from it.
+    input:
+        DATA[:3],
+    output:
+        pipeline.run_output(P, "{run}"),
+    params:
+        model=P.raw["model"],
+        train=P.raw["train"],
+        matrix=P.raw["matrix"],
+    log:
+        "results/logs/train-{run}.log",
+    threads: P.train.threads or 4
+    shell:
+        "kernattn train {ARGS} --run {wildcards.run} > {log} 2>&1"
+
+
+rule report:
+    input:
+        DATA[3],
+        expand(pipeline.run_output(P, "{run}"), run=RUNS),
+    output:
+        pipeline.report_output(P),
+    params:
+        report=P.raw["report"],
+    log:
+        "results/logs/report.log",
+    shell:
+        "kernattn report {ARGS} > {log} 2>&1"

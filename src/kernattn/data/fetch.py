@@ -1,0 +1,211 @@
+"""Getting raw corpus bytes: a local mirror file or an HTTP(S) download, with sha256s.
+
+    src = read_local("../shared/data/dickens/silesia_dickens.txt.gz")
+    src = download("https://www.gutenberg.org/cache/epub/98/pg98.txt")
+    src.data             # the content (gunzipped when the file is gzip)
+    src.stored_sha256    # sha256 of the bytes as stored / as served
+    src.content_sha256   # sha256 of src.data
+    text = decode_utf8(src.data, src.source)
+
+Generic (nothing Dickens-specific), so later corpora reuse it. Every problem raises
+`DataError` (a ValueError) with a one-line message naming the file or URL and the fix.
+
+Gzip is recognised by its magic bytes (1f 8b) or a ".gz" name; a truncated or corrupt gzip
+is an error, never a silently short text. Downloads go to a temporary file, are checked
+against Content-Length when the server sends one, and are retried (RETRIES times, waiting
+BACKOFF_S, 2*BACKOFF_S, ... between tries) on network errors, timeouts, short bodies, 5xx,
+408 and 429; other HTTP errors (404, 403, ...) fail at once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.client
+import os
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["DataError", "Source", "read_local", "download", "decode_utf8", "sha256_bytes",
+           "USER_AGENT", "TIMEOUT_S", "RETRIES", "BACKOFF_S"]
+
+USER_AGENT = "kernattn/0.1 (research corpus preparation; python-urllib)"
+TIMEOUT_S = 60.0  # per socket operation (connect, each read)
+RETRIES = 3  # extra attempts after the first
+BACKOFF_S = 2.0  # wait before retry k (k = 1, 2, ...): BACKOFF_S * 2**(k-1)
+CHUNK = 1 << 20
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class DataError(ValueError):
+    """Unusable input data; the message is one line naming the file or URL and the fix."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Raw bytes of one input, with where they came from and their hashes."""
+
+    kind: str  # "mirror" or "download"
+    source: str  # the path as given, or the URL
+    stored_bytes: int
+    stored_sha256: str
+    compressed: bool
+    data: bytes = field(repr=False)  # the content (gunzipped if it was gzip)
+    content_sha256: str = ""
+    stored: bytes = field(default=b"", repr=False)  # the bytes as stored / served
+
+    def describe(self) -> dict:
+        """JSON-ready record (everything but the data)."""
+        return {
+            "kind": self.kind,
+            "source": self.source,
+            "stored_bytes": self.stored_bytes,
+            "stored_sha256": self.stored_sha256,
+            "compressed": self.compressed,
+            "content_bytes": len(self.data),
+            "content_sha256": self.content_sha256,
+        }
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _gunzip_if_needed(stored: bytes, name: str) -> tuple[bytes, bool]:
+    looks_gz = stored[:2] == GZIP_MAGIC or name.lower().split("?")[0].endswith(".gz")
+    if not looks_gz:
+        return stored, False
+    try:
+        return gzip.decompress(stored), True
+    except EOFError:
+        raise DataError(f"{name}: truncated gzip file (ends before the end-of-stream marker); "
+                        f"copy or download it again") from None
+    except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise DataError(f"{name}: not a valid gzip file ({exc}); copy or download it again, "
+                        f"or give the uncompressed .txt") from None
+
+
+def _make_source(kind: str, name: str, stored: bytes) -> Source:
+    if not stored:
+        raise DataError(f"{name}: file is empty (0 bytes); copy or download it again")
+    data, compressed = _gunzip_if_needed(stored, name)
+    if not data:
+        raise DataError(f"{name}: decompresses to nothing (0 bytes); copy or download it again")
+    return Source(kind, name, len(stored), sha256_bytes(stored), compressed, data, sha256_bytes(data), stored)
+
+
+def read_local(path: str | os.PathLike, hint: str = "") -> Source:
+    """Read a local file (plain or gzip). `hint` is appended to the missing-file message
+    (e.g. which parameter to change). A relative path is relative to the current folder."""
+    name = str(path)
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise DataError(f"{name}: is a directory, not a file; point it to the corpus file itself{hint}")
+    if not p.exists():
+        where = "" if p.is_absolute() else f" (relative to {Path.cwd()})"
+        raise DataError(f"{name}: no such file{where}{hint}")
+    try:
+        stored = p.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{name}: cannot read ({exc.strerror or exc}){hint}") from None
+    return _make_source("mirror", name, stored)
+
+
+class _Retry(Exception):
+    """A transient failure: worth another attempt."""
+
+
+def _fetch_once(url: str, dest: Path, timeout: float, progress: bool) -> None:
+    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    try:
+        resp = urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 (http/https URLs from params)
+    except urllib.error.HTTPError as exc:
+        reason = f"HTTP {exc.code} {exc.reason}"
+        if exc.code >= 500 or exc.code in (408, 429):
+            raise _Retry(reason) from None
+        raise DataError(f"{url}: download failed: {reason}; check the URL in data.urls, "
+                        f"or set data.mirror to a local copy") from None
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+        raise _Retry(str(getattr(exc, "reason", None) or exc)) from None
+    with resp:
+        length = resp.headers.get("Content-Length")
+        expected = int(length) if length and length.isdigit() else None
+        bar = None
+        if progress and sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+
+                bar = tqdm(total=expected, unit="B", unit_scale=True, leave=False,
+                           desc=url.rsplit("/", 1)[-1][:30], file=sys.stderr)
+            except ImportError:  # pragma: no cover (tqdm is a dependency)
+                bar = None
+        got = 0
+        try:
+            with open(dest, "wb") as fh:
+                while True:
+                    try:
+                        chunk = resp.read(CHUNK)
+                    except (http.client.HTTPException, OSError) as exc:  # IncompleteRead, timeouts, resets
+                        raise _Retry(f"connection lost after {got} bytes ({exc})") from None
+                    if not chunk:
+                        break
+                    fh.write(chunk)
+                    got += len(chunk)
+                    if bar is not None:
+                        bar.update(len(chunk))
+        finally:
+            if bar is not None:
+                bar.close()
+    if expected is not None and got != expected:
+        raise _Retry(f"incomplete body: got {got} of {expected} bytes (Content-Length)")
+
+
+def download(url: str, *, timeout: float | None = None, retries: int | None = None,
+             backoff_s: float | None = None, progress: bool = True) -> Source:
+    """Download `url` to a temporary file, verify it is complete, and return its bytes.
+
+    Defaults come from the module constants TIMEOUT_S, RETRIES and BACKOFF_S (read at call
+    time, so tests can shorten them). Raises DataError naming the URL and the last reason.
+    """
+    timeout = TIMEOUT_S if timeout is None else timeout
+    retries = RETRIES if retries is None else retries
+    backoff_s = BACKOFF_S if backoff_s is None else backoff_s
+    if not url.lower().startswith(("http://", "https://")):
+        raise DataError(f"{url}: not an http(s) URL; data.urls takes http:// or https:// addresses "
+                        f"(use data.mirror for a local file)")
+    reason = "unknown error"
+    with tempfile.TemporaryDirectory(prefix="kernattn-fetch-") as tmpdir:
+        dest = Path(tmpdir) / "download"
+        for attempt in range(retries + 1):
+            if attempt:
+                time.sleep(backoff_s * 2 ** (attempt - 1))
+            try:
+                _fetch_once(url, dest, timeout, progress)
+            except _Retry as exc:
+                reason = str(exc)
+                continue
+            return _make_source("download", url, dest.read_bytes())
+    tries = f"{retries + 1} attempt{'s' if retries else ''}"
+    raise DataError(f"{url}: download failed after {tries}: {reason}; check the network, "
+                    f"or set data.mirror (or KERNATTN_DATA_MIRROR) to a local copy")
+
+
+def decode_utf8(data: bytes, name: str, compressed: bool = False) -> str:
+    """Strict UTF-8 (a leading BOM is kept as U+FEFF for the cleaner to count and drop).
+    `compressed`: the offset is then said to be in the decompressed content."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start:exc.start + 4].hex(" ")
+        raise DataError(
+            f"{name}: not valid UTF-8 at byte offset {exc.start}"
+            f"{' of the decompressed content' if compressed else ''} (bytes {bad}: {exc.reason}); convert it to UTF-8 first, e.g. "
+            f"`iconv -f cp1252 -t utf-8` (use the file's real encoding)"
+        ) from None

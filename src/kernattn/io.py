@@ -1,0 +1,128 @@
+"""Atomic writes: a file or a folder is either complete or absent, never half written.
+
+    atomic_write_bytes(path, data)          # also atomic_write_text / atomic_write_json
+    with atomic_path("out/ckpt.pt") as tmp:  # write tmp yourself (torch.save, np.save, ...)
+        torch.save(state, tmp)
+    with atomic_dir("results/data/dickens") as tmp:   # build a whole folder, then swap it in
+        np.save(tmp / "train.npy", ids)
+
+How: the data is written under a temporary name in the SAME folder as the target (so the
+final os.replace / os.rename stays on one file system and is atomic), flushed to disk, then
+renamed onto the target. If the body raises (any exception, KeyboardInterrupt included), the
+temporary file or folder is removed and an existing target is left untouched.
+
+Temporary names start with "." and contain ".tmp-" (e.g. ".train.tmp-3f9a1c2e.npy"; the
+suffix is kept, because np.save, torch.save's callers and matplotlib's savefig look at it).
+A process killed with SIGKILL can leave one behind; it is never mistaken for the target.
+
+atomic_dir replaces an existing folder by two renames (old -> ".NAME.old-*", new -> NAME),
+so for a moment NAME is absent, never partial; the old folder is then deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_dir"]
+
+
+def _temp_name(path: Path, kind: str = "tmp") -> Path:
+    token = uuid.uuid4().hex[:8]
+    return path.with_name(f".{path.stem}.{kind}-{token}{path.suffix}")
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to `path`; on success it is os.replace'd onto `path`.
+
+    The temporary file does not exist yet: the body creates it. The parent folder is created
+    if missing. On an exception the temporary file is removed and `path` is not touched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(path)
+    try:
+        yield tmp
+        _fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write `data` to `path` atomically; returns the path."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    """Write `text` to `path` atomically (no newline translation); returns the path."""
+    return atomic_write_bytes(path, text.encode(encoding))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2,
+                      sort_keys: bool = False) -> Path:
+    """Write `obj` as JSON (UTF-8, trailing newline) to `path` atomically; returns the path.
+
+    The object is serialised before anything is written, so an unserialisable value raises
+    (TypeError) with no file created.
+    """
+    text = json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False, allow_nan=False)
+    return atomic_write_text(path, text + "\n")
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a new empty folder next to `path`; on success it replaces `path` as a whole.
+
+    Fill the yielded folder (plain writes are fine inside it). On success every file in it is
+    flushed to disk and the folder is renamed to `path` (an existing `path`, folder or file,
+    is replaced). On an exception the temporary folder is deleted and `path` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(path)
+    tmp.mkdir()
+    try:
+        yield tmp
+        for child in tmp.rglob("*"):
+            if child.is_file() and not child.is_symlink():
+                _fsync_file(child)
+        old = None
+        if path.exists() or path.is_symlink():
+            old = _temp_name(path, "old")
+            os.rename(path, old)
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            if old is not None:
+                os.rename(old, path)  # put the previous output back
+            raise
+        if old is not None:
+            _remove(old)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

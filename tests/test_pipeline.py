@@ -1,0 +1,103 @@
+"""The whole DAG on the micro scale (two rows, one seed, a few steps) through the real
+Snakemake and the real DVC, in a scratch workspace; and the generated dvc.yaml is current."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernattn.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
+BIN = Path(sys.executable).parent
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
+    e.pop("KERNATTN_SCALE", None)
+    e["MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"] = "false"
+    return e
+
+
+@pytest.fixture()
+def workspace(tmp_path: Path) -> Path:
+    """A copy of the pipeline's top level with params.yaml set to the micro scale."""
+    assert MIRROR.is_file(), f"{MIRROR} is missing: tests read the shared data beside the repository"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shutil.copy(REPO / "Snakefile", ws / "Snakefile")
+    (ws / "src").symlink_to(REPO / "src")  # the code DVC stages depend on
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc["scale"] = "micro"
+    doc["scales"]["micro"]["data"]["mirror"] = str(MIRROR)
+    doc["report"]["mlflow_ui"] = None
+    (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return ws
+
+
+def run(cmd, cwd, timeout=600) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout)
+    return proc
+
+
+def check_outputs(ws: Path) -> None:
+    for name in ("train.npy", "val.npy", "vocab.json", "meta.json"):
+        assert (ws / "results/micro/data/dickens" / name).is_file(), name
+    for run_id in ("rope-s0", "gpa_dp_m8-s0"):
+        final = json.loads((ws / "results/micro/runs" / run_id / "final.json").read_text())
+        assert final["run_id"] == run_id and final["steps"] == 6
+        assert final["val_loss"] > 0
+    html = (ws / "report/index.html").read_text()
+    assert "static RoPE" in html and "decaying periodic kernel" in html
+
+
+def test_dvc_yaml_is_generated_from_params():
+    assert main(["dvc-yaml", "--params", str(REPO / "params.yaml"), "--out", str(REPO / "dvc.yaml"), "--check"]) == 0
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    assert len([s for s in stages if s.startswith("train-")]) == 20
+    assert all(s["cmd"].startswith("kernattn ") for s in stages.values())
+
+
+def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(workspace):
+    first = run([str(BIN / "snakemake"), "--cores", "2"], workspace)
+    assert first.returncode == 0, first.stderr[-3000:]
+    check_outputs(workspace)
+    second = run([str(BIN / "snakemake"), "--cores", "2"], workspace)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "Nothing to be done" in second.stdout + second.stderr
+
+
+def test_dvc_repro_runs_the_same_stages_and_then_is_up_to_date(workspace):
+    assert main(["dvc-yaml", "--params", str(workspace / "params.yaml"), "--out", str(workspace / "dvc.yaml")]) == 0
+    init = run([str(BIN / "dvc"), "init", "--no-scm", "-q"], workspace)
+    assert init.returncode == 0, init.stderr
+    first = run([str(BIN / "dvc"), "repro"], workspace)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    check_outputs(workspace)
+    second = run([str(BIN / "dvc"), "repro"], workspace)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "Data and pipelines are up to date" in second.stdout + second.stderr
+    for stage in ("prepare", "train-rope-s0", "report"):
+        assert f"Stage '{stage}' didn't change, skipping" in second.stdout + second.stderr
+
+
+def test_install_profile_fills_site_values(tmp_path):
+    dest = tmp_path / "slurm"
+    assert main(["install-profile", "--partition", "cpu", "--gpu-partition", "gpu", "--gpu-model", "h100",
+                 "--source", str(REPO / "profiles/slurm"), "--dest", str(dest)]) == 0
+    profile = yaml.safe_load((dest / "config.yaml").read_text())
+    assert profile["executor"] == "slurm"
+    assert profile["default-resources"]["slurm_partition"] == "cpu"
+    assert "slurm_account" not in profile["default-resources"]  # no account given: line dropped
+    assert profile["set-resources"]["train"] == {
+        "slurm_partition": "gpu", "gpu": 1, "gpu_model": "h100", "cpus_per_task": 8, "mem_mb": 32000, "runtime": 240}
+    assert "SITE_" not in (dest / "config.yaml").read_text()

@@ -1,0 +1,463 @@
+"""The report stage: statistics on hand-computed cases, verdicts on constructed runs, the page's
+tables read back, figures, errors and atomic output. Synthetic runs only (no training)."""
+
+from __future__ import annotations
+
+import json
+import math
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernattn.cli import main
+from kernattn.config import load_params, run_matrix
+from kernattn.report import build, stats
+
+REPO = Path(__file__).resolve().parents[1]
+PARAMS = REPO / "params.yaml"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+# Student t quantiles t_{0.975, df} as printed in tables (6 decimals), not from scipy: the
+# tests check the module's use of scipy against them (hence rel=1e-6 where they are used).
+T975 = {1: 12.706205, 2: 4.302653, 4: 2.776445}
+
+# Final validation MCE per row and seed (3 seeds), built so that each claim has a known verdict.
+LOSSES = {
+    "rope": [2.000, 2.002, 1.998],
+    "learned_rope": [1.990, 1.995, 1.985],
+    "gpa_decay_m8": [1.90, 1.91, 1.89],
+    "gpa_dp_m8": [1.80, 1.81, 1.79],       # clearly best: 000's ordering reproduced
+    "gpa_m64": [2.001, 1.999, 2.000],      # within 1% of rope: "as well as RoPE" reproduced
+    "gpa_m64_rope": [2.30, 2.31, 2.29],    # clearly worst: 001's "GPA+RoPE is best" contradicted
+    "alibi": [2.10, 2.20, 2.00],
+    "t5": [2.05, 2.15, 2.25],              # overlaps alibi: inconclusive
+    "lag_table": [2.20, 2.30, 2.10],
+    "gka": [2.50, 2.40, 2.60],
+}
+
+
+# ----------------------------------------------------------------------------- stats
+def test_mean_ci_hand_computed():
+    ci = stats.mean_ci([1.0, 2.0, 3.0])  # mean 2, s = 1, n = 3
+    half = T975[2] * 1.0 / math.sqrt(3)  # 2.4841...
+    assert ci.n == 3 and ci.mean == pytest.approx(2.0) and ci.sd == pytest.approx(1.0)
+    assert ci.half == pytest.approx(half, rel=1e-6) and ci.half == pytest.approx(2.484138, abs=1e-6)
+    assert (ci.lo, ci.hi) == (pytest.approx(2 - half), pytest.approx(2 + half))
+    two = stats.mean_ci([1.0, 3.0])  # s = sqrt(2), half = 12.706 * sqrt(2)/sqrt(2)
+    assert two.half == pytest.approx(T975[1], rel=1e-6)
+    one = stats.mean_ci([1.5])
+    assert one.n == 1 and one.mean == 1.5 and one.half is None and one.lo is None and one.sd is None
+    with pytest.raises(ValueError):
+        stats.mean_ci([])
+    with pytest.raises(ValueError):
+        stats.mean_ci([1.0, float("nan")])
+
+
+def test_welch_hand_computed():
+    # a = 1,2,3 and b = 4,5,6: diff -3, se = sqrt(1/3 + 1/3), df = (2/3)^2 / (2 (1/3)^2 / 2) = 4
+    ci = stats.welch_diff_ci([1, 2, 3], [4, 5, 6])
+    se = math.sqrt(2 / 3)
+    assert ci.diff == pytest.approx(-3.0) and ci.se == pytest.approx(se) and ci.df == pytest.approx(4.0)
+    assert ci.half == pytest.approx(T975[4] * se, rel=1e-6)
+    assert (ci.lo, ci.hi) == (pytest.approx(-3 - T975[4] * se, rel=1e-6), pytest.approx(-3 + T975[4] * se, rel=1e-6))
+    # unequal variances and sizes: against the textbook formula written out
+    a, b = [1.0, 2.0, 4.0, 7.0], [2.0, 2.5]
+    va, vb = 7.0, 0.125  # sample variances (mean 3.5: 6.25+2.25+0.25+12.25 = 21, /3; mean 2.25: 0.125)
+    qa, qb = va / 4, vb / 2
+    df = (qa + qb) ** 2 / (qa**2 / 3 + qb**2 / 1)
+    ci = stats.welch_diff_ci(a, b)
+    assert ci.diff == pytest.approx(1.25) and ci.df == pytest.approx(df)
+    from scipy.stats import t
+
+    assert ci.half == pytest.approx(t.ppf(0.975, df) * math.sqrt(qa + qb))
+    assert stats.welch_diff_ci([1.0], [1.0, 2.0]) is None
+    same = stats.welch_diff_ci([1.0, 1.0], [2.0, 2.0])  # no spread: the point difference
+    assert (same.lo, same.hi, same.half) == (-1.0, -1.0, 0.0)
+
+
+def test_welch_agrees_with_scipy():
+    from scipy.stats import ttest_ind
+
+    a, b = [1.91, 1.95, 1.87, 1.99], [2.01, 1.97, 2.06]
+    res = ttest_ind(a, b, equal_var=False)
+    lo, hi = res.confidence_interval(0.95)
+    ci = stats.welch_diff_ci(a, b)
+    assert (ci.lo, ci.hi) == (pytest.approx(lo), pytest.approx(hi))
+
+
+def test_verdicts_less_and_equiv():
+    assert stats.compare_less("a", [1, 2, 3], "b", [4, 5, 6]).verdict == stats.REPRODUCED  # hi = -0.73 < 0
+    assert stats.compare_less("b", [4, 5, 6], "a", [1, 2, 3]).verdict == stats.CONTRADICTED
+    assert stats.compare_less("a", [1, 2, 3], "b", [2, 3, 4]).verdict == stats.INCONCLUSIVE
+    assert stats.compare_less("a", [1], "b", [4, 5, 6]).verdict == stats.ONE_SEED
+    # equivalence: margin 1% of the mean of the means (= 0.02 at 2.0)
+    eq = stats.compare_equiv("a", [2.000, 2.002, 1.998], "b", [2.001, 1.999, 2.000])
+    assert eq.margin == pytest.approx(0.02) and eq.verdict == stats.REPRODUCED
+    assert stats.compare_equiv("a", [2.0, 2.01, 1.99], "b", [2.5, 2.51, 2.49]).verdict == stats.CONTRADICTED
+    assert stats.compare_equiv("a", [2.0, 2.1, 1.9], "b", [2.0, 2.1, 1.9]).verdict == stats.INCONCLUSIVE
+    assert stats.compare_equiv("a", [2.0], "b", [2.0, 2.1]).verdict == stats.ONE_SEED
+
+
+def test_combine_and_ordering_pairs():
+    R, C, I, O, N = stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE, stats.ONE_SEED, stats.NOT_RUN
+    assert stats.combine([R, R]) == R
+    assert stats.combine([R, I]) == I
+    assert stats.combine([R, C, I]) == C
+    assert stats.combine([R, O]) == O
+    assert stats.combine([N, R]) == N and stats.combine([N, C]) == C
+    with pytest.raises(ValueError):
+        stats.combine(["maybe"])
+    assert stats.ordering_pairs(["a", "b", ["c", "d"]]) == [("a", "b"), ("b", "c"), ("b", "d")]
+    assert stats.ordering_pairs([["a", "b"], "c"]) == [("a", "c"), ("b", "c")]
+    with pytest.raises(ValueError):
+        stats.ordering_pairs(["a"])
+
+
+def test_shipped_paper_numbers_name_real_rows():
+    papers = build.load_paper_numbers()
+    rows = {r.name for r in load_params(PARAMS, "paper").matrix.rows}
+    for claim in papers["claims"]:
+        named = claim.get("order") or claim.get("rows") or [claim["row"]]
+        flat = [x for g in named for x in (g if isinstance(g, list) else [g])]
+        assert set(flat) <= rows, claim["id"]
+        assert claim["quote"] and claim["where"]
+    for fig in papers["figures"]:
+        assert set(fig["rows"]) <= rows
+    by_id = {c["id"]: c for c in papers["claims"]}
+    # what the papers actually claim (seed 001: the bank alone "works as well as RoPE")
+    assert by_id["000-fig2-order"]["order"] == ["gpa_dp_m8", "gpa_decay_m8", ["learned_rope", "rope"]]
+    assert by_id["001-fig2-gpa-rope-best"]["order"] == ["gpa_m64_rope", ["gpa_m64", "rope"]]
+    assert by_id["001-fig2-bank-as-rope"]["rows"] == ["gpa_m64", "rope"]
+
+
+# ----------------------------------------------------------------------------- fixtures
+def write_params(tmp_path: Path, seeds=(0, 1, 2), only=None, mlflow_ui="http://127.0.0.1:5000",
+                 scale="tiny") -> Path:
+    doc = yaml.safe_load(PARAMS.read_text())
+    doc["scale"] = scale
+    doc["data"]["out_dir"] = str(tmp_path / "data")
+    doc["train"]["out_dir"] = str(tmp_path / "runs")
+    doc["report"] = {"out_dir": str(tmp_path / "report"), "mlflow_ui": mlflow_ui}
+    doc["scales"].setdefault(scale, {})
+    doc["scales"][scale] = {**(doc["scales"][scale] or {}), "matrix": {"seeds": list(seeds), "only": only}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def extra_params(row, params) -> int:
+    opts = next(r for r in params.matrix.rows if r.name == row).options
+    if "n_kernels" not in opts:
+        return 0
+    per = 4 if opts.get("kernel", "decay_periodic") == "decay_periodic" else 2
+    return per * opts["n_kernels"] * params.model.n_layer * params.model.n_head
+
+
+def write_runs(params_path: Path, losses=LOSSES, meta=True, n_params=400_000) -> list:
+    params = load_params(params_path)
+    runs = run_matrix(params)
+    for spec in runs:
+        folder = Path(params.train.out_dir) / spec.run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        val = losses[spec.row][spec.seed]
+        final = {
+            "run_id": spec.run_id, "row": spec.row, "seed": spec.seed, "variant": spec.variant,
+            "options": spec.options, "label": spec.label, "source": spec.source,
+            "val_loss": val, "val_bpc": val / math.log(2), "train_loss": val - 0.05,
+            "n_params": n_params + extra_params(spec.row, params), "extra_params": extra_params(spec.row, params),
+            "tokens_seen": 300 * 16 * 128, "steps": 300, "wall_s": 60.0 + spec.seed, "tokens_per_s": 10_000.0 + spec.seed,
+            "device": "cpu", "mlflow_run_id": f"mlf{spec.row}{spec.seed}", "tracking_uri": "sqlite:///x.db",
+            "git_commit": "0123456789abcdef0123", "params_digest": params.digest(), "scale": params.scale,
+        }
+        (folder / "final.json").write_text(json.dumps(final))
+        lines = []
+        for step in (0, 100, 200, 300):
+            loss = val + (300 - step) / 100
+            lines.append({"step": step, "split": "train", "loss": loss + 0.01, "bpc": None, "lr": 1e-3,
+                          "tokens": step * 2048, "elapsed_s": step / 5, "tokens_per_s": 1e4})
+            lines.append({"step": step, "split": "val", "loss": loss, "bpc": loss / math.log(2), "lr": 1e-3,
+                          "tokens": step * 2048, "elapsed_s": step / 5, "tokens_per_s": 1e4})
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    if meta:
+        data = Path(params.data.out_dir)
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "meta.json").write_text(json.dumps({
+            "source": {"kind": "mirror", "path": "silesia_dickens.txt.gz", "sha256": "ab" * 32},
+            "n_chars": 123456, "vocab_size": 93}))
+    return runs
+
+
+class Tables(HTMLParser):
+    """Cells of the tables with an id: {table_id: [{class or index: (text, attrs)}]}; also claim verdicts."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.verdicts, self.imgs = {}, {}, []
+        self._table = self._row = self._cell = None
+        self._claim = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and a.get("id"):
+            self._table = self.tables.setdefault(a["id"], [])
+        elif tag == "tr" and self._table is not None:
+            self._row = {"_attrs": a, "_n": 0}
+            self._claim = a.get("data-claim")
+        elif tag == "td" and self._row is not None:
+            named = [c for c in a.get("class", "").split() if c not in ("n", "small", "mono")]
+            key = named[0] if named else str(self._row["_n"])
+            self._row["_n"] += 1
+            self._cell = [key, "", a]
+        elif tag == "span" and "data-verdict" in a and self._claim:
+            self.verdicts[self._claim] = a["data-verdict"]
+        elif tag == "img":
+            self.imgs.append(a["src"])
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[1] += data
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell is not None:
+            key, text, attrs = self._cell
+            self._row[key] = (" ".join(text.split()), attrs)
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            if self._row["_n"]:
+                self._table.append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._table = None
+
+
+def parse(index: Path) -> Tables:
+    p = Tables()
+    p.feed(index.read_text(encoding="utf-8"))
+    return p
+
+
+def leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if p.name.startswith((".report.tmp", ".report.old"))]
+
+
+# ----------------------------------------------------------------------------- the stage
+def test_report_end_to_end(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no results/cpu here: the bench section says so
+    params_path = write_params(tmp_path)
+    write_runs(params_path)
+    assert main(["report", "--params", str(params_path)]) == 0
+    index = tmp_path / "report" / "index.html"
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(index)
+    assert leftovers(tmp_path) == []
+    html = index.read_text()
+    params = load_params(params_path)
+    for row in params.matrix.rows:
+        assert row.label in html
+    assert params.digest() in html and "0123456789abcdef0123" in html
+    assert "small-scale and noisy" in html
+    assert "kernattn train --params " + str(params_path) + " --scale tiny --run gka-s2" in html
+    assert "ab" * 32 in html  # corpus sha256 from meta.json
+    assert "No benchmark CSVs found" in html
+
+    page = parse(index)
+    main_rows = page.tables["main-table"]
+    assert [r["_attrs"]["data-row"] for r in main_rows] == [r.name for r in params.matrix.rows]
+    for r in main_rows:
+        vals = LOSSES[r["_attrs"]["data-row"]]
+        mean = sum(vals) / 3
+        sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / 2)
+        half = T975[2] * sd / math.sqrt(3)
+        text, attrs = r["val_mce_mean"]
+        assert float(attrs["data-value"]) == pytest.approx(mean, abs=1e-12)
+        assert float(attrs["data-half"]) == pytest.approx(half, rel=1e-6)
+        assert text == f"{mean:.4f} ± {half:.4f}"
+        assert r["val_mce_ci"][0] == f"[{mean - half:.4f}, {mean + half:.4f}]"
+        assert r["n_seeds"][0] == "3"
+        assert float(r["val_bpc_mean"][1]["data-value"]) == pytest.approx(mean / math.log(2))
+        assert float(r["wall_s"][1]["data-value"]) == pytest.approx(61.0)
+        assert r["seeds"][0] == "s0 · s1 · s2"
+    rope = main_rows[0]
+    assert rope["val_mce_mean"][0] == "2.0000 ± 0.0050"  # s = 0.002, 4.3027 * 0.002 / sqrt(3) = 0.00497
+    assert 'href="http://127.0.0.1:5000/#/runs/mlfrope0"' in html
+    gpa = next(r for r in main_rows if r["_attrs"]["data-row"] == "gpa_m64_rope")
+    assert gpa["extra_params"][0] == "2,048"  # 4 * 64 * 2 layers * 4 heads
+
+    assert page.verdicts == {
+        "000-fig2-order": "reproduced",
+        "000-gpa-beats-rope": "reproduced",
+        "001-fig2-gpa-rope-best": "contradicted",
+        "001-fig2-bank-as-rope": "reproduced",
+        "001-extra-params": "reproduced",
+        "000-extra-params": "reproduced",
+        "001-model-size": "not comparable (scale tiny)",
+    }
+
+    folder = tmp_path / "report"
+    assert {p.name for p in (folder / "tables").iterdir()} >= {"main.csv", "runs.csv", "claims.csv", "setup.csv"}
+    import pandas as pd
+
+    main_csv = pd.read_csv(folder / "tables" / "main.csv")
+    assert list(main_csv["row"]) == [r.name for r in params.matrix.rows]
+    assert main_csv.loc[0, "val_mce_mean"] == pytest.approx(2.0)
+    assert len(pd.read_csv(folder / "tables" / "runs.csv")) == 30
+    pngs = sorted((folder / "assets").glob("*.png"))
+    assert {p.name for p in pngs} == {"val_curves_papers.png", "val_curves_all.png", "val_mce_ci.png"}
+    for p in pngs:
+        data = p.read_bytes()
+        assert len(data) > 1000 and data[:8] == PNG
+    assert sorted(page.imgs) == sorted(f"assets/{p.name}" for p in pngs)
+
+    # a second build replaces the folder whole, leaving nothing behind
+    (folder / "stray.txt").write_text("old")
+    assert main(["report", "--params", str(params_path)]) == 0
+    assert not (folder / "stray.txt").exists() and leftovers(tmp_path) == []
+
+
+def test_constructed_claims(tmp_path):
+    """reproduced / contradicted / inconclusive on claims written for the synthetic numbers."""
+    params_path = write_params(tmp_path)
+    write_runs(params_path, meta=False)
+    claims = {"claims": [
+        {"id": "better", "paper": "x", "where": "t", "statement": "s", "quote": "q", "kind": "order",
+         "order": ["gpa_dp_m8", "gka"]},
+        {"id": "reversed", "paper": "x", "where": "t", "statement": "s", "quote": "q", "kind": "order",
+         "order": ["gka", "gpa_dp_m8"]},
+        {"id": "overlap", "paper": "x", "where": "t", "statement": "s", "quote": "q", "kind": "order",
+         "order": ["alibi", "t5"]},
+        {"id": "chain", "paper": "x", "where": "t", "statement": "s", "quote": "q", "kind": "order",
+         "order": ["gpa_dp_m8", "alibi", "t5"]},  # one pair reproduced, one inconclusive
+        {"id": "same", "paper": "x", "where": "t", "statement": "s", "quote": "q", "kind": "equivalent",
+         "rows": ["gpa_m64", "rope"]},
+        {"id": "not-same", "paper": "x", "where": "t", "statement": "s", "quote": "q", "kind": "equivalent",
+         "rows": ["gka", "rope"]},
+        {"id": "ghost", "paper": "x", "where": "t", "statement": "s", "quote": "q", "kind": "order",
+         "order": ["gka", "no_such_row"]},
+    ]}
+    numbers = tmp_path / "claims.yaml"
+    numbers.write_text(yaml.safe_dump(claims))
+    index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[],
+                               paper_numbers=numbers)
+    page = parse(index)
+    assert page.verdicts == {"better": "reproduced", "reversed": "contradicted", "overlap": "inconclusive",
+                             "chain": "inconclusive", "same": "reproduced", "not-same": "contradicted",
+                             "ghost": "not run"}
+    html = index.read_text()
+    assert "meta.json not found" in html
+    # the interval printed for "better": gpa_dp_m8 - gka, Welch by hand
+    a, b = LOSSES["gpa_dp_m8"], LOSSES["gka"]
+    qa = sum((x - sum(a) / 3) ** 2 for x in a) / 2 / 3
+    qb = sum((x - sum(b) / 3) ** 2 for x in b) / 2 / 3
+    df = (qa + qb) ** 2 / (qa**2 / 2 + qb**2 / 2)
+    from scipy.stats import t
+
+    half = t.ppf(0.975, df) * math.sqrt(qa + qb)
+    assert f"Δ = {sum(a) / 3 - sum(b) / 3:.4f} [{sum(a) / 3 - sum(b) / 3 - half:.4f}," in html
+
+
+def test_one_seed_and_micro_subset(tmp_path):
+    params_path = write_params(tmp_path, seeds=(0,), only=["rope", "gpa_dp_m8"], mlflow_ui=None)
+    write_runs(params_path)
+    final = tmp_path / "runs" / "rope-s0" / "final.json"
+    final.write_text(json.dumps({**json.loads(final.read_text()), "params_digest": "0ther0digest"}))
+    index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[])
+    page = parse(index)
+    assert [r["_attrs"]["data-row"] for r in page.tables["main-table"]] == ["rope", "gpa_dp_m8"]
+    rope = page.tables["main-table"][0]
+    assert rope["val_mce_mean"][0] == "2.0000" and rope["val_mce_ci"][0] == "n/a (1 seed)"
+    assert page.verdicts["000-gpa-beats-rope"] == "inconclusive (1 seed)"
+    assert page.verdicts["000-fig2-order"] == "not run"  # decay / learned RoPE rows not in this scale
+    assert page.verdicts["001-fig2-bank-as-rope"] == "not run"
+    html = index.read_text()
+    assert "#/runs/" not in html and "mlfrope0" in html  # no UI configured: run id without a link
+    assert "learned RoPE" not in page.tables["main-table"].__repr__()
+    assert "1 run(s) were trained under a different params digest" in html and "rope-s0" in html
+
+
+def test_write_atomically_failure_leaves_old_report(tmp_path):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "index.html").write_text("previous")
+
+    def broken(folder):
+        (folder / "index.html").write_text("half")
+        raise RuntimeError("plotting failed")
+
+    with pytest.raises(RuntimeError):
+        build.write_atomically(out, broken)
+    assert (out / "index.html").read_text() == "previous" and leftovers(tmp_path) == []
+    build.write_atomically(out, lambda folder: (folder / "index.html").write_text("new"))
+    assert (out / "index.html").read_text() == "new" and leftovers(tmp_path) == []
+    assert oct(out.stat().st_mode & 0o777) == "0o755"
+
+
+def test_missing_final_json_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    params_path = write_params(tmp_path)
+    write_runs(params_path)
+    (tmp_path / "runs" / "t5-s1" / "final.json").unlink()
+    assert main(["report", "--params", str(params_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "t5-s1" in err[0] and "final.json" in err[0]
+    assert f"kernattn train --params {params_path} --scale tiny --run t5-s1" in err[0]
+    assert not (tmp_path / "report").exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda f: f.write_text("{not json"), "unreadable"),
+    (lambda f: f.write_text(json.dumps({**json.loads(f.read_text()), "scale": "micro"})), "scale 'micro'"),
+    (lambda f: f.write_text(json.dumps({k: v for k, v in json.loads(f.read_text()).items() if k != "val_loss"})),
+     "lacks key 'val_loss'"),
+    (lambda f: (f.parent / "metrics.jsonl").unlink(), "metrics.jsonl: missing"),
+])
+def test_bad_run_inputs(tmp_path, capsys, damage, words):
+    params_path = write_params(tmp_path, seeds=(0,), only=["rope", "gka"])
+    write_runs(params_path)
+    damage(tmp_path / "runs" / "gka-s0" / "final.json")
+    assert main(["report", "--params", str(params_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0] and "gka-s0" in err[0], err
+
+
+def test_benchmark_section(tmp_path):
+    params_path = write_params(tmp_path, seeds=(0,), only=["rope"])
+    write_runs(params_path)
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    header = ",".join(build.BENCH_COLUMNS)
+    rows = []
+    for label, n, ms, mib in [("softmax-rope", 256, 4.0, 2.5), ("softmax-rope", 1024, 30.0, 11.0),
+                              ("gka", 256, 3.0, 1.5), ("gka", 1024, 20.0, 5.0),
+                              ("gka", 256, 60.0, 15.0)]:
+        impl = "reference" if ms == 60.0 else "fast"
+        rows.append(f'x,"{{}}",{label},{impl},true,,2,4,32,{n},float32,Test CPU 9000,2.13.0,2,5,{ms},{ms},1,{mib},t')
+    (bench / "attention-test.csv").write_text(header + "\n" + "\n".join(rows) + "\n")
+    (bench / "other.csv").write_text("a,b\n1,2\n")
+    index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[str(bench)])
+    html = index.read_text()
+    assert "Attention kernels: speed and memory" in html and "Test CPU 9000" in html
+    assert "not a benchmark CSV" in html
+    import pandas as pd
+
+    pv = pd.read_csv(index.parent / "tables" / "bench-attention-test-median_ms.csv", index_col=0)
+    assert pv.loc["gka", "N=256"] == 3.0 and pv.loc["softmax-rope", "N=1024"] == 30.0  # fast rows only
+    real = sorted((REPO / "results" / "cpu").glob("attention-*.csv"))
+    if real:  # the committed CPU measurements render too
+        index = build.build_report(load_params(params_path), params_file=str(params_path),
+                                   bench_dirs=[str(REPO / "results" / "cpu")])
+        assert "AMD EPYC" in index.read_text()
+
+
+@pytest.mark.parametrize("n_params, verdict", [(13_700_000, "reproduced"), (12_697_600, "contradicted")])
+def test_paper_scale_numbers(tmp_path, n_params, verdict):
+    """At paper scale: no small-scale note, 4,096 extra parameters, the 13.8m weights within 2%."""
+    params_path = write_params(tmp_path, seeds=(0,), only=["rope", "gpa_m64_rope"], scale="paper")
+    write_runs(params_path, n_params=n_params)
+    index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[])
+    page = parse(index)
+    assert page.verdicts["001-extra-params"] == "reproduced"  # 4 * 64 * 4 layers * 4 heads = 4096
+    assert page.verdicts["001-model-size"] == verdict
+    assert page.tables["main-table"][1]["extra_params"][0] == "4,096"
+    assert "small-scale and noisy" not in index.read_text()
