@@ -41,6 +41,7 @@ from urllib.parse import urlparse
 
 PARAM_VALUE_MAX = 6000  # MLflow's limit on a param value
 BATCH_METRICS = 1000    # MLflow's limit per log_batch
+SYSTEM_METRICS_INTERVAL = 10  # seconds between system-metric samples
 BATCH_PARAMS = 100
 LOCK_RETRIES = 8        # 0.1 s doubling up to 2 s: about 10 s before giving up
 
@@ -104,6 +105,7 @@ class Tracker:
         self._client = None
         self._buffer: list[Any] = []
         self._last_step: dict[str, int] = {}
+        self._system = None  # MLflow's SystemMetricsMonitor, while a run is open
 
     # ------------------------------------------------------------------ state
     @property
@@ -210,6 +212,7 @@ class Tracker:
                                          resume_run_id, key) or []
                     if history:
                         self._last_step[key] = max(m.step for m in history)
+                self._start_system_metrics(resume=True)
                 return self.run_id if self.enabled else None
         str_tags = {k: str(v) for k, v in tags.items() if v is not None}
         run = self._call("creating the run", client.create_run, self.experiment_id, tags=str_tags, run_name=name)
@@ -217,7 +220,26 @@ class Tracker:
             return None
         self.run_id = run.info.run_id
         self.log_params(params)
+        self._start_system_metrics(resume=False)
         return self.run_id if self.enabled else None
+
+    def _start_system_metrics(self, resume: bool) -> None:
+        """CPU/GPU/memory/disk every SYSTEM_METRICS_INTERVAL s, by MLflow's own monitor thread
+        (system/* metrics). Off when MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=false or psutil is
+        missing; a failure here only costs the system metrics."""
+        if os.environ.get("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "").lower() in ("false", "0"):
+            return
+        try:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            self._system = SystemMetricsMonitor(self.run_id, sampling_interval=SYSTEM_METRICS_INTERVAL,
+                                                resume_logging=resume, tracking_uri=self.uri)
+            self._system.start()
+        except Exception as exc:  # noqa: BLE001  (psutil missing, monitor API changed, ...)
+            self._system = None
+            message = f"MLflow system metrics off: {_first_line(exc)}"
+            self.warnings.append(message)
+            self._warn(message)
 
     def _get_run_or_none(self, run_id: str):
         from mlflow.exceptions import MlflowException
@@ -292,5 +314,9 @@ class Tracker:
         """Flush and mark the run FINISHED / FAILED / KILLED."""
         if not self.active:
             return
+        if self._system is not None:
+            with contextlib.suppress(Exception):
+                self._system.finish()  # publishes its last sample
+            self._system = None
         self.flush()
         self._call("ending the run", self._client.set_terminated, self.run_id, status=status)

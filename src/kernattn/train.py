@@ -80,6 +80,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .io import atomic_path, atomic_write_json, atomic_write_text
 from .cli import UsageError
 from .config import Params, ParamsError, RunSpec, find_run, load_params
 
@@ -141,36 +142,9 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _atomic_write_json(path: Path, obj: Any) -> None:
-    _atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
-
-
 def _atomic_torch_save(path: Path, obj: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def git_info() -> tuple[str | None, bool | None]:
@@ -431,7 +405,7 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
     kept: list[str] = []
     if metrics_path.is_file():
         kept = metrics_path.read_text().splitlines()[: st.metrics_lines] if ckpt is not None else []
-    _atomic_write_text(metrics_path, "".join(line + "\n" for line in kept))
+    atomic_write_text(metrics_path, "".join(line + "\n" for line in kept))
     st.metrics_lines = len(kept)
 
     # ---- config.json and MLflow
@@ -481,7 +455,7 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
         tracker.flush()
     config["tracking"] = {"enabled": params.tracking.enabled, "uri": params.tracking.uri,
                           "experiment": params.tracking.experiment, "mlflow_run_id": st.mlflow_run_id}
-    _atomic_write_json(run_dir / CONFIG, config)
+    atomic_write_json(run_dir / CONFIG, config, sort_keys=False)
     print(f"kernattn train: {spec.run_id} ({spec.label}): {config['n_params']:,} params "
           f"({config['n_params_non_embedding']:,} non-embedding, extra {config['extra_params']:+,}), "
           f"device {device.type}, {'resuming at step ' + str(st.step) if ckpt is not None else 'from scratch'}",
@@ -617,7 +591,7 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
             tracker.log_artifact(staged)
         status = "FINISHED"
         tracker.end(status)
-        _atomic_write_json(final_path, final)
+        atomic_write_json(final_path, final, sort_keys=False)
         bar.write(f"kernattn train: {spec.run_id}: done, val loss {final['val_loss']:.4f} "
                   f"({final['val_bpc']:.4f} bpc) after {st.step} steps, {st.elapsed_s:.1f} s")
         return 0
