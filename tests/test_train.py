@@ -215,6 +215,21 @@ def test_checkpoint_from_another_config_is_refused(tmp_path, corpus, capsys):
     assert json.loads((tmp_path / "runs" / "rope-s0" / "final.json").read_text())["steps"] == 6
 
 
+def test_stale_archive_keeps_the_old_run_and_trains_afresh(tmp_path, corpus):
+    """What the pipeline does when params changed: the old folder is moved aside, not lost."""
+    params = make_params(tmp_path, corpus)
+    assert kernattn_train(params, "rope-s0") == 0
+    old_final = (tmp_path / "runs" / "rope-s0" / "final.json").read_text()
+    params = make_params(tmp_path, corpus, train={"lr": 5e-4})
+    assert kernattn_train(params, "rope-s0") == 2  # the default still refuses
+    assert kernattn_train(params, "rope-s0", "--stale", "archive") == 0
+    archived = list((tmp_path / "runs" / ".stale").glob("rope-s0-*"))
+    assert len(archived) == 1 and (archived[0] / "final.json").read_text() == old_final
+    assert (archived[0] / "ckpt.pt").is_file()
+    new_final = json.loads((tmp_path / "runs" / "rope-s0" / "final.json").read_text())
+    assert new_final["steps"] == 6 and new_final["fingerprint"] != json.loads(old_final)["fingerprint"]
+
+
 def test_unknown_run_is_a_usage_error(tmp_path, corpus, capsys):
     params = make_params(tmp_path, corpus)
     assert kernattn_train(params, "nope-s0") == 2

@@ -116,6 +116,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run of the matrix, '<row>-s<seed>' (e.g. rope-s0)")
     parser.add_argument("--fresh", action="store_true",
                         help="delete the run folder first (discard a checkpoint or a finished run)")
+    parser.add_argument("--stale", choices=("error", "archive"), default="error",
+                        help="a run folder from another configuration (params changed): 'error' (default) "
+                             "stops with a message; 'archive' moves it to <out_dir>/.stale/ and starts "
+                             "fresh (what the Snakefile and dvc.yaml use: they rerun a stage because "
+                             "its params changed)")
     # Tests: stop after this many steps with a checkpoint and no final.json.
     parser.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -130,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stop_after is not None and args.stop_after < 0:
         raise UsageError(f"--stop-after must be >= 0, got {args.stop_after}")
     return train(params, spec, fresh=args.fresh, stop_after=args.stop_after,
-                 progress=not args.no_progress)
+                 progress=not args.no_progress, stale=args.stale)
 
 
 # ============================================================================ helpers
@@ -311,6 +316,14 @@ class _Stop:
         return False
 
 
+def validation_starts(n_val: int, context: int, eval_batches: int, batch_size: int) -> torch.Tensor:
+    """[eval_batches, batch_size] start offsets of the fixed validation windows (VAL_SEED):
+    the same characters for every eval of every run, and for the analyses that re-score a
+    trained model (kernattn.analysis.heads)."""
+    gen = torch.Generator().manual_seed(VAL_SEED)
+    return torch.randint(0, n_val - context, (eval_batches, batch_size), generator=gen)
+
+
 @torch.no_grad()
 def evaluate(fwd, model, data: torch.Tensor, starts: torch.Tensor, context: int, autocast) -> float:
     """Mean cross-entropy over the fixed validation windows `starts` [eval_batches, B]."""
@@ -326,8 +339,18 @@ def evaluate(fwd, model, data: torch.Tensor, starts: torch.Tensor, context: int,
     return float(total.item()) / len(starts)
 
 
+def _archive_stale(run_dir: Path, why: str) -> Path:
+    """Move a run folder made under other params to <out_dir>/.stale/ (kept, never deleted)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    dest = run_dir.parent / ".stale" / f"{run_dir.name}-{stamp}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(run_dir, dest)
+    print(f"kernattn train: {run_dir} held {why}: moved to {dest}; training from scratch")
+    return dest
+
+
 def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int | None = None,
-          progress: bool = True) -> int:
+          progress: bool = True, stale: str = "error") -> int:
     """Train (or resume, or skip when finished) run `spec`; returns the exit status."""
     from .models import GPT
     from .tracking import Tracker
@@ -349,8 +372,10 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
         if done.get("fingerprint") == fingerprint:
             print(f"kernattn train: {spec.run_id}: already finished ({final_path}); --fresh retrains it")
             return 0
-        raise UsageError(f"{final_path}: a finished run from another configuration; "
-                         f"rerun with --fresh to retrain {spec.run_id}")
+        if stale != "archive":
+            raise UsageError(f"{final_path}: a finished run from another configuration; "
+                             f"rerun with --fresh (or --stale archive) to retrain {spec.run_id}")
+        _archive_stale(run_dir, "a finished run from another configuration")
     ckpt = None
     if ckpt_path.is_file():
         try:
@@ -361,8 +386,11 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
         if ckpt.get("fingerprint") != fingerprint:
             diff = _differences(ckpt.get("fingerprint_config", {}), fp_config)
             what = "; ".join(diff[:3]) + (" ..." if len(diff) > 3 else "") if diff else "unknown fields"
-            raise UsageError(f"{ckpt_path}: checkpoint from another configuration ({what}); "
-                             f"rerun with --fresh to discard it and train {spec.run_id} from scratch")
+            if stale != "archive":
+                raise UsageError(f"{ckpt_path}: checkpoint from another configuration ({what}); rerun with "
+                                 f"--fresh (or --stale archive) to train {spec.run_id} from scratch")
+            _archive_stale(run_dir, f"a checkpoint from another configuration ({what})")
+            ckpt = None
     run_dir.mkdir(parents=True, exist_ok=True)
 
     # ---- device, threads, model, optimizer
@@ -383,9 +411,7 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
         return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
 
     batch_gen = torch.Generator().manual_seed(_derive_seed(spec.seed, "batches"))
-    val_gen = torch.Generator().manual_seed(VAL_SEED)
-    val_starts = torch.randint(0, data.val.numel() - mp.context, (tp.eval_batches, tp.batch_size),
-                               generator=val_gen)
+    val_starts = validation_starts(data.val.numel(), mp.context, tp.eval_batches, tp.batch_size)
     train_data, val_data = data.train.to(device), data.val.to(device)
     n_train_starts = data.train.numel() - mp.context
 
