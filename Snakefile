@@ -13,6 +13,7 @@ P = load_params(PARAMS_FILE, config.get("scale"))
 ARGS = pipeline.scale_args(P, PARAMS_FILE)
 RUNS = [run.run_id for run in run_matrix(P)]
 DATA = pipeline.data_outputs(P)
+GPA_RUNS = pipeline.gpa_run_ids(P)
 
 
 rule all:
@@ -47,17 +48,55 @@ rule train:
         "results/logs/train-{run}.log",
     threads: P.train.threads or 4
     shell:
-        "kernattn train {ARGS} --run {wildcards.run} > {log} 2>&1"
+        "kernattn train {ARGS} --run {wildcards.run} --stale archive > {log} 2>&1"
+
+
+rule analyze_corpus:
+    # seed 001 Figure 5b: the corpus's newline separations, once per scale.
+    input:
+        DATA[:3],
+    output:
+        pipeline.corpus_analysis_output(P),
+    params:
+        analysis=P.raw["analysis"],
+    log:
+        "results/logs/analyze-corpus.log",
+    shell:
+        "kernattn analyze-corpus {ARGS} > {log} 2>&1"
+
+
+rule analyze_gpa:
+    # seed 001 3.1-3.2 and 4 on one GPA run: bank shapes, bump, sampled text, head removal.
+    input:
+        DATA[:3],
+        pipeline.run_output(P, "{run}"),
+    output:
+        pipeline.analysis_output(P, "{run}"),
+    wildcard_constraints:
+        run="|".join(GPA_RUNS) or "no-gpa-run",
+    params:
+        model=P.raw["model"],
+        train=P.raw["train"],
+        run=lambda wildcards: pipeline.run_spec(P, wildcards.run),
+        analysis=P.raw["analysis"],
+    log:
+        "results/logs/analyze-{run}.log",
+    threads: P.train.threads or 4
+    shell:
+        "kernattn analyze-gpa {ARGS} --run {wildcards.run} > {log} 2>&1"
 
 
 rule report:
     input:
         DATA[3],
         expand(pipeline.run_output(P, "{run}"), run=RUNS),
+        pipeline.corpus_analysis_output(P),
+        expand(pipeline.analysis_output(P, "{run}"), run=GPA_RUNS),
     output:
         pipeline.report_output(P),
     params:
         report=P.raw["report"],
+        analysis=P.raw["analysis"],
     log:
         "results/logs/report.log",
     shell:

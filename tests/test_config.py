@@ -27,10 +27,10 @@ def test_shipped_scales():
     paper = load_params(PARAMS, "paper")
     assert (paper.model.n_layer, paper.model.n_head, paper.model.d_model, paper.model.context) == (4, 4, 512, 256)
     assert (paper.train.batch_size, paper.train.max_steps, paper.data.val_fraction) == (256, 200_000, 0.1)
-    assert len(run_matrix(paper)) == 10 * 3
+    assert len(run_matrix(paper)) == 14 * 3
     tiny = load_params(PARAMS)  # the file's own scale
     assert tiny.scale == "tiny" and tiny.train.device == "cpu"
-    assert len(run_matrix(tiny)) == 10 * 2
+    assert len(run_matrix(tiny)) == 11 * 2  # every row but the bank-size ablation's M = 1, 4, 16
     assert tiny.data.val_fraction == 0.1  # not overridden: inherited from the defaults
     micro = load_params(PARAMS, "micro")
     assert [r.run_id for r in run_matrix(micro)] == ["rope-s0", "gpa_dp_m8-s0"]
@@ -46,6 +46,21 @@ def test_matrix_has_the_rows_the_papers_need():
     assert {rows[n].options.get("position") for n in ("rope", "learned_rope", "alibi", "t5", "lag_table")} == {
         "rope", "learned_rope", "alibi", "t5", "lag_table"}
     assert rows["gka"].variant == "gka"
+    # the bank-size ablation: seed 001's GPA (add, no RoPE) at every M; tiny keeps M = 8 and 64
+    for m in (1, 4, 8, 16, 64):
+        name = f"gpa_m{m}"
+        assert rows[name].options == {"n_kernels": m, "kernel": "decay_periodic", "combine": "add"}, name
+    tiny_rows = {r.row for r in run_matrix(load_params(PARAMS, "tiny"))}
+    assert {"gpa_m8", "gpa_m64"} <= tiny_rows and not {"gpa_m1", "gpa_m4", "gpa_m16"} & tiny_rows
+
+
+def test_analysis_section():
+    paper, micro = load_params(PARAMS, "paper"), load_params(PARAMS, "micro")
+    a = paper.analysis
+    assert (a.sample_chars, a.streams, a.temperature, a.bump_min_lag) == (50_000, 50, 1.0, 10)
+    assert a.out_dir == "results/paper/analysis" and micro.analysis.out_dir == "results/micro/analysis"
+    assert micro.analysis.sample_chars < a.sample_chars  # tests keep the micro analysis fast
+    assert micro.analysis.temperature == 1.0  # not overridden: inherited
 
 
 def test_environment_overrides(monkeypatch, tmp_path):
@@ -85,6 +100,8 @@ BAD = [
     ("bad value in another scale", mutate(lambda d: d["scales"]["micro"]["train"].update(max_steps=0)),
      "scales.micro -> train.max_steps must be > 0"),
     ("section not a mapping", mutate(lambda d: d.update(train=[1, 2])), "train must be a mapping"),
+    ("zero temperature", mutate(lambda d: d["analysis"].update(temperature=0)), "analysis.temperature must be > 0"),
+    ("unknown analysis key", mutate(lambda d: d["analysis"].update(samples=10)), "unknown key 'analysis.samples'"),
 ]
 
 

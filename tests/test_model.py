@@ -50,6 +50,10 @@ def test_extra_params_per_row():
         "gpa_dp_m8": 4 * 8 * H * L,               # sigma, l, alpha, tau per kernel
         "gpa_m64": 4 * 64 * H * L,
         "gpa_m64_rope": 4 * 64 * H * L,
+        "gpa_m1": 4 * 1 * H * L,
+        "gpa_m4": 4 * 4 * H * L,
+        "gpa_m8": 4 * 8 * H * L,
+        "gpa_m16": 4 * 16 * H * L,
         "t5": 32 * H * L,
         "lag_table": 256 * H * L,                 # max_len lags per head (causal)
         "gka": L * (H - 3 * SMALL.d_model ** 2),  # no W_Q, W_K, W_V; one log_sigma per head

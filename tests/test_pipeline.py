@@ -58,12 +58,21 @@ def check_outputs(ws: Path) -> None:
         assert final["val_loss"] > 0
     html = (ws / "report/index.html").read_text()
     assert "static RoPE" in html and "decaying periodic kernel" in html
+    # the GPA analyses: the corpus once, and the micro scale's one GPA run
+    assert (ws / "results/micro/analysis/corpus/summary.json").is_file()
+    summary = json.loads((ws / "results/micro/analysis/gpa_dp_m8-s0/summary.json").read_text())
+    assert summary["run_id"] == "gpa_dp_m8-s0" and not (ws / "results/micro/analysis/rope-s0").exists()
+    assert 'data-bump-run="gpa_dp_m8-s0"' in html and "not analysed" not in html
 
 
 def test_dvc_yaml_is_generated_from_params():
     assert main(["dvc-yaml", "--params", str(REPO / "params.yaml"), "--out", str(REPO / "dvc.yaml"), "--check"]) == 0
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    assert len([s for s in stages if s.startswith("train-")]) == 20
+    assert len([s for s in stages if s.startswith("train-")]) == 22
+    analyses = sorted(s for s in stages if s.startswith("analyze-"))
+    assert analyses == ["analyze-corpus", *sorted(f"analyze-{r}-s{k}" for r in (
+        "gpa_decay_m8", "gpa_dp_m8", "gpa_m64", "gpa_m64_rope", "gpa_m8") for k in (0, 1))]
+    assert set(stages["report"]["deps"]) >= {"results/tiny/analysis/corpus", "results/tiny/analysis/gpa_m8-s1"}
     assert all(s["cmd"].startswith("kernattn ") for s in stages.values())
 
 

@@ -35,6 +35,10 @@ LOSSES = {
     "t5": [2.05, 2.15, 2.25],              # overlaps alibi: inconclusive
     "lag_table": [2.20, 2.30, 2.10],
     "gka": [2.50, 2.40, 2.60],
+    "gpa_m1": [2.05, 2.06, 2.04],           # the bank-size ablation (M = 1, 4, 8, 16; gpa_m64 above)
+    "gpa_m4": [2.03, 2.02, 2.04],
+    "gpa_m8": [2.01, 2.02, 2.00],
+    "gpa_m16": [2.00, 2.01, 1.99],
 }
 
 
@@ -140,6 +144,7 @@ def write_params(tmp_path: Path, seeds=(0, 1, 2), only=None, mlflow_ui="http://1
     doc["data"]["out_dir"] = str(tmp_path / "data")
     doc["train"]["out_dir"] = str(tmp_path / "runs")
     doc["report"] = {"out_dir": str(tmp_path / "report"), "mlflow_ui": mlflow_ui}
+    doc["analysis"]["out_dir"] = str(tmp_path / "analysis")  # none written: the GPA sections say so
     doc["scales"].setdefault(scale, {})
     doc["scales"][scale] = {**(doc["scales"][scale] or {}), "matrix": {"seeds": list(seeds), "only": only}}
     path = tmp_path / "params.yaml"
@@ -301,9 +306,10 @@ def test_report_end_to_end(tmp_path, monkeypatch, capsys):
     main_csv = pd.read_csv(folder / "tables" / "main.csv")
     assert list(main_csv["row"]) == [r.name for r in params.matrix.rows]
     assert main_csv.loc[0, "val_mce_mean"] == pytest.approx(2.0)
-    assert len(pd.read_csv(folder / "tables" / "runs.csv")) == 30
+    assert len(pd.read_csv(folder / "tables" / "runs.csv")) == 42
     pngs = sorted((folder / "assets").glob("*.png"))
-    assert {p.name for p in pngs} == {"val_curves_papers.png", "val_curves_all.png", "val_mce_ci.png"}
+    assert {p.name for p in pngs} == {"val_curves_papers.png", "val_curves_all.png", "val_mce_ci.png",
+                                      "gpa-bank-size.png"}
     for p in pngs:
         data = p.read_bytes()
         assert len(data) > 1000 and data[:8] == PNG
@@ -313,6 +319,39 @@ def test_report_end_to_end(tmp_path, monkeypatch, capsys):
     (folder / "stray.txt").write_text("old")
     assert main(["report", "--params", str(params_path)]) == 0
     assert not (folder / "stray.txt").exists() and leftovers(tmp_path) == []
+
+
+def test_gpa_sections_without_analyses_and_the_bank_size_table(tmp_path):
+    """No analysis folders: one warning per missing analysis naming its command; loss against
+    M is read from the runs themselves (mean and 95% interval over seeds)."""
+    params_path = write_params(tmp_path)
+    write_runs(params_path, meta=False)
+    assert main(["report", "--params", str(params_path)]) == 0
+    index = tmp_path / "report" / "index.html"
+    html = index.read_text()
+    assert f"kernattn analyze-corpus --params {params_path} --scale tiny" in html
+    params = load_params(params_path)
+    gpa_runs = [r.run_id for r in run_matrix(params) if r.variant == "gpa"]
+    for run_id in gpa_runs:
+        assert f"kernattn analyze-gpa --params {params_path} --scale tiny --run {run_id}" in html
+    rows = parse(index).tables["bank-size-table"]
+    assert [r["_attrs"]["data-row"] for r in rows] == ["gpa_m1", "gpa_m4", "gpa_m8", "gpa_m16", "gpa_m64"]
+    for r in rows:
+        vals = LOSSES[r["_attrs"]["data-row"]]
+        mean = sum(vals) / 3
+        half = T975[2] * math.sqrt(sum((v - mean) ** 2 for v in vals) / 2) / math.sqrt(3)
+        assert float(r["val"][1]["data-value"]) == pytest.approx(mean)
+        assert r["val"][0] == f"{mean:.4f} ± {half:.4f}"
+    import pandas as pd
+
+    csv = pd.read_csv(tmp_path / "report" / "tables" / "gpa-bank-size.csv")
+    assert csv["M"].tolist() == [1, 4, 8, 16, 64] and csv["run"].all()
+    # a scale without some of the rows marks them, and draws the others
+    params_path = write_params(tmp_path, only=["rope", "gpa_m8", "gpa_m64"])
+    assert main(["report", "--params", str(params_path)]) == 0
+    html = index.read_text()
+    assert html.count("not run at scale tiny") == 3
+    assert (tmp_path / "report" / "assets" / "gpa-bank-size.png").is_file()
 
 
 def test_constructed_claims(tmp_path):

@@ -22,6 +22,8 @@ import sys
 STAGES: dict[str, tuple[str, str]] = {
     "prepare": ("kernattn.data.dickens", "download or read the Dickens corpus, clean, split, tokenize"),
     "train": ("kernattn.train", "train one run of the experiment matrix (resumes from its checkpoint)"),
+    "analyze-corpus": ("kernattn.analysis.corpus", "histogram the newline separations of the corpus (seed 001, Figure 5b)"),
+    "analyze-gpa": ("kernattn.analysis.analyze_gpa", "read one GPA run's kernel banks: shapes, bump, sampled text, head removal"),
     "report": ("kernattn.report.build", "render report/index.html from the runs"),
     "bench-attention": ("kernattn.bench.attention", "time forward+backward and peak memory of every attention variant"),
     "dvc-yaml": ("kernattn.pipeline", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),

@@ -128,6 +128,27 @@ class ReportParams:
 
 
 @dataclass(frozen=True)
+class AnalysisParams:
+    """GPA interpretability (seed 001 sections 3.1-3.2 and 4): `kernattn analyze-gpa`."""
+
+    # Characters sampled from each trained model for its newline histogram (001: 50,000),
+    # as `streams` independent streams of ceil(sample_chars / streams) characters.
+    sample_chars: int = field(default=50_000, metadata=_pos())
+    streams: int = field(default=50, metadata=_pos())
+    temperature: float = field(default=1.0, metadata=_pos())
+    sample_seed: int = field(default=0, metadata=_nonneg())
+    # The bump: the most prominent local maximum of G(lag) at lags >= bump_min_lag.
+    bump_min_lag: int = field(default=10, metadata=_pos())
+    # A bank is flagged weak when its bias spans less than this many logit units over lags.
+    strength_threshold: float = field(default=0.1, metadata=_nonneg())
+    # Newline separations are histogrammed up to this lag (longer ones: one overflow count).
+    max_separation: int = field(default=400, metadata=_pos())
+    # Resamples of the sampled streams for the interval of the generated text's peak.
+    bootstrap: int = field(default=1000, metadata=_pos())
+    out_dir: str = "results/analysis"
+
+
+@dataclass(frozen=True)
 class Params:
     scale: str
     data: DataParams
@@ -136,6 +157,7 @@ class Params:
     tracking: TrackingParams
     matrix: MatrixParams
     report: ReportParams
+    analysis: AnalysisParams
     path: str = "params.yaml"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -152,6 +174,7 @@ SECTIONS = {
     "tracking": TrackingParams,
     "matrix": MatrixParams,
     "report": ReportParams,
+    "analysis": AnalysisParams,
 }
 
 

@@ -119,10 +119,12 @@ class GPAAttention(KernelAttention):
         self.rope = Rope(self.d_head, options.rope_base) if options.rope else None
         self.bank = KernelBank(n_head, options)
 
-    def prepare(self, x):
+    def prepare(self, x, offset: int = 0):
+        """q, k, v of x; `offset` is the position of x's first token (cached decoding feeds
+        new tokens alone: kernattn.analysis.sampling)."""
         q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
         if self.rope is not None:
-            q, k = self.rope(q), self.rope(k)
+            q, k = self.rope(q, offset), self.rope(k, offset)
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
 
     def fast(self, p):

@@ -37,12 +37,12 @@ class Rope(nn.Module):
         else:
             self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [..., N, d] rotated by position 0..N-1."""
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x: [..., N, d] rotated by position offset..offset+N-1 (offset: cached decoding)."""
         n = x.shape[-2]
         # Angles in at least float32: position x frequency in bf16 would be off by whole radians.
         work = torch.promote_types(self.inv_freq.dtype, torch.float32)
-        pos = torch.arange(n, device=x.device, dtype=work)
+        pos = torch.arange(offset, offset + n, device=x.device, dtype=work)
         angle = pos[:, None] * self.inv_freq.to(work)[None, :]
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)

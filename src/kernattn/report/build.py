@@ -10,9 +10,14 @@ final.json or metrics.jsonl is missing, unreadable, trained at another scale or 
 key is an error naming the file and the `kernattn train` command that produces it: the
 report never drops a run silently.
 
+Also reads the GPA analyses (kernattn analyze-corpus / analyze-gpa; report/gpa.py), shown
+as warnings naming the command when missing.
+
 Writes `<report.out_dir>/` (default report/):
     index.html           header, main table (mean and 95% interval over seeds), validation
-                         curves, the papers' claims with a verdict, provenance, benchmarks
+                         curves, the papers' claims with a verdict, the GPA kernel-bank
+                         readings (shapes, bump, redundant heads, bank size), provenance,
+                         benchmarks
     assets/*.png         the figures (matplotlib, Agg)
     tables/*.csv         every table of the page, as CSV
 The folder is filled under a temporary name next to it and then renamed into place, so it
@@ -44,7 +49,7 @@ import pandas as pd
 import yaml
 
 from ..config import Params, ParamsError, RunSpec, load_params, run_matrix
-from . import stats
+from . import gpa, stats
 
 HELP = "render report/index.html: results beside the papers' claims, with 95% intervals over seeds"
 
@@ -115,6 +120,7 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
         (folder / "assets").mkdir()
         (folder / "tables").mkdir()
         context["figures"] = plot_figures(folder / "assets", params, papers, runs, main_df)
+        context["gpa"] = gpa.section(folder, params, params_file, papers, runs, main_df)
         main_df.to_csv(folder / "tables" / "main.csv", index=False)
         runs_df.drop(columns=["mlflow_url"]).to_csv(folder / "tables" / "runs.csv", index=False)
         claims_csv(claims).to_csv(folder / "tables" / "claims.csv", index=False)
@@ -144,6 +150,7 @@ def load_paper_numbers(path: str | os.PathLike | None = None) -> dict:
     doc.setdefault("figures", [])
     doc.setdefault("claims", [])
     doc.setdefault("setup", {"values": {}})
+    doc.setdefault("interpretability", {})
     for i, claim in enumerate(doc["claims"]):
         kind = claim.get("kind")
         need = {"order": ("order",), "equivalent": ("rows",), "count": ("row", "field", "formula"),
