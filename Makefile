@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 
 # pytest exits 5 when it collects no tests: make treats that as the failure it is.
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(JOBS)
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup
 
 # The main job: the whole DAG (data -> every run of the matrix -> report) at params.yaml's scale.
 pipeline: $(STAMP)

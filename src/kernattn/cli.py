@@ -28,6 +28,8 @@ STAGES: dict[str, tuple[str, str]] = {
     "bench-attention": ("kernattn.bench.attention", "time forward+backward and peak memory of every attention variant"),
     "dvc-yaml": ("kernattn.pipeline", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),
     "install-profile": ("kernattn.profiles", "install the SLURM snakemake profile with your site's values"),
+    "mlflow-server": ("kernattn.tracking_server", "start a local MLflow server (SQLite store) on 127.0.0.1; --stop stops it"),
+    "sync-mlflow": ("kernattn.sync_mlflow", "upload finished runs missing from the MLflow store (params, metrics, artifacts)"),
 }
 
 

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-partition", default=None, help="partition for training (default: --partition)")
     parser.add_argument("--account", default="", help="SLURM account (default: none)")
     parser.add_argument("--gpu-model", default="", help="GPU model constraint, e.g. h100 (default: any)")
+    parser.add_argument("--status-command", choices=("sacct", "squeue"), default=None,
+                        help="how snakemake polls job states (default: the profile's, sacct; "
+                             "squeue where there is no accounting database)")
     parser.add_argument("--source", default="profiles/slurm", help="profile to install (default profiles/slurm)")
     parser.add_argument("--dest", default=None, help="target folder (default ~/.config/snakemake/slurm)")
 
@@ -47,6 +50,18 @@ def render(text: str, values: dict[str, str]) -> str:
     return "".join(lines)
 
 
+def set_status_command(text: str, command: str | None) -> str:
+    """Replace the value of the profile's `slurm-status-command:` line (None: keep it)."""
+    if command is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("slurm-status-command:"):
+            lines[i] = f"slurm-status-command: {command}\n"
+            return "".join(lines)
+    return text + f"slurm-status-command: {command}\n"
+
+
 def run(args: argparse.Namespace) -> int:
     from .cli import UsageError
 
@@ -63,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         "gpu_model": args.gpu_model,
     }
     dest.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(dest / "config.yaml", render(config.read_text(), values))
+    text = set_status_command(render(config.read_text(), values), getattr(args, "status_command", None))
+    atomic_write_text(dest / "config.yaml", text)
     print(f"installed {dest / 'config.yaml'}: now `snakemake --profile slurm all` submits to {args.partition}")
     return 0

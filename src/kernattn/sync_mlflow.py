@@ -1,0 +1,228 @@
+"""Upload finished runs that the MLflow store is missing, from their run folders.
+
+    kernattn sync-mlflow --params P [--scale S] [--tracking-uri URI] [--dry-run]
+
+A training run whose tracking server was unreachable (or went away, or whose store was
+replaced) still has its whole record in its run folder: config.json, metrics.jsonl and
+final.json. For every folder under train.out_dir with a final.json (archived `.stale/`
+folders excepted), this makes the MLflow run at tracking.uri (or --tracking-uri) complete:
+
+- final.json's mlflow_run_id is null, or names no run in the store: a run is created in the
+  scale's experiment (name, tags and params as `kernattn train` gives them) -- or, after a
+  sync that was interrupted, the run it had created is found again by its `kernattn.sync_key`
+  tag (run id, fingerprint, val loss and wall time of the folder) and reused;
+- then whatever the run lacks is added: params, tags, every metric point of metrics.jsonl
+  (metric names and steps as training logs them; a point already there is not sent again),
+  the artifacts config.json, metrics.jsonl and final.json; the status becomes FINISHED;
+- the run's id (and the tracking URI) is written into final.json, atomically, only when it
+  changed. A second sync therefore changes nothing and writes nothing.
+
+Exit status 0 when every run is complete in the store, 1 if one could not be synced (the
+others still are), 2 on a usage error (bad params, unreachable store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+HELP = "upload finished runs missing from the MLflow store (params, metrics from metrics.jsonl, artifacts)"
+
+ARTIFACTS = ("config.json", "metrics.jsonl")  # and final.json, written with the run's id
+SYNC_KEY_TAG = "kernattn.sync_key"
+BATCH_METRICS = 1000
+BATCH_PARAMS = 100
+PARAM_KEY_MAX = 250
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
+    parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
+    parser.add_argument("--tracking-uri", default=None,
+                        help="store to sync into (default: tracking.uri of params.yaml)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would be uploaded; change nothing")
+
+
+def sync_key(final: dict[str, Any]) -> str:
+    blob = json.dumps([final.get("run_id"), final.get("fingerprint"), final.get("val_loss"), final.get("wall_s")])
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def run_folders(out_dir: Path) -> list[Path]:
+    if not out_dir.is_dir():
+        return []
+    return sorted(p for p in out_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+                  and (p / "final.json").is_file())
+
+
+class Syncer:
+    def __init__(self, tracking_params, dry_run: bool = False):
+        from .tracking import Tracker
+
+        self.tracking = tracking_params
+        self.dry_run = dry_run
+        tracker = Tracker(tracking_params)
+        if urlparse(tracking_params.uri).scheme in ("http", "https"):
+            problem = tracker._probe_http()
+            if problem:
+                raise ConnectionError(f"MLflow server at {tracking_params.uri}: {problem} "
+                                      f"(start one: kernattn mlflow-server)")
+        tracker._connect()  # client + experiment (created with the artifact root when new)
+        self.client = tracker._client
+        self.experiment_id = tracker.experiment_id
+
+    # ------------------------------------------------------------------ lookups
+    def _get_run(self, run_id: str | None):
+        from mlflow.exceptions import MlflowException
+
+        if not run_id:
+            return None
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException as exc:
+            if getattr(exc, "error_code", "") in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
+                return None
+            raise
+        return None if run.info.lifecycle_stage == "deleted" else run
+
+    def _find_synced(self, key: str):
+        runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{SYNC_KEY_TAG}` = '{key}'",
+                                       max_results=1, order_by=["attributes.start_time DESC"])
+        return runs[0] if runs else None
+
+    # ------------------------------------------------------------------ one run folder
+    def sync(self, run_dir: Path) -> tuple[str, bool]:
+        """Make the MLflow run of `run_dir` complete; returns (what was done, whether anything was)."""
+        from mlflow.entities import Metric, Param, RunTag
+
+        from .io import atomic_write_json
+        from .train import metric_dict, mlflow_params
+
+        final = json.loads((run_dir / "final.json").read_text())
+        config = json.loads((run_dir / "config.json").read_text())
+        lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        name = final.get("run_id") or run_dir.name
+        key = sync_key(final)
+        start_ms = int((run_dir / "config.json").stat().st_mtime * 1000)
+        end_ms = int((run_dir / "final.json").stat().st_mtime * 1000)
+
+        run = self._get_run(final.get("mlflow_run_id"))
+        how = "complete in the store"
+        if run is None:
+            run = self._find_synced(key)
+            how = "resumed an interrupted sync" if run is not None else "uploaded"
+        if run is None and self.dry_run:
+            return f"{name}: would upload it ({len(lines)} lines of metrics.jsonl)", True
+        tags = {"run_id": name, "row": final.get("row"), "seed": final.get("seed"), "variant": final.get("variant"),
+                "source": final.get("source"), "label": final.get("label"), "git_commit": final.get("git_commit"),
+                "params_digest": final.get("params_digest"), "scale": final.get("scale"),
+                "fingerprint": final.get("fingerprint"), "device": final.get("device"),
+                "val_loss": f"{final['val_loss']:.6f}", SYNC_KEY_TAG: key}
+        tags = {k: str(v) for k, v in tags.items() if v is not None}
+        if run is None:
+            run = self.client.create_run(self.experiment_id, start_time=start_ms, run_name=name,
+                                         tags={**tags, "kernattn.synced_by": "kernattn sync-mlflow"})
+        run_id = run.info.run_id
+        done: list[str] = []
+
+        # params (immutable in MLflow: only the missing keys are sent)
+        have = set(run.data.params)
+        params = [Param(k[:PARAM_KEY_MAX], str(v)[:6000]) for k, v in mlflow_params(config).items()
+                  if k[:PARAM_KEY_MAX] not in have]
+        # tags that are missing or differ (a run created by training lacks the sync key)
+        new_tags = [RunTag(k, v) for k, v in tags.items() if run.data.tags.get(k) != v]
+        # metric points: (key, step) pairs the run does not hold yet
+        wanted: dict[str, list[tuple[int, float, int]]] = {}
+        for rec in lines:
+            ts = start_ms + int(1000 * float(rec.get("elapsed_s") or 0.0))
+            for k, v in metric_dict(rec).items():
+                if v is not None:
+                    wanted.setdefault(k, []).append((int(rec["step"]), float(v), ts))
+        metrics = []
+        for k, points in wanted.items():
+            held = {m.step for m in self.client.get_metric_history(run_id, k)} if k in run.data.metrics else set()
+            metrics += [Metric(k, v, ts, step) for step, v, ts in points if step not in held]
+        artifacts = {a.path for a in self.client.list_artifacts(run_id)}
+        missing_artifacts = [a for a in (*ARTIFACTS, "final.json") if a not in artifacts]
+
+        final_new = {**final, "mlflow_run_id": run_id, "tracking_uri": self.tracking.uri}
+        rewrite = final_new != final
+        finished = run.info.status == "FINISHED"
+        changes = bool(params or metrics or missing_artifacts or not finished or rewrite)
+        if self.dry_run:
+            if not changes:
+                return f"{name}: {run_id} complete in the store", False
+            return (f"{name}: {run_id}: would add {len(params)} params, {len(metrics)} metric points, "
+                    f"{len(missing_artifacts)} artifacts{'' if finished else ', mark it FINISHED'}"
+                    f"{', write its id into final.json' if rewrite else ''}"), True
+        for i in range(0, len(params), BATCH_PARAMS):
+            self.client.log_batch(run_id, params=params[i:i + BATCH_PARAMS])
+        if new_tags:
+            self.client.log_batch(run_id, tags=new_tags)
+        for i in range(0, len(metrics), BATCH_METRICS):
+            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH_METRICS])
+        for artifact in missing_artifacts:
+            if artifact == "final.json":
+                with tempfile.TemporaryDirectory() as tmp:
+                    staged = Path(tmp) / "final.json"
+                    staged.write_text(json.dumps(final_new, indent=2) + "\n")
+                    self.client.log_artifact(run_id, str(staged))
+            else:
+                self.client.log_artifact(run_id, str(run_dir / artifact))
+        if not finished:
+            self.client.set_terminated(run_id, status="FINISHED", end_time=max(end_ms, start_ms))
+        if rewrite:
+            atomic_write_json(run_dir / "final.json", final_new, sort_keys=False)
+        if changes:
+            done = f"{len(params)} params, {len(metrics)} metric points, {len(missing_artifacts)} artifacts"
+            return f"{name}: {how if how != 'complete in the store' else 'completed'} {run_id} ({done})", True
+        return f"{name}: {run_id} complete in the store", False
+
+
+def run(args: argparse.Namespace) -> int:
+    from .cli import UsageError
+    from .config import ParamsError, load_params
+
+    try:
+        params = load_params(args.params, args.scale)
+    except ParamsError as exc:
+        raise UsageError(str(exc)) from None
+    tracking = params.tracking
+    if args.tracking_uri:
+        tracking = dataclasses.replace(tracking, uri=args.tracking_uri, enabled=True)
+    elif not tracking.enabled:
+        raise UsageError("tracking.enabled is false in the params: enable it, or pass --tracking-uri")
+    folders = run_folders(Path(params.train.out_dir))
+    if not folders:
+        print(f"kernattn sync-mlflow: no finished runs under {params.train.out_dir}")
+        return 0
+    try:
+        syncer = Syncer(tracking, dry_run=args.dry_run)
+    except Exception as exc:  # noqa: BLE001 (one line: which store, what failed)
+        text = str(exc).strip().splitlines()
+        raise UsageError(f"cannot open the MLflow store {tracking.uri}: {type(exc).__name__}: "
+                         f"{text[0] if text else ''}") from None
+    failed = changed = 0
+    for folder in folders:
+        try:
+            message, did = syncer.sync(folder)
+            changed += did
+            print(message, flush=True)
+        except Exception as exc:  # noqa: BLE001 (report it, go on with the other runs)
+            failed += 1
+            text = str(exc).strip().splitlines()
+            print(f"kernattn sync-mlflow: {folder.name}: failed: {type(exc).__name__}: {text[0] if text else ''}",
+                  file=sys.stderr, flush=True)
+    if args.dry_run:
+        print(f"kernattn sync-mlflow: dry run: {changed} of {len(folders)} runs would change in {tracking.uri}")
+    else:
+        print(f"kernattn sync-mlflow: {len(folders) - failed} of {len(folders)} runs complete in {tracking.uri} "
+              f"({changed} changed now)")
+    return 1 if failed else 0

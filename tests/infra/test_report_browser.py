@@ -1,0 +1,102 @@
+"""report/index.html of the micro pipeline (trained through the MLflow server) in headless
+Chromium: every image loaded, every section and table present and non-empty, no console
+errors, readable at laptop width, and every link to an MLflow run opens that run in the
+MLflow UI while the server runs. A full-page screenshot goes to the test's output folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.parse
+
+import pytest
+
+from .conftest import MICRO_RUNS, http_json
+
+pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
+
+# The report's fixed skeleton (src/kernattn/report/templates/index.html.j2); any further
+# <section> or <table> it grows is checked the same way (present and non-empty).
+SECTIONS = ("header", "main", "figures", "claims", "provenance")
+TABLES = ("main-table", "claims-table", "runs-table")
+LAPTOP = {"width": 1366, "height": 768}
+
+
+def _console_collector(page):
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+    page.on("requestfailed", lambda req: errors.append(f"requestfailed: {req.url} {req.failure}"))
+    return errors
+
+
+def test_report_in_chromium(chromium, micro_pipeline, mlflow_server, tmp_path, infra_out):
+    assert micro_pipeline.returncode == 0, micro_pipeline.output[-3000:]
+    index = micro_pipeline.ws / "report" / "index.html"
+    context = chromium.new_context(viewport=LAPTOP)
+    try:
+        page = context.new_page()
+        errors = _console_collector(page)
+        page.goto(index.as_uri(), wait_until="load", timeout=60_000)
+        page.wait_for_selector("#main-table tbody tr", timeout=30_000)
+
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        shutil.copy(tmp_path / "report.png", infra_out / "report.png")
+        images = page.eval_on_selector_all(
+            "img", "els => els.map(e => ({src: e.getAttribute('src'), complete: e.complete, w: e.naturalWidth, "
+                   "h: e.naturalHeight, alt: e.getAttribute('alt')}))")
+        # textContent, not innerText: a table inside a closed <details> is present, not empty
+        tables = page.eval_on_selector_all(
+            "table", "els => els.map(t => ({id: t.id, rows: t.querySelectorAll('tbody tr').length || "
+                     "Math.max(0, t.rows.length - 1), text: t.textContent.trim().length}))")
+        sections = page.eval_on_selector_all("section", "els => els.map(s => [s.id, s.textContent.trim().length])")
+        layout = page.evaluate("""() => ({
+            scroll: document.documentElement.scrollWidth, inner: window.innerWidth,
+            font: parseFloat(getComputedStyle(document.body).fontSize)})""")
+        (infra_out / "report-layout.json").write_text(json.dumps(
+            {"layout": layout, "images": images, "tables": tables, "sections": sections}, indent=2))
+
+        # every image loaded (decoded, non-zero natural size), with alt text; at least one
+        assert images, "no <img> in the report"
+        broken = [i for i in images if not (i["complete"] and i["w"] > 0 and i["h"] > 0)]
+        assert not broken, broken
+        assert all(i["alt"] for i in images), [i["src"] for i in images if not i["alt"]]
+
+        # every expected section and table present and non-empty; so is every other one
+        for sid in SECTIONS:
+            assert page.locator(f"#{sid}").count() == 1, f"section #{sid} missing"
+            assert page.locator(f"#{sid}").inner_text().strip(), f"section #{sid} is empty"
+        for tid in TABLES:
+            assert page.locator(f"#{tid}").count() == 1, f"table #{tid} missing"
+        assert tables and all(t["rows"] > 0 and t["text"] > 0 for t in tables), tables
+        assert all(n > 0 for _, n in sections), sections
+        main_text = page.locator("#main-table").inner_text()
+        assert "static RoPE" in main_text and "decaying periodic kernel" in main_text
+        runs_text = page.locator("#runs-table").inner_text()
+        assert all(run_id in runs_text for run_id in MICRO_RUNS)
+        assert not errors, errors
+
+        # readable at laptop width: text not tiny, the page itself does not scroll sideways
+        assert layout["font"] >= 12, layout
+        assert layout["scroll"] <= layout["inner"] + 1, (
+            f"the report is {layout['scroll']} px wide at a {layout['inner']} px laptop viewport "
+            f"(screenshot: {infra_out / 'report.png'})")
+
+        # links to MLflow runs: one per run, each opens that run while the server runs
+        links = page.eval_on_selector_all(f'a[href^="{mlflow_server.url}"]', "els => els.map(e => e.href)")
+        finals = {r: json.loads((micro_pipeline.ws / "results/micro/runs" / r / "final.json").read_text())
+                  for r in MICRO_RUNS}
+        for run_id, final in finals.items():
+            assert any(final["mlflow_run_id"] in link for link in links), (run_id, links)
+        for link in sorted(set(links)):
+            fragment = urllib.parse.urlparse(link).fragment
+            mlflow_run_id = fragment.rstrip("/").split("/")[-1]
+            got = http_json(f"{mlflow_server.url}/api/2.0/mlflow/runs/get?run_id={mlflow_run_id}")
+            name = got["run"]["info"]["run_name"]
+            ui = context.new_page()
+            ui.goto(link, wait_until="load", timeout=60_000)
+            ui.wait_for_selector(f"text={name}", timeout=60_000)
+            assert mlflow_run_id in ui.url
+            ui.close()
+    finally:
+        context.close()

@@ -1,0 +1,160 @@
+"""The pipeline on a real one-node SLURM cluster through `snakemake --profile slurm all`.
+
+The profile is profiles/slurm-test, installed by `kernattn install-profile` exactly as a user
+installs profiles/slurm; it differs from profiles/slurm only in the status command (squeue:
+the test cluster has no accounting database) and the first status delay (checked below).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from . import harness
+from .conftest import BIN, MICRO_RUNS, REPO
+
+pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
+
+# What profiles/slurm-test may change, and why (see its header).
+TEST_PROFILE_CHANGES = {"slurm-status-command": "squeue", "slurm-init-seconds-before-status-checks": 1}
+
+
+def _tail(text: str, n: int = 4000) -> str:
+    return text[-n:]
+
+
+def _slurm_logs(ws) -> str:
+    logs = sorted((ws / "results" / "logs").rglob("*.log"))
+    return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-1500:]}" for p in logs[-8:])
+
+
+def test_test_profile_differs_from_the_shipped_one_only_where_the_test_cluster_requires():
+    shipped = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    test = yaml.safe_load((REPO / "profiles" / "slurm-test" / "config.yaml").read_text())
+    assert shipped["executor"] == "slurm" and shipped["slurm-status-command"] == "sacct"
+    for key, value in TEST_PROFILE_CHANGES.items():
+        assert test.pop(key) == value
+        shipped.pop(key)
+    assert test == shipped
+    # runtime resources: in the profile, never in params.yaml
+    train = shipped["set-resources"]["train"]
+    assert train["gpu"] == 1 and train["runtime"] > 0 and shipped["default-resources"]["runtime"] > 0
+    def keys(tree):
+        for k, v in tree.items() if isinstance(tree, dict) else ():
+            yield k
+            yield from keys(v)
+
+    found = set(keys(yaml.safe_load((REPO / "params.yaml").read_text())))
+    assert not found & {"slurm_partition", "slurm_account", "runtime", "mem_mb", "gpu", "gpu_model", "cpus_per_task"}
+
+
+def test_the_harness_says_why_it_cannot_run(monkeypatch):
+    """Skip reasons: not root, or no apt-get (the fixtures skip with this text)."""
+    monkeypatch.setattr(harness, "which", lambda name: None)
+    monkeypatch.setattr(harness.os, "geteuid", lambda: 1000)
+    reason, _ = harness.ensure_packages(("slurm-wlm",), ("slurmctld",))
+    assert reason and "not root" in reason
+    monkeypatch.setattr(harness.os, "geteuid", lambda: 0)
+    reason, _ = harness.ensure_packages(("slurm-wlm",), ("slurmctld",))
+    assert reason and "no apt-get" in reason
+
+
+def test_install_profile_sets_the_status_command(tmp_path):
+    dest = tmp_path / "slurm"
+    proc = subprocess.run([str(BIN / "kernattn"), "install-profile", "--partition", "cpu", "--status-command",
+                           "squeue", "--source", str(REPO / "profiles" / "slurm"), "--dest", str(dest)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    profile = yaml.safe_load((dest / "config.yaml").read_text())
+    assert profile["slurm-status-command"] == "squeue"
+    assert profile["default-resources"]["slurm_partition"] == "cpu"
+    assert "SITE_" not in (dest / "config.yaml").read_text()
+
+
+def test_snakemake_profile_slurm_all_runs_the_micro_pipeline(slurm_cluster, micro_pipeline, mlflow_server):
+    run = micro_pipeline
+    assert run.via == "slurm"
+    assert run.returncode == 0, f"{_tail(run.output)}\n{_slurm_logs(run.ws)}"
+    assert "Nothing to be done" not in run.output
+    # every output of the DAG, as snakemake itself lists them, exists and is up to date
+    summary = subprocess.run([str(BIN / "snakemake"), "--cores", "1", "--summary"], cwd=run.ws, env=run.env,
+                             capture_output=True, text=True, timeout=300)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    rows = [line.split("\t") for line in summary.stdout.splitlines()[1:] if "\t" in line]
+    assert rows, summary.stdout
+    rules = set()
+    for row in rows:
+        path, rule, status = run.ws / row[0], row[2], row[4]
+        rules.add(rule)
+        assert path.is_file() and path.stat().st_size > 0, row
+        assert status == "ok", row
+    assert {"prepare", "train", "report"} <= rules
+    for run_id in MICRO_RUNS:
+        final = json.loads((run.ws / "results/micro/runs" / run_id / "final.json").read_text())
+        assert final["run_id"] == run_id and final["steps"] == 6 and final["val_loss"] > 0
+        assert final["tracking_uri"] == mlflow_server.url and final["mlflow_run_id"]
+        mlrun = mlflow_server.client().get_run(final["mlflow_run_id"])
+        assert mlrun.info.status == "FINISHED" and mlrun.info.run_name == run_id
+    html = (run.ws / "report" / "index.html").read_text()
+    assert "static RoPE" in html and "decaying periodic kernel" in html
+    for src in re.findall(r'<img[^>]+src="([^"]+)"', html):
+        assert (run.ws / "report" / src).is_file(), src
+    # every rule but the local `all` ran as a SLURM job
+    submitted = re.findall(r"submitted with SLURM jobid (\d+)", run.output)
+    n_jobs = len([r for r in rows if r[2] != "all"])  # upper bound: rules with several outputs list each
+    assert 1 + len(MICRO_RUNS) + 1 <= len(submitted) <= n_jobs, run.output[-3000:]
+
+
+def _scontrol_jobs(cluster) -> list[dict]:
+    proc = subprocess.run([harness.which("scontrol"), "show", "job", "-o"], env=cluster.env(),
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    jobs = []
+    for line in proc.stdout.splitlines():
+        fields = dict(re.findall(r"(\w[\w:/]*)=(\S*)", line))
+        jobs.append(fields)
+    return jobs
+
+
+def test_jobs_got_the_profile_resources(slurm_cluster, micro_pipeline):
+    """Training asked for a GPU of the site's model, 8 CPUs and its time limit; the other
+    rules for CPUs only; all in the profile's partition, all completed with exit code 0."""
+    assert micro_pipeline.returncode == 0
+    ids = set(re.findall(r"submitted with SLURM jobid (\d+)", micro_pipeline.output))
+    jobs = [j for j in _scontrol_jobs(slurm_cluster) if j.get("JobId") in ids]
+    assert len(jobs) == len(ids), "slurmctld forgot jobs (MinJobAge?)"
+    train_jobs = [j for j in jobs if "rule_train" in j.get("Comment", "")]
+    assert len(train_jobs) == len(MICRO_RUNS), [j.get("Comment") for j in jobs]
+    for job in jobs:
+        assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", job
+        assert job["Partition"] == harness.PARTITION
+    for job in train_jobs:
+        assert "gres/gpu=1" in job.get("TRES", "") or "gpu" in job.get("TresPerJob", ""), job
+        assert job["NumCPUs"] == "8" and job["TimeLimit"] == "04:00:00", job
+    for job in jobs:
+        if job not in train_jobs:
+            assert "gpu" not in job.get("TRES", "") + job.get("TresPerJob", ""), job
+            assert job["TimeLimit"] == "00:30:00", job
+
+
+def test_a_second_run_has_nothing_to_do(slurm_cluster, micro_pipeline):
+    assert micro_pipeline.returncode == 0
+    again = subprocess.run(micro_pipeline.cmd, cwd=micro_pipeline.ws, env=micro_pipeline.env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_a_failing_rule_makes_snakemake_exit_nonzero(slurm_cluster, micro_pipeline):
+    failing = micro_pipeline.failing
+    assert failing is not None
+    out = failing["output"]
+    assert failing["returncode"] not in (0, None), out[-3000:]
+    assert "Error in rule prepare" in out, out[-3000:]
+    assert re.search(r"SLURM-job '\d+' failed", out), out[-3000:]
+    assert not (failing["ws"] / "results/micro/data/dickens/train.npy").exists()
+    assert not slurm_cluster.running_jobs()
