@@ -1,11 +1,12 @@
 # Set-up lives here so that README's first two commands work on a fresh machine.
-# The venv is created on first use; torch is pinned to the local CPU build (2.13.0) first,
-# because pip would otherwise resolve the range in pyproject.toml to a multi-GB CUDA build.
+# The venv is created on first use; torch and torchvision are pinned first (2.14.1 + 0.29.1, files on
+# this machine's disk): timm needs torchvision, and PyPI's torchvision does not load beside the local
+# 2.13.0 CPU build of torch. Unpinned, pip would resolve pyproject.toml's range to other downloads.
 # On a GPU machine with its own torch (>= 2.11), use that torch: `make VENV_FLAGS=--system-site-packages`.
 PYTHON ?= python3
 VENV ?= .venv
 VENV_FLAGS ?=
-TORCH_SPEC ?= torch==2.13.0
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kernattn-installed
 JOBS ?= 2
@@ -17,7 +18,7 @@ env: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -c "import torch, torchvision" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
