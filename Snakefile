@@ -86,9 +86,26 @@ rule analyze_gpa:
         "kernattn analyze-gpa {ARGS} --run {wildcards.run} > {log} 2>&1"
 
 
+rule bench:
+    # Whole-model throughput, memory and MFU (GKA paper Table 4). It asks for every core so
+    # that no training job runs beside it and disturbs the timings.
+    output:
+        pipeline.bench_output(P),
+    params:
+        bench=P.raw["bench"],
+        model=P.raw["model"],
+        matrix=P.raw["matrix"],
+    log:
+        "results/logs/bench.log",
+    threads: workflow.cores
+    shell:
+        "kernattn bench {ARGS} > {log} 2>&1"
+
+
 rule report:
     input:
         DATA[3],
+        pipeline.bench_output(P),
         expand(pipeline.run_output(P, "{run}"), run=RUNS),
         pipeline.corpus_analysis_output(P),
         expand(pipeline.analysis_output(P, "{run}"), run=GPA_RUNS),
@@ -97,6 +114,7 @@ rule report:
     params:
         report=P.raw["report"],
         analysis=P.raw["analysis"],
+        bench=P.raw["bench"],
     log:
         "results/logs/report.log",
     shell:

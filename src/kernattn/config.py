@@ -148,6 +148,30 @@ class AnalysisParams:
     out_dir: str = "results/analysis"
 
 
+BENCH_FAMILIES = ("vit", "char_gpt", "lm")
+
+
+@dataclass(frozen=True)
+class BenchParams:
+    """Whole-model throughput, memory and MFU (`kernattn bench`, issue 7; GKA paper Table 4)."""
+
+    families: tuple[str, ...] = ("vit", "char_gpt", "lm")   # checked in _check_matrix
+    # "paper": the papers' shapes (GPU); "small": the same models shrunk for a CPU (tiny DAG, CI).
+    size: str = field(default="paper", metadata={"choices": ("paper", "small")})
+    char_rows: tuple[str, ...] = ("rope", "gpa_m64_rope", "gpa_m64", "gpa_dp_m8", "alibi", "gka")  # matrix rows
+    train_batches: tuple[int, ...] = (64, 128)            # ViT training, images per device (Table 4)
+    infer_batches: tuple[int, ...] = (32, 64, 128, 256, 512)  # ViT inference: the best is reported
+    char_batch: int = field(default=256, metadata=_pos())  # char GPT training sequences (seed 000)
+    lm_batch: int = field(default=16, metadata=_pos())     # LM training sequences per step
+    dtype: str = field(default="bfloat16", metadata={"choices": ("float32", "bfloat16", "float16")})
+    compile: bool = True                                   # torch.compile (CUDA only)
+    device: str = "auto"
+    warmup: int = field(default=5, metadata=_nonneg())
+    reps: int = field(default=20, metadata=_pos())
+    threads: int | None = None
+    out_dir: str = "results/{scale}/bench"
+
+
 @dataclass(frozen=True)
 class Params:
     scale: str
@@ -158,6 +182,7 @@ class Params:
     matrix: MatrixParams
     report: ReportParams
     analysis: AnalysisParams
+    bench: BenchParams
     path: str = "params.yaml"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -175,6 +200,7 @@ SECTIONS = {
     "matrix": MatrixParams,
     "report": ReportParams,
     "analysis": AnalysisParams,
+    "bench": BenchParams,
 }
 
 
@@ -339,6 +365,12 @@ def _check_matrix(params: Params, path: Path) -> None:
     for name in params.matrix.only or ():
         if name not in names:
             raise ParamsError(f"{path}: matrix.only names unknown row {name!r}; rows: {', '.join(names)}")
+    for name in params.bench.families:
+        if name not in BENCH_FAMILIES:
+            raise ParamsError(f"{path}: bench.families names unknown family {name!r}; allowed: {', '.join(BENCH_FAMILIES)}")
+    for name in params.bench.char_rows:
+        if name not in names:
+            raise ParamsError(f"{path}: bench.char_rows names unknown row {name!r}; rows: {', '.join(names)}")
     m = params.model
     if m.d_model % m.n_head:
         raise ParamsError(f"{path}: model.d_model={m.d_model} must be a multiple of model.n_head={m.n_head}")

@@ -40,6 +40,11 @@ def report_output(params: Params) -> str:
     return f"{params.report.out_dir}/index.html"
 
 
+def bench_output(params: Params) -> str:
+    """The whole-model benchmark's CSV (kernattn bench): once per scale."""
+    return f"{params.bench.out_dir}/models.csv"
+
+
 def corpus_analysis_output(params: Params) -> str:
     """The corpus newline histogram (kernattn analyze-corpus): once per scale."""
     return str(analysis.corpus_dir(params) / analysis.SUMMARY)
@@ -87,7 +92,7 @@ def train_command(params: Params, params_file: str, run_id: str) -> str:
 
 def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = False) -> dict:
     """dvc.yaml content: prepare -> train-<run_id> (one per run) -> analyze-corpus and
-    analyze-<run_id> (one per GPA run) -> report.
+    analyze-<run_id> (one per GPA run); bench (no inputs but code and params) -> report.
 
     A training stage's output is its whole run folder, `persist`ed so that DVC does not delete
     the checkpoint a rerun resumes from; `cache` puts every output into the DVC cache (for
@@ -124,12 +129,18 @@ def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = F
             "params": watched(params, params_file, (*train_keys, "analysis")),
             "outs": [{str(analysis.run_dir(params, run_id)): {"cache": cache}}],
         }
+    stages["bench"] = {
+        "cmd": f"kernattn bench {args}",
+        "deps": ["src/kernattn/bench", "src/kernattn/models", "src/kernattn/attention"],
+        "params": watched(params, params_file, ("bench", "model", "matrix")),
+        "outs": [{params.bench.out_dir: {"cache": cache}}],
+    }
     stages["report"] = {
         "cmd": f"kernattn report {args}",
         "deps": [data_outputs(params)[3], *(run_output(params, r.run_id) for r in runs),
                  str(analysis.corpus_dir(params)), *(str(analysis.run_dir(params, r)) for r in gpa),
-                 "src/kernattn/report"],
-        "params": watched(params, params_file, ("report", "matrix", "analysis")),
+                 params.bench.out_dir, "src/kernattn/report"],
+        "params": watched(params, params_file, ("report", "matrix", "analysis", "bench")),
         "outs": [{params.report.out_dir: {"cache": cache}}],
     }
     return {"stages": stages}

@@ -49,7 +49,7 @@ import pandas as pd
 import yaml
 
 from ..config import Params, ParamsError, RunSpec, load_params, run_matrix
-from . import gpa, stats
+from . import bench_models, gpa, stats
 
 HELP = "render report/index.html: results beside the papers' claims, with 95% intervals over seeds"
 
@@ -121,6 +121,7 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
         (folder / "tables").mkdir()
         context["figures"] = plot_figures(folder / "assets", params, papers, runs, main_df)
         context["gpa"] = gpa.section(folder, params, params_file, papers, runs, main_df)
+        context["bench_models"] = bench_models.section(folder, params)
         main_df.to_csv(folder / "tables" / "main.csv", index=False)
         runs_df.drop(columns=["mlflow_url"]).to_csv(folder / "tables" / "runs.csv", index=False)
         claims_csv(claims).to_csv(folder / "tables" / "claims.csv", index=False)
@@ -675,7 +676,7 @@ def page_context(params, params_file, papers, runs, runs_df, main_df, claims, me
         "bench": bench, "mlflow_ui": params.report.mlflow_ui,
         "tracking_uris": list(dict.fromkeys(str(u) for u in runs_df["tracking_uri"] if u)),
         "margin_default": stats.DEFAULT_MARGIN_REL, "level": stats.LEVEL,
-        "figures": [], "tables": [],
+        "figures": [], "tables": [], "bench_models": {"entries": [], "paper_source": "", "command": ""},
     }
 
 
