@@ -206,7 +206,7 @@ def load_torch(path: str | os.PathLike, fix: str = "") -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
+        found = re.search(r"GLOBAL ([\w.]+)", str(exc))  # the class or function it names
         what = f" (it references {found.group(1)})" if found else ""
         raise LoadError(f"{path}: refused: holds a pickled Python object{what}, not only tensors and "
                         f"plain containers; checkpoints load with weights_only=True and this file was "

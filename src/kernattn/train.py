@@ -425,6 +425,10 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
         if ckpt.get("fingerprint") != fingerprint:
             diff = _differences(ckpt.get("fingerprint_config", {}), fp_config)
             what = "; ".join(diff[:3]) + (" ..." if len(diff) > 3 else "") if diff else "unknown fields"
+            theirs = (ckpt.get("fingerprint_config") or {}).get("run") or {}
+            if theirs.get("variant") not in (None, spec.variant):  # say the most telling difference first
+                what = (f"a {theirs['variant']!r} model (run {theirs.get('run_id')}), not this run's "
+                        f"{spec.variant!r}; " + what)
             if stale != "archive":
                 raise UsageError(f"{ckpt_path}: checkpoint from another configuration ({what}); rerun with "
                                  f"--fresh (or --stale archive) to train {spec.run_id} from scratch")
