@@ -256,3 +256,16 @@ def test_every_torch_load_in_the_package_is_weights_only():
             calls.append((path.name, text[m.start():end + 1]))
     assert calls, "no torch.load found: the scan is broken"
     assert all("weights_only=True" in call for _, call in calls), calls
+
+
+def test_mlflow_server_binds_loopback_unless_told_otherwise(tmp_path):
+    """The default interface is 127.0.0.1 in our options and in the mlflow command we run
+    (tests/infra/test_mlflow_server.py checks the listening socket of a real server)."""
+    from kernattn import tracking_server
+
+    parser = cli.build_parser("mlflow-server")
+    args = parser.parse_args(["mlflow-server", "--params", str(write(tmp_path, micro_doc(tmp_path)))])
+    cfg = tracking_server.settings(args)
+    assert cfg["host"] == "127.0.0.1"
+    command = tracking_server.server_command(cfg)
+    assert command[command.index("--host") + 1] == "127.0.0.1"

@@ -45,6 +45,20 @@ configuration (its fingerprint: model, train except out_dir / checkpoint_every /
 compile / device, the run spec and the data digest) is refused; --fresh deletes the run folder
 first. When final.json exists with the same fingerprint the command does nothing. SIGTERM
 (e.g. a SLURM preemption) ends the current step, saves a checkpoint and exits with 143.
+A SIGKILL at any moment loses at most the steps since the last checkpoint: the checkpoint is
+replaced atomically, metrics.jsonl lines are appended whole (kernattn.io.LineAppender) and
+fsync'ed before the checkpoint that counts them, and the rerun cuts the lines past it.
+KERNATTN_DEBUG_HOLD_AT_STEP=N (tests) makes the process wait after step N until it is
+killed or gets SIGTERM, so a crash can be placed at a known step.
+
+Divergence: a training loss that is nan or inf (its first step is tracked on the device, read
+at every train line, eval and checkpoint), a non-finite validation loss, or non-finite
+weights at a checkpoint stop the run: one line on stderr naming the step and the checkpoint
+kept ("kernattn train: error: <run>: step N: training loss is nan; training stopped, the last
+good checkpoint (step M) is kept at ...; lower train.lr ..."), exit status 3 (EXIT_DIVERGED),
+a last metrics.jsonl line {"step", "status": "FAILED", "error", "checkpoint_step"}, MLflow
+status FAILED with a `failure` tag. A checkpoint is never overwritten by non-finite weights.
+Checkpoints hold tensors and plain containers only and load with weights_only=True.
 
 MLflow (kernattn.tracking): one MLflow run per run folder (reused on resume), params =
 the flattened config, tags (run_id, row, seed, git commit, params digest, scale, ...),

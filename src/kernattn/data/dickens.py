@@ -4,7 +4,9 @@
 
 Source: `data.mirror` (or env KERNATTN_DATA_MIRROR; a local .txt or .txt.gz, a relative path
 is relative to the current folder) when set, else every URL of `data.urls` downloaded and
-concatenated in order. `data.sha256`, when set, must equal the sha256 of the mirror file as
+concatenated in order; each download is verified before use against its sha256 in
+<out_dir>.downloads/SHA256SUMS (recorded on its first fetch) and cached there (see
+fetch.fetch_verified). `data.sha256`, when set, must equal the sha256 of the mirror file as
 stored (or of its decompressed content); for downloads, of the downloaded bytes concatenated.
 
 Cleaning, in this order (every step is counted in meta.json under "cleaning"):
