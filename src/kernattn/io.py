@@ -17,6 +17,12 @@ A process killed with SIGKILL can leave one behind; it is never mistaken for the
 
 atomic_dir replaces an existing folder by two renames (old -> ".NAME.old-*", new -> NAME),
 so for a moment NAME is absent, never partial; the old folder is then deleted.
+
+Appends (metrics.jsonl) go through LineAppender: each line is one os.write on an O_APPEND
+descriptor, so a crash leaves a line complete or absent (readers still drop an unterminated
+last line, see read_lines). Checkpoints are read with load_torch: weights_only=True always
+(tensors and plain containers; no pickled code from a file is ever run), and every failure
+is one line (LoadError) naming the file.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_dir"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_dir",
+           "LineAppender", "read_lines", "LoadError", "load_torch"]
 
 
 def _temp_name(path: Path, kind: str = "tmp") -> Path:
@@ -126,3 +133,85 @@ def _remove(path: Path) -> None:
     else:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+class LineAppender:
+    """Append whole lines to a file: one os.write per line on an O_APPEND descriptor.
+
+    A buffered text file may split a line over two write calls; here a process killed at any
+    moment leaves each line complete or absent. fsync() pushes the lines to disk (called before
+    a checkpoint that counts them)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, line: str) -> None:
+        data = (line if line.endswith("\n") else line + "\n").encode("utf-8")
+        view = memoryview(data)
+        while view:  # a short write only happens on a full disk: keep going or raise
+            view = view[os.write(self._fd, view):]
+
+    def fsync(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "LineAppender":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """The complete (newline-terminated) lines of a file written by LineAppender; a last line
+    without its newline (a write cut by power loss) is dropped."""
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    return lines[:-1]  # the piece after the last newline: "" or an unterminated line
+
+
+class LoadError(ValueError):
+    """A checkpoint that cannot or must not be loaded; the message is one line naming the file."""
+
+
+def load_torch(path: str | os.PathLike, fix: str = "") -> Any:
+    """torch.load(path, weights_only=True) on the CPU, with one-line errors.
+
+    weights_only=True means the unpickler only rebuilds tensors and plain containers (dict,
+    list, tuple, str, numbers): a file carrying any other pickled object (a class, a function
+    call) is refused before anything in it runs. `fix` ends each message (what to do)."""
+    import pickle
+    import re
+
+    import torch
+
+    path = Path(path)
+    tail = f"; {fix}" if fix else ""
+    if path.is_dir():
+        raise LoadError(f"{path}: is a directory, not a checkpoint file{tail}")
+    if not path.is_file():
+        raise LoadError(f"{path}: no such checkpoint file{tail}")
+    if path.stat().st_size == 0:
+        raise LoadError(f"{path}: empty checkpoint file (0 bytes){tail}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"GLOBAL ([\w.]+)", str(exc))  # the class or function it names
+        what = f" (it references {found.group(1)})" if found else ""
+        raise LoadError(f"{path}: refused: holds a pickled Python object{what}, not only tensors and "
+                        f"plain containers; checkpoints load with weights_only=True and this file was "
+                        f"not written by kernattn{tail}") from None
+    except (RuntimeError, EOFError, OSError, KeyError, ValueError, IndexError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0].split(". ")[0]
+        raise LoadError(f"{path}: unreadable checkpoint, truncated or corrupt "
+                        f"({type(exc).__name__}{': ' + first if first else ''}){tail}") from None

@@ -50,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
     parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default %(default)s: this machine only)")
+    parser.add_argument("--allowed-hosts", default=None, metavar="HOSTS",
+                        help="passed to mlflow server: Host headers it answers (against DNS rebinding) when "
+                             "it is reached under a name, e.g. behind a reverse proxy")
+    parser.add_argument("--cors-allowed-origins", default=None, metavar="ORIGINS",
+                        help="passed to mlflow server: web origins allowed to call it")
     parser.add_argument("--port", type=int, default=None,
                         help="port (default: tracking.uri's, else report.mlflow_ui's, else 5000; 0: any free port)")
     parser.add_argument("--backend-store-uri", default=None,
@@ -124,6 +129,8 @@ def settings(args: argparse.Namespace) -> dict:
     pid_file = Path(args.pid_file) if args.pid_file else db.with_name("mlflow-server.pid")
     log_file = Path(args.log_file) if args.log_file else db.with_name("mlflow-server.log")
     return {"db": db, "artifact_root": artifact_root, "host": args.host, "port": port,
+            "allowed_hosts": getattr(args, "allowed_hosts", None),
+            "cors_allowed_origins": getattr(args, "cors_allowed_origins", None),
             "pid_file": pid_file.resolve(), "log_file": log_file.resolve()}
 
 
@@ -212,7 +219,9 @@ def server_command(cfg: dict) -> list[str]:
     return [sys.executable, "-m", "mlflow", "server",
             "--backend-store-uri", f"sqlite:///{cfg['db']}",
             "--default-artifact-root", str(cfg["artifact_root"]),
-            "--host", cfg["host"], "--port", str(cfg["port"]), "--workers", "1"]
+            "--host", cfg["host"], "--port", str(cfg["port"]), "--workers", "1",
+            *(["--allowed-hosts", cfg["allowed_hosts"]] if cfg.get("allowed_hosts") else []),
+            *(["--cors-allowed-origins", cfg["cors_allowed_origins"]] if cfg.get("cors_allowed_origins") else [])]
 
 
 def start(cfg: dict, *, detach: bool, timeout: float, grace: float) -> subprocess.Popen:
@@ -285,6 +294,10 @@ def run(args: argparse.Namespace) -> int:
     if port_open(cfg["host"], cfg["port"]):
         raise UsageError(f"port {cfg['port']} on {probe_host(cfg['host'])} is in use; pick another with --port")
     url = f"http://{probe_host(cfg['host'])}:{cfg['port']}"
+    if cfg["host"] not in LOCAL_HOSTS:
+        print(f"kernattn mlflow-server: warning: binding {cfg['host']}: anyone who can reach port {cfg['port']} "
+              f"can read and change every run (MLflow has no login here); prefer an SSH tunnel "
+              f"(README, section Reliability)", file=sys.stderr)
 
     # Ctrl-C, SIGTERM, SIGHUP -> KeyboardInterrupt from here on, so that the server is stopped
     # whenever we are (while it starts too); a detached server is on its own once it answers.

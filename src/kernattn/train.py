@@ -45,6 +45,20 @@ configuration (its fingerprint: model, train except out_dir / checkpoint_every /
 compile / device, the run spec and the data digest) is refused; --fresh deletes the run folder
 first. When final.json exists with the same fingerprint the command does nothing. SIGTERM
 (e.g. a SLURM preemption) ends the current step, saves a checkpoint and exits with 143.
+A SIGKILL at any moment loses at most the steps since the last checkpoint: the checkpoint is
+replaced atomically, metrics.jsonl lines are appended whole (kernattn.io.LineAppender) and
+fsync'ed before the checkpoint that counts them, and the rerun cuts the lines past it.
+KERNATTN_DEBUG_HOLD_AT_STEP=N (tests) makes the process wait after step N until it is
+killed or gets SIGTERM, so a crash can be placed at a known step.
+
+Divergence: a training loss that is nan or inf (its first step is tracked on the device, read
+at every train line, eval and checkpoint), a non-finite validation loss, or non-finite
+weights at a checkpoint stop the run: one line on stderr naming the step and the checkpoint
+kept ("kernattn train: error: <run>: step N: training loss is nan; training stopped, the last
+good checkpoint (step M) is kept at ...; lower train.lr ..."), exit status 3 (EXIT_DIVERGED),
+a last metrics.jsonl line {"step", "status": "FAILED", "error", "checkpoint_step"}, MLflow
+status FAILED with a `failure` tag. A checkpoint is never overwritten by non-finite weights.
+Checkpoints hold tensors and plain containers only and load with weights_only=True.
 
 MLflow (kernattn.tracking): one MLflow run per run folder (reused on resume), params =
 the flattened config, tags (run_id, row, seed, git commit, params digest, scale, ...),
@@ -80,7 +94,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .io import atomic_path, atomic_write_json, atomic_write_text
+from .io import LineAppender, LoadError, atomic_path, atomic_write_json, atomic_write_text, load_torch
 from .cli import UsageError
 from .config import Params, ParamsError, RunSpec, find_run, load_params
 
@@ -106,6 +120,8 @@ PARAM_SECTIONS = ("scale", "params_digest", "fingerprint", "run", "model", "trai
                   "n_params", "n_params_non_embedding", "extra_params", "device", "torch_version",
                   "git_commit")
 LN2 = math.log(2.0)
+HOLD_ENV = "KERNATTN_DEBUG_HOLD_AT_STEP"
+EXIT_DIVERGED = 3
 
 
 # ============================================================================ CLI
@@ -316,6 +332,47 @@ class _Stop:
         return False
 
 
+CKPT_KEYS = ("format", "fingerprint", "fingerprint_config", "step", "metrics_lines", "model", "optimizer",
+             "rng", "train_loss_acc", "train_loss_n", "elapsed_s", "train_s", "last_train", "last_val")
+
+
+def read_checkpoint(path: Path, fix: str) -> dict[str, Any]:
+    """A training checkpoint (weights_only=True), checked for the keys a resume needs; any
+    problem is a one-line UsageError naming the file and ending with `fix`."""
+    try:
+        ckpt = load_torch(path, fix)
+    except LoadError as exc:
+        raise UsageError(str(exc)) from None
+    missing = [k for k in CKPT_KEYS if k not in ckpt] if isinstance(ckpt, dict) else list(CKPT_KEYS)
+    if missing:
+        raise UsageError(f"{path}: not a kernattn training checkpoint (missing {', '.join(missing[:3])}"
+                         f"{' ...' if len(missing) > 3 else ''}); {fix}")
+    if ckpt["format"] != CKPT_FORMAT:
+        raise UsageError(f"{path}: checkpoint format {ckpt['format']!r}, this version reads {CKPT_FORMAT}; {fix}")
+    return ckpt
+
+
+class Diverged(Exception):
+    """The training (or validation) loss, or the weights, stopped being finite."""
+
+    def __init__(self, step: int, what: str):
+        super().__init__(f"step {step}: {what}")
+        self.step, self.what = step, what
+
+
+def all_finite(model: torch.nn.Module) -> bool:
+    """Every parameter finite (one sync): checked before a checkpoint overwrites the last one."""
+    flags = [torch.isfinite(p).all() for p in model.parameters()]
+    return bool(torch.stack(flags).all().item()) if flags else True
+
+
+def _hold_at_step() -> int | None:
+    """KERNATTN_DEBUG_HOLD_AT_STEP=N (tests): after step N the process waits (until SIGTERM or
+    SIGKILL) with a line on stderr, so a test can kill a real run at a known step."""
+    value = os.environ.get(HOLD_ENV, "").strip()
+    return int(value) if value.isdigit() else None
+
+
 def validation_starts(n_val: int, context: int, eval_batches: int, batch_size: int) -> torch.Tensor:
     """[eval_batches, batch_size] start offsets of the fixed validation windows (VAL_SEED):
     the same characters for every eval of every run, and for the analyses that re-score a
@@ -377,15 +434,15 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
                              f"rerun with --fresh (or --stale archive) to retrain {spec.run_id}")
         _archive_stale(run_dir, "a finished run from another configuration")
     ckpt = None
-    if ckpt_path.is_file():
-        try:
-            ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001
-            raise UsageError(f"{ckpt_path}: unreadable checkpoint ({type(exc).__name__}: {exc}); "
-                             f"rerun with --fresh to start over") from None
+    if ckpt_path.exists():
+        ckpt = read_checkpoint(ckpt_path, f"rerun with --fresh to train {spec.run_id} from scratch")
         if ckpt.get("fingerprint") != fingerprint:
             diff = _differences(ckpt.get("fingerprint_config", {}), fp_config)
             what = "; ".join(diff[:3]) + (" ..." if len(diff) > 3 else "") if diff else "unknown fields"
+            theirs = (ckpt.get("fingerprint_config") or {}).get("run") or {}
+            if theirs.get("variant") not in (None, spec.variant):  # say the most telling difference first
+                what = (f"a {theirs['variant']!r} model (run {theirs.get('run_id')}), not this run's "
+                        f"{spec.variant!r}; " + what)
             if stale != "archive":
                 raise UsageError(f"{ckpt_path}: checkpoint from another configuration ({what}); rerun with "
                                  f"--fresh (or --stale archive) to train {spec.run_id} from scratch")
@@ -416,7 +473,7 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
     n_train_starts = data.train.numel() - mp.context
 
     # ---- state (fresh or from the checkpoint)
-    st = SimpleNamespace(step=0, metrics_lines=0, elapsed_s=0.0, train_s=0.0, acc_n=0,
+    st = SimpleNamespace(step=0, ckpt_step=None, metrics_lines=0, elapsed_s=0.0, train_s=0.0, acc_n=0,
                          acc=torch.zeros((), dtype=torch.float64, device=device),
                          last_train=None, last_val=None, mlflow_run_id=None)
     if ckpt is not None:
@@ -428,6 +485,7 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
         st.acc, st.acc_n = ckpt["train_loss_acc"].to(device), int(ckpt["train_loss_n"])
         st.last_train, st.last_val = ckpt["last_train"], ckpt["last_val"]
         st.mlflow_run_id = ckpt.get("mlflow_run_id")
+        st.ckpt_step = st.step
     kept: list[str] = []
     if metrics_path.is_file():
         kept = metrics_path.read_text().splitlines()[: st.metrics_lines] if ckpt is not None else []
@@ -489,15 +547,18 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
 
     tokens_per_step = tp.batch_size * mp.context
     log_every = max(1, tp.eval_every // 10)
-    metrics_fh = open(metrics_path, "a")
+    metrics_fh = LineAppender(metrics_path)  # a line is complete or absent, whatever kills us
 
     def write_metrics(rec: dict[str, Any]) -> None:
-        metrics_fh.write(json.dumps(rec) + "\n")
-        metrics_fh.flush()
+        metrics_fh.write(json.dumps(rec))
         st.metrics_lines += 1
         tracker.log_metrics(metric_dict(rec), rec["step"])
 
     def save_checkpoint() -> None:
+        check_finite()
+        if not all_finite(model):  # never replace the last good checkpoint by broken weights
+            raise Diverged(st.step, "the weights are no longer finite")
+        metrics_fh.fsync()  # the lines the checkpoint counts are on disk before it is
         _atomic_torch_save(ckpt_path, {
             "format": CKPT_FORMAT, "fingerprint": fingerprint, "fingerprint_config": fp_config,
             "step": st.step, "metrics_lines": st.metrics_lines,
@@ -507,7 +568,19 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
             "last_train": st.last_train, "last_val": st.last_val, "mlflow_run_id": st.mlflow_run_id,
         })
         tracker.flush()
+        st.ckpt_step = st.step
 
+    # First non-finite training loss: its step and value, kept on the device (no sync per
+    # step); read whenever the loop syncs anyway (train lines, evals, checkpoints).
+    bad_step = torch.full((), -1, dtype=torch.long, device=device)
+    bad_value = torch.zeros((), dtype=torch.float32, device=device)
+
+    def check_finite() -> None:
+        step = int(bad_step.item())
+        if step >= 0:
+            raise Diverged(step, f"training loss is {float(bad_value.item())}")
+
+    hold_at = _hold_at_step()
     bar = None
     status = "FAILED"
     try:
@@ -525,7 +598,10 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
             clock = now
 
         def run_eval() -> None:
+            check_finite()
             loss = evaluate(fwd, model, val_data, val_starts, mp.context, autocast)
+            if not math.isfinite(loss):
+                raise Diverged(st.step, f"validation loss is {loss}")
             tick()
             st.last_val = {"loss": loss, "bpc": loss / LN2}
             write_metrics({"step": st.step, "split": "val", "loss": loss, "bpc": loss / LN2,
@@ -557,11 +633,15 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
                     torch.nn.utils.clip_grad_norm_(model.parameters(), tp.grad_clip)
                 optimizer.step()
                 st.step += 1
+                newly_bad = (bad_step < 0) & ~torch.isfinite(loss.detach())
+                bad_step = torch.where(newly_bad, st.step, bad_step)
+                bad_value = torch.where(newly_bad, loss.detach().float(), bad_value)
                 st.acc += loss.detach()
                 st.acc_n += 1
                 interval_tokens += tokens_per_step
                 if st.step % log_every == 0 or st.step == tp.max_steps:
                     mean = float(st.acc.item()) / st.acc_n  # syncs CUDA: the interval time is real
+                    check_finite()
                     dt = time.perf_counter() - t0
                     interval_t += dt
                     st.train_s += dt
@@ -585,6 +665,11 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
                 if st.step % tp.checkpoint_every == 0 or st.step == tp.max_steps:
                     tick()
                     save_checkpoint()
+                if hold_at is not None and st.step == hold_at:
+                    print(f"kernattn train: {spec.run_id}: holding after step {st.step} ({HOLD_ENV})",
+                          file=sys.stderr, flush=True)
+                    while not stop.requested:
+                        time.sleep(0.02)
             tick()
             if st.step < tp.max_steps:  # --stop-after or SIGTERM
                 save_checkpoint()
@@ -621,6 +706,20 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
         bar.write(f"kernattn train: {spec.run_id}: done, val loss {final['val_loss']:.4f} "
                   f"({final['val_bpc']:.4f} bpc) after {st.step} steps, {st.elapsed_s:.1f} s")
         return 0
+    except Diverged as exc:
+        kept = (f"the last good checkpoint (step {st.ckpt_step}) is kept at {ckpt_path}" if st.ckpt_step is not None
+                else "no checkpoint had been written")
+        message = (f"{spec.run_id}: {exc}; training stopped, {kept}; lower train.lr (now {tp.lr:g}) or "
+                   f"set train.grad_clip, then rerun with --fresh")
+        if not metrics_fh.closed:
+            write_metrics_failure = {"step": exc.step, "status": "FAILED", "error": str(exc),
+                                     "checkpoint_step": st.ckpt_step}
+            metrics_fh.write(json.dumps(write_metrics_failure))
+        tracker.set_tags({"failure": message[:500]})
+        if bar is not None:
+            bar.close()
+        print(f"kernattn train: error: {message}", file=sys.stderr, flush=True)
+        return EXIT_DIVERGED
     except KeyboardInterrupt:
         status = "KILLED"
         raise

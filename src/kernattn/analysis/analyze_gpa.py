@@ -85,13 +85,16 @@ def load_models(params, spec: RunSpec, data, device, params_file: str = "params.
     """(model at initialisation, trained model, final.json) of a finished run."""
     from ..cli import UsageError
     from ..models import GPT
+    from ..io import LoadError, load_torch
     from ..train import CKPT, FINAL, seed_everything
 
     folder = Path(params.train.out_dir) / spec.run_id
     cmd = f"kernattn train --params {params_file} --scale {params.scale} --run {spec.run_id}"
     try:
         final = json.loads((folder / FINAL).read_text())
-        ckpt = torch.load(folder / CKPT, map_location="cpu", weights_only=True)
+        ckpt = load_torch(folder / CKPT, f"retrain with: {cmd} --fresh")  # weights_only=True
+    except LoadError as exc:
+        raise UsageError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{folder}: no finished run to analyse ({type(exc).__name__}: {exc}); "
                          f"produce it with: {cmd}") from None

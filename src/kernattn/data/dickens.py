@@ -4,7 +4,9 @@
 
 Source: `data.mirror` (or env KERNATTN_DATA_MIRROR; a local .txt or .txt.gz, a relative path
 is relative to the current folder) when set, else every URL of `data.urls` downloaded and
-concatenated in order. `data.sha256`, when set, must equal the sha256 of the mirror file as
+concatenated in order; each download is verified before use against its sha256 in
+<out_dir>.downloads/SHA256SUMS (recorded on its first fetch) and cached there (see
+fetch.fetch_verified). `data.sha256`, when set, must equal the sha256 of the mirror file as
 stored (or of its decompressed content); for downloads, of the downloaded bytes concatenated.
 
 Cleaning, in this order (every step is counted in meta.json under "cleaning"):
@@ -50,7 +52,7 @@ import numpy as np
 from ..config import MIRROR_ENV, DataParams, ParamsError, load_params
 from ..io import atomic_dir, atomic_write_json
 from . import VOCAB_FILE, META_FILE, SPLIT_FILES
-from .fetch import DataError, Source, decode_utf8, download, read_local, sha256_bytes
+from .fetch import DataError, Source, decode_utf8, fetch_verified, read_local, sha256_bytes
 
 HELP = "fetch and clean the Dickens corpus; write train/val char ids, vocab.json, meta.json"
 
@@ -205,7 +207,14 @@ def _read_sources(data: DataParams, params_path: str, scale: str | None) -> list
         return [read_local(data.mirror, hint=_mirror_hint(data, params_path, scale))]
     if not data.urls:
         raise DataError(f"{params_path}: no data source: set data.mirror (a local file) or data.urls")
-    return [download(url) for url in data.urls]
+    return [fetch_verified(url, downloads_dir(data)) for url in data.urls]
+
+
+def downloads_dir(data: DataParams) -> Path:
+    """Where data.urls are cached with their SHA256SUMS: beside data.out_dir, as
+    <out_dir>.downloads (kept when out_dir is replaced; deleting it re-records the sums)."""
+    out = Path(data.out_dir)
+    return out.with_name(out.name + ".downloads")
 
 
 def _check_sha256(data: DataParams, sources: list[Source], raw_sha256: str) -> bool:

@@ -10,6 +10,15 @@
 Generic (nothing Dickens-specific), so later corpora reuse it. Every problem raises
 `DataError` (a ValueError) with a one-line message naming the file or URL and the fix.
 
+Downloads for a pipeline stage go through fetch_verified(url, cache_dir): every URL gets a
+sha256, pinned by the user or recorded on its first fetch in cache_dir/SHA256SUMS (the
+`sha256sum` format, so `sha256sum -c SHA256SUMS` in that folder re-checks the cache), and the
+bytes are verified against it BEFORE use: a download is written under a temporary name in
+cache_dir and renamed to its cache name only once it is complete (Content-Length), decodes
+(gzip) and matches the sha256. A later run uses the cached copy when it still matches, else
+downloads again; a server now serving other bytes is an error that names the URL, the two
+hashes and the file to edit; nothing else is written then.
+
 Gzip is recognised by its magic bytes (1f 8b) or a ".gz" name; a truncated or corrupt gzip
 is an error, never a silently short text. Downloads go to a temporary file, are checked
 against Content-Length when the server sends one, and are retried (RETRIES times, waiting
@@ -19,6 +28,7 @@ BACKOFF_S, 2*BACKOFF_S, ... between tries) on network errors, timeouts, short bo
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import http.client
@@ -32,7 +42,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["DataError", "Source", "read_local", "download", "decode_utf8", "sha256_bytes",
+__all__ = ["DataError", "Source", "read_local", "download", "fetch_verified", "cache_name", "read_sums",
+           "SUMS_FILE", "decode_utf8", "sha256_bytes",
            "USER_AGENT", "TIMEOUT_S", "RETRIES", "BACKOFF_S"]
 
 USER_AGENT = "kernattn/0.1 (research corpus preparation; python-urllib)"
@@ -42,6 +53,7 @@ BACKOFF_S = 2.0  # wait before retry k (k = 1, 2, ...): BACKOFF_S * 2**(k-1)
 CHUNK = 1 << 20
 
 GZIP_MAGIC = b"\x1f\x8b"
+SUMS_FILE = "SHA256SUMS"
 
 
 class DataError(ValueError):
@@ -174,27 +186,114 @@ def download(url: str, *, timeout: float | None = None, retries: int | None = No
     Defaults come from the module constants TIMEOUT_S, RETRIES and BACKOFF_S (read at call
     time, so tests can shorten them). Raises DataError naming the URL and the last reason.
     """
-    timeout = TIMEOUT_S if timeout is None else timeout
-    retries = RETRIES if retries is None else retries
-    backoff_s = BACKOFF_S if backoff_s is None else backoff_s
+    _check_url(url)
+    with tempfile.TemporaryDirectory(prefix="kernattn-fetch-") as tmpdir:
+        dest = Path(tmpdir) / "download"
+        _download_into(url, dest, timeout, retries, backoff_s, progress)
+        return _make_source("download", url, dest.read_bytes())
+
+
+def _check_url(url: str) -> None:
     if not url.lower().startswith(("http://", "https://")):
         raise DataError(f"{url}: not an http(s) URL; data.urls takes http:// or https:// addresses "
                         f"(use data.mirror for a local file)")
+
+
+def _download_into(url: str, dest: Path, timeout: float | None, retries: int | None,
+                   backoff_s: float | None, progress: bool) -> None:
+    """The complete body of `url` in `dest` (retried on transient failures), or DataError."""
+    timeout = TIMEOUT_S if timeout is None else timeout
+    retries = RETRIES if retries is None else retries
+    backoff_s = BACKOFF_S if backoff_s is None else backoff_s
     reason = "unknown error"
-    with tempfile.TemporaryDirectory(prefix="kernattn-fetch-") as tmpdir:
-        dest = Path(tmpdir) / "download"
-        for attempt in range(retries + 1):
-            if attempt:
-                time.sleep(backoff_s * 2 ** (attempt - 1))
-            try:
-                _fetch_once(url, dest, timeout, progress)
-            except _Retry as exc:
-                reason = str(exc)
-                continue
-            return _make_source("download", url, dest.read_bytes())
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(backoff_s * 2 ** (attempt - 1))
+        try:
+            _fetch_once(url, dest, timeout, progress)
+        except _Retry as exc:
+            reason = str(exc)
+            continue
+        return
     tries = f"{retries + 1} attempt{'s' if retries else ''}"
     raise DataError(f"{url}: download failed after {tries}: {reason}; check the network, "
                     f"or set data.mirror (or KERNATTN_DATA_MIRROR) to a local copy")
+
+
+def cache_name(url: str) -> str:
+    """File name of `url` in a download cache: its last path segment, prefixed by a short hash
+    of the whole URL (two URLs ending in the same name do not collide)."""
+    base = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or "index"
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in base)[:80]
+    return f"{sha256_bytes(url.encode())[:10]}-{safe}"
+
+
+def read_sums(path: Path) -> dict[str, str]:
+    """SHA256SUMS (`<sha256>  <file name>` per line) -> {file name: sha256}; DataError naming
+    the line when it is malformed."""
+    if not path.is_file():
+        return {}
+    sums: dict[str, str] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        digest, _, name = line.partition("  ")
+        digest = digest.strip().lower()
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest) or not name.strip():
+            raise DataError(f"{path}: line {number} is not '<sha256>  <file name>': {line[:80]!r}; "
+                            f"fix or delete that line (it is re-recorded on the next download)")
+        sums[name.strip().lstrip("*")] = digest
+    return sums
+
+
+def _record_sum(path: Path, name: str, digest: str) -> None:
+    from ..io import atomic_write_text
+
+    sums = read_sums(path) | {name: digest}
+    atomic_write_text(path, "".join(f"{d}  {n}\n" for n, d in sorted(sums.items())))
+
+
+def fetch_verified(url: str, cache_dir: str | os.PathLike, *, timeout: float | None = None,
+                   retries: int | None = None, backoff_s: float | None = None,
+                   progress: bool = True) -> Source:
+    """`url`'s bytes, verified against its sha256 in cache_dir/SHA256SUMS (recorded there on
+    the first fetch), served from cache_dir when the cached copy still matches.
+
+    The download lands under a temporary name in cache_dir and is renamed to
+    cache_dir/cache_name(url) only once complete, decodable and matching; on any error the
+    temporary file is removed, the cache and SHA256SUMS are unchanged, and DataError (one line)
+    names the URL and the fix."""
+    from ..io import atomic_path
+
+    _check_url(url)
+    cache = Path(cache_dir)
+    sums_path = cache / SUMS_FILE
+    name = cache_name(url)
+    cached = cache / name
+    expected = read_sums(sums_path).get(name)
+    if expected is not None and cached.is_file():
+        stored = cached.read_bytes()
+        if sha256_bytes(stored) == expected:
+            return _make_source("download", url, stored)
+        # A damaged cached copy: fetch again, verified against the same recorded sha256.
+    created = not cache.exists()
+    try:
+        with atomic_path(cached) as tmp:
+            _download_into(url, tmp, timeout, retries, backoff_s, progress)
+            src = _make_source("download", url, tmp.read_bytes())  # empty / bad gzip: error
+            if expected is not None and src.stored_sha256 != expected:
+                raise DataError(
+                    f"{url}: sha256 mismatch: expected {expected} (recorded in {sums_path} on its first "
+                    f"download), got {src.stored_sha256}; the download was discarded: if the server's "
+                    f"file changed on purpose, delete the line for {name} from {sums_path} and rerun")
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                cache.rmdir()  # only if empty: nothing is left behind by a failed first fetch
+        raise
+    if expected is None:
+        _record_sum(sums_path, name, src.stored_sha256)
+    return src
 
 
 def decode_utf8(data: bytes, name: str, compressed: bool = False) -> str:
