@@ -48,3 +48,75 @@ def _paper_model(params: Params):
     """The paper defaults of the model section (params.yaml without the scale's overrides)."""
     from ..config import load_params
     return load_params(params.path, "paper").model
+
+
+# ----------------------------------------------------------------------------- ViTs
+VIT_SIZES = {"Ti": "tiny", "S": "small", "B": "base"}  # vision.models.SIZES -> Table 4's names
+VIT_CLASSES = {"fashion_mnist": 10, "cifar10": 10, "cifar100": 100, "imagenet": 1000}
+
+
+def vit_cases(params: Params, size: str) -> list[Case]:
+    """DeiT, GKA and VLT at each of the paper's sizes (224 px, patch 16, 1000 classes) for
+    size "paper"; at "small", the ViT the scale's vision section trains (one size, "cpu")."""
+    from ..vision import models as vm
+    from ..vision.params import VARIANTS
+
+    vp = params.vision
+    variants = ["deit", *(v for v in VARIANTS if v != "deit")]
+    if size == "paper":
+        specs = [(VIT_SIZES[s], vm.paper_spec(v, s)) for s in vm.SIZES for v in variants]
+    else:
+        in_chans = 1 if vp.dataset == "fashion_mnist" else 3
+        specs = [("cpu", vm.spec_from_params(vp, v, in_chans, VIT_CLASSES[vp.dataset])) for v in variants]
+
+    def case(size_name: str, spec) -> Case:
+        def batch(b: int, device: torch.device) -> tuple:
+            g = torch.Generator().manual_seed(b)
+            images = torch.randn(b, spec.in_chans, spec.img_size, spec.img_size, generator=g)
+            return images.to(device), torch.randint(0, spec.num_classes, (b,), generator=g).to(device)
+        return Case(family="vit", model=f"{spec.variant}_{size_name}", variant=spec.variant,
+                    shape=f"{spec.img_size}px/{spec.patch_size} d{spec.embed_dim} {spec.depth}x{spec.n_head}",
+                    unit="img", items_per_sample=1, build=lambda: vm.build_vit(spec), batch=batch,
+                    loss=lambda m, xy: torch.nn.functional.cross_entropy(m(xy[0]).float(), xy[1]),
+                    forward=lambda m, xy: m(xy[0]),
+                    baseline=None if spec.variant == "deit" else f"deit_{size_name}")
+    return [case(n, s) for n, s in specs]
+
+
+# ----------------------------------------------------------------------------- the nanochat LM
+LM_PAPER_DEPTH, LM_PAPER_CONTEXT = 12, 2048  # issue 7: depth 12 at sequence 2048
+
+
+def lm_cases(params: Params, size: str) -> list[Case]:
+    """The nanochat-style GPT, baseline and GKA-LM: depth 12 at sequence 2048 with the lm
+    section's vocabulary and attention settings for size "paper"; the scale's own LM at "small"."""
+    import dataclasses
+
+    from ..lm.model import VARIANTS, GPTConfig, build_model
+
+    lm = params.lm
+    base_name = VARIANTS[0]
+
+    def config(variant: str) -> GPTConfig:
+        cfg = GPTConfig.from_params(lm, lm.vocab_size, variant)
+        if size == "paper":
+            cfg = dataclasses.replace(cfg, depth=LM_PAPER_DEPTH, context=LM_PAPER_CONTEXT)
+        return cfg
+
+    def case(variant: str) -> Case:
+        cfg = config(variant)
+
+        def batch(b: int, device: torch.device) -> tuple:
+            g = torch.Generator().manual_seed(b)
+            seq = torch.randint(0, cfg.vocab_size, (b, cfg.context + 1), generator=g).to(device)
+            return seq[:, :-1], seq[:, 1:]
+
+        def loss(m, xy):
+            logits = m(xy[0])
+            return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), xy[1].reshape(-1))
+        return Case(family="lm", model=f"lm-d{cfg.depth}-{variant}", variant=variant,
+                    shape=f"seq{cfg.context} d{cfg.dim} depth {cfg.depth} {cfg.window_pattern}", unit="tok",
+                    items_per_sample=cfg.context, build=lambda: build_model(cfg), batch=batch, loss=loss,
+                    forward=lambda m, xy: m(xy[0]),
+                    baseline=None if variant == base_name else f"lm-d{cfg.depth}-{base_name}")
+    return [case(v) for v in VARIANTS]
