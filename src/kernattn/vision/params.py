@@ -64,7 +64,8 @@ class VisionParams:
     cutmix: float = field(default=1.0, metadata=_nonneg())
     label_smoothing: float = field(default=0.1, metadata=_nonneg())
     repeated_aug: int = field(default=3, metadata=_pos("repeats per image (1: off)"))
-    crop_scale_min: float = field(default=0.08, metadata=_fraction())
+    # random resized crop scale range [crop_scale_min, 1] (1: no crop, the image as is)
+    crop_scale_min: float = field(default=0.08, metadata={"check": lambda v: None if 0 < v <= 1 else "must be in (0, 1]"})
     hflip: bool = True
     ema_decay: float = field(default=0.99996, metadata=_fraction())
     # ---- running
