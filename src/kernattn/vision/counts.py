@@ -12,12 +12,24 @@ same convention as FlopCounterMode. The checkpoint size is the float32 parameter
 
 from __future__ import annotations
 
+import argparse
+import math
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from .models import SIZES, ViTSpec, build_vit, paper_spec
+from ..cli import UsageError
+from ..config import ParamsError, load_params
+from ..io import atomic_write_json
+from .data import SHAPES
+from .models import SIZES, ViTSpec, build_vit, paper_spec, spec_from_params
+from .params import VARIANTS
+
+HELP = "Tables 2/3/5: parameters, sigma scalars, FLOPs, checkpoint size of the paper's ViTs"
+OUTPUT = "counts.json"
 
 MIB = 2 ** 20
 
@@ -32,11 +44,15 @@ class Counts:
     sigma: int
     flops: int
     ckpt_bytes: int
+    # FLOPs of GKA's zero padding: the fast path pads the per-head width d + 1 of its SDPA call
+    # to a multiple of 8 (models/attention gka.py), so q k^T and W V run at that width.
+    pad_flops: int = 0
 
     def row(self) -> dict:
         d = asdict(self)
         d.update(total_m=self.total / 1e6, attn_m=self.attn / 1e6, mlp_m=self.mlp / 1e6,
-                 flops_g=self.flops / 1e9, ckpt_mib=self.ckpt_bytes / MIB)
+                 flops_g=self.flops / 1e9, flops_unpadded_g=(self.flops - self.pad_flops) / 1e9,
+                 ckpt_mib=self.ckpt_bytes / MIB)
         return d
 
 
@@ -77,7 +93,17 @@ def count(spec: ViTSpec, label: str = "") -> Counts:
     model.eval()
     pc = parameter_counts(model)
     return Counts(label or spec.variant, spec.variant, pc["total"], pc["attn"], pc["mlp"], pc["sigma"],
-                  forward_flops(model, spec), checkpoint_bytes(model))
+                  forward_flops(model, spec), checkpoint_bytes(model), gka_pad_flops(spec))
+
+
+def gka_pad_flops(spec: ViTSpec) -> int:
+    """FLOPs spent on GKA's zero padding: 2 matmuls x 2 FLOPs x N^2 x (padded - d) x heads x layers."""
+    if VARIANTS[spec.variant][0] != "gka":
+        return 0
+    n = (spec.img_size // spec.patch_size) ** 2 + 1
+    d = spec.embed_dim // spec.n_head
+    width = 8 * math.ceil((d + 1) / 8)
+    return 2 * 2 * n * n * (width - d) * spec.n_head * spec.depth
 
 
 def paper_models() -> list[Counts]:
@@ -88,3 +114,35 @@ def paper_models() -> list[Counts]:
             rows.append(count(paper_spec(variant, size), f"{name}-{size}"))
     rows.append(count(paper_spec("vlt", "Ti"), "VLT-Ti"))
     return rows
+
+
+def configured_models(vp) -> list[Counts]:
+    """Each variant of vision.variants at the configured size (the pipeline's Table 5)."""
+    in_chans, classes = SHAPES[vp.dataset]
+    return [count(spec_from_params(vp, v, in_chans, classes), v) for v in vp.variants]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--scale", default=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        params = load_params(args.params, args.scale)
+    except ParamsError as exc:
+        raise UsageError(str(exc)) from None
+    vp = params.vision
+    doc = {"paper_models": [c.row() for c in paper_models()],
+           "configured": [c.row() for c in configured_models(vp)],
+           "configured_shape": {"dataset": vp.dataset, "img_size": vp.img_size, "patch_size": vp.patch_size,
+                                "embed_dim": vp.embed_dim, "depth": vp.depth, "n_head": vp.n_head},
+           "counter": "torch.utils.flop_counter.FlopCounterMode, batch 1, meta device",
+           "torch_version": torch.__version__}
+    out = Path(vp.counts_dir) / OUTPUT
+    atomic_write_json(out, doc, sort_keys=False)
+    for c in doc["paper_models"]:
+        print(f"{c['model']:8s} {c['total_m']:7.2f} M params, attn {c['attn_m']:6.2f} M, sigma {c['sigma']:4d}, "
+              f"{c['flops_g']:6.2f} GFLOPs, {c['ckpt_mib']:6.1f} MiB")
+    print(f"kernattn count-vision: wrote {out}")
+    return 0

@@ -50,6 +50,8 @@ STATS = {
     "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
 }
 IN_MEMORY = ("fashion_mnist", "cifar10", "cifar100")
+# (input channels, classes) of each data set: what a model needs before any data is read.
+SHAPES = {"fashion_mnist": (1, 10), "cifar10": (3, 10), "cifar100": (3, 100), "imagenet": (3, 1000)}
 
 
 # ----------------------------------------------------------------------------- idx files
