@@ -120,7 +120,7 @@ def section(folder: Path, params) -> dict:
             finals[run] = f
     meta = _read(Path(stages.data_output(vp)))
     top1 = top1_table(finals, vp.variants, vp.seeds)
-    (folder / "tables").mkdir(exist_ok=True)
+    (folder / "tables").mkdir(parents=True, exist_ok=True)
     top1.to_csv(folder / "tables" / "vision-top1.csv", index=False)
     ctx = {"enabled": True, "paper": paper, "missing": missing, "top1": _records(top1), "meta": meta,
            "vp": vp, "counts_table": [], "table5": [], "runs": [], "configured_shape": None}

@@ -207,7 +207,7 @@ def train(params, run_id: str, *, fresh: bool = False, stop_after: int | None = 
 
     loader_kw = {"batch_size": vp.batch_size, "num_workers": vp.workers, "pin_memory": cuda,
                  "persistent_workers": False}
-    val_loader = torch.utils.data.DataLoader(val_set, shuffle=False, **loader_kw)
+    val_loader = torch.utils.data.DataLoader(val_set, shuffle=False, generator=torch.Generator(), **loader_kw)
     unused_gen = torch.Generator()  # train.rng_state wants one; our data order is per-epoch seeded
 
     st = SimpleNamespace(step=0, metrics_lines=0, elapsed_s=0.0, train_s=0.0, last_val=None,
@@ -293,12 +293,16 @@ def train(params, run_id: str, *, fresh: bool = False, stop_after: int | None = 
                 epoch, offset = divmod(st.step, steps_per_epoch)
                 order = epoch_order(len(train_set), seed, epoch, vp.repeated_aug)
                 order = order[offset * vp.batch_size: steps_per_epoch * vp.batch_size]
-                loader = torch.utils.data.DataLoader(torch.utils.data.Subset(train_set, order.tolist()),
-                                                     shuffle=False, drop_last=True, **loader_kw)
+                # its own generator: creating a loader iterator draws a base seed, which must not
+                # come from the global RNG that the augmentations use (a resume creates one more)
+                loader = torch.utils.data.DataLoader(
+                    torch.utils.data.Subset(train_set, order.tolist()), shuffle=False, drop_last=True,
+                    generator=torch.Generator().manual_seed(_derive_seed(seed, f"loader{epoch}")), **loader_kw)
                 t0 = time.perf_counter()
+                stopping = lambda: stop_after is not None and st.step >= stop_after or stop.requested  # noqa: E731
+                if stopping():
+                    break
                 for x, y in loader:
-                    if stop_after is not None and st.step >= stop_after or stop.requested:
-                        break
                     x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                     if mixup is not None:
                         x, y = mixup(x, y)
@@ -317,7 +321,7 @@ def train(params, run_id: str, *, fresh: bool = False, stop_after: int | None = 
                     st.step += 1
                     scheduler.step_update(num_updates=st.step)
                     ema.update(model, step=st.step)
-                    st.acc += float(loss)
+                    st.acc += float(loss.detach())
                     st.acc_n += 1
                     if st.step % log_every == 0 or st.step % steps_per_epoch == 0:
                         dt = time.perf_counter() - t0
@@ -329,6 +333,8 @@ def train(params, run_id: str, *, fresh: bool = False, stop_after: int | None = 
                         t0 = time.perf_counter()
                     if st.step % vp.checkpoint_every == 0 and st.step < total_steps:
                         save_checkpoint()
+                    if st.step < total_steps and stopping():  # after the step: the next batch is not drawn yet
+                        break
                 else:
                     st.train_s += time.perf_counter() - t0
                     done_epoch = st.step // steps_per_epoch
