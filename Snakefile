@@ -20,6 +20,8 @@ rule all:
     input:
         pipeline.report_output(P),
 
+include: "rules/vision.smk"
+
 
 # Rerun triggers: each rule's `params` carry the params.yaml sections it reads, so editing
 # one section reruns exactly the rules that depend on it.
@@ -109,6 +111,7 @@ rule report:
         expand(pipeline.run_output(P, "{run}"), run=RUNS),
         pipeline.corpus_analysis_output(P),
         expand(pipeline.analysis_output(P, "{run}"), run=GPA_RUNS),
+        VISION_REPORT_INPUTS,
     output:
         pipeline.report_output(P),
     params:

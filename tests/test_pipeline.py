@@ -18,6 +18,7 @@ from kernattn.cli import main
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
 BIN = Path(sys.executable).parent
+FASHION = REPO.parent / "shared" / "data" / "images" / "fashion_mnist"
 
 
 def env() -> dict:
@@ -35,10 +36,12 @@ def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
+    shutil.copytree(REPO / "rules", ws / "rules")  # the Snakefile's includes (rules/vision.smk)
     (ws / "src").symlink_to(REPO / "src")  # the code DVC stages depend on
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     doc["scales"]["micro"]["data"]["mirror"] = str(MIRROR)
+    doc["scales"]["micro"]["vision"]["data_root"] = str(FASHION)
     doc["report"]["mlflow_ui"] = None
     (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return ws
@@ -63,6 +66,14 @@ def check_outputs(ws: Path) -> None:
     summary = json.loads((ws / "results/micro/analysis/gpa_dp_m8-s0/summary.json").read_text())
     assert summary["run_id"] == "gpa_dp_m8-s0" and not (ws / "results/micro/analysis/rope-s0").exists()
     assert 'data-bump-run="gpa_dp_m8-s0"' in html and "not analysed" not in html
+    # the vision part (issue 5): three variants trained, DeiT and GKA analysed, counts, report section
+    for run_id in ("deit-s0", "gka-s0", "vlt-s0"):
+        final = json.loads((ws / "results/micro/vision/runs" / run_id / "final.json").read_text())
+        assert final["run_id"] == run_id and 0 <= final["top1_ema"] <= 100
+    for run_id in ("deit-s0", "gka-s0"):
+        assert (ws / "results/micro/vision/analysis" / run_id / "rollout.png").is_file()
+    assert (ws / "results/micro/vision/counts/counts.json").is_file()
+    assert 'id="vision"' in html and "Missing <code>" not in html
 
 
 def test_dvc_yaml_is_generated_from_params():

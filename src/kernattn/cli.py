@@ -31,6 +31,10 @@ STAGES: dict[str, tuple[str, str]] = {
     "install-profile": ("kernattn.profiles", "install the SLURM snakemake profile with your site's values"),
     "mlflow-server": ("kernattn.tracking_server", "start a local MLflow server (SQLite store) on 127.0.0.1; --stop stops it"),
     "sync-mlflow": ("kernattn.sync_mlflow", "upload finished runs missing from the MLflow store (params, metrics, artifacts)"),
+    "prepare-vision": ("kernattn.vision.data", "prepare the vision data set (Fashion-MNIST idx, CIFAR, ImageFolder manifest)"),
+    "train-vision": ("kernattn.vision.train", "train one DeiT-style ViT run (deit / gka / vlt x seed) with the DeiT recipe"),
+    "count-vision": ("kernattn.vision.counts", "Tables 2/3/5: parameters, sigma scalars, FLOPs, checkpoint size of the paper's ViTs"),
+    "analyze-vision": ("kernattn.vision.viz", "section 7 figures of one vision run: sigma, rollout, CLS and patch maps"),
 }
 
 

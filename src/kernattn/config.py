@@ -183,6 +183,7 @@ class Params:
     report: ReportParams
     analysis: AnalysisParams
     bench: BenchParams
+    vision: Any = None  # kernattn.vision.params.VisionParams (registered at the end of this file)
     path: str = "params.yaml"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -403,3 +404,10 @@ def find_run(params: Params, run_id: str) -> RunSpec:
         raise ParamsError(f"{params.path}: no run {run_id!r} in the matrix of scale {params.scale!r}; "
                           f"runs: {', '.join(runs)}")
     return runs[run_id]
+
+
+# GKA on vision (issue 5): its section lives in its own package; registered last because
+# that module reuses the field helpers above.
+from .vision.params import VisionParams  # noqa: E402
+
+SECTIONS["vision"] = VisionParams

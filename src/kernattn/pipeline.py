@@ -21,6 +21,7 @@ import yaml
 from . import analysis
 from .config import ParamsError, Params, find_run, load_params, run_matrix
 from .io import atomic_write_text
+from .vision import stages as vision_stages
 
 HELP = "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"
 
@@ -143,6 +144,7 @@ def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = F
         "params": watched(params, params_file, ("report", "matrix", "analysis", "bench")),
         "outs": [{params.report.out_dir: {"cache": cache}}],
     }
+    vision_stages.add_dvc_stages(stages, params, params_file, cache)  # GKA on vision (issue 5)
     return {"stages": stages}
 
 

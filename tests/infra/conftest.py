@@ -60,10 +60,12 @@ def make_workspace(root: Path, *, tracking: dict | None = None, mlflow_ui: str |
     ws = root / "ws"
     ws.mkdir(parents=True)
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
+    shutil.copytree(REPO / "rules", ws / "rules")  # the Snakefile's includes (rules/vision.smk)
     (ws / "src").symlink_to(REPO / "src")
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     doc["scales"]["micro"].setdefault("data", {})["mirror"] = str(mirror)
+    doc["scales"]["micro"]["vision"]["data_root"] = str(REPO.parent / "shared/data/images/fashion_mnist")
     doc["tracking"].update(tracking or {"enabled": False})
     doc["report"]["mlflow_ui"] = mlflow_ui
     (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))

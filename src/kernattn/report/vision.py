@@ -1,0 +1,153 @@
+"""The report's vision section (seed 003 sections 4 and 7, issue 5): Tables 2/3 (counts of the
+paper's six models beside the paper's), Table 5 and top-1 on the configured data set (mean and
+95% t interval over seeds, EMA weights and raw), the learned sigma, and the section 7 figures.
+
+Reads vision.counts_dir/counts.json (kernattn count-vision), vision.out_dir/<run>/final.json
+(kernattn train-vision) and vision.analysis_dir/<run>/ (kernattn analyze-vision); a missing
+input is listed with the command that makes it. Writes tables/vision-*.csv and copies the
+figures into assets/vision/<run>/.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from ..vision import stages
+from ..vision.params import LABELS
+from . import stats
+
+PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
+FIGURES = [  # (file or prefix, caption); seed 003 section 7
+    ("sigma.png", "Learned bandwidth sigma per head and layer (7.3): heatmap (YlOrRd) and per-head lines over depth."),
+    ("rollout.png", "Attention rollout (7.2) with discard ratios 0, 0.5, 0.9, overlaid on the image."),
+    ("cls_layer", "Per-head CLS-to-patch attention of each layer (7.4), bicubic upsampling, inferno, alpha 0.6."),
+    ("patch_to_patch.png", "Patch-to-patch attention (head mean) of the four canonical query patches per layer (7.5)."),
+    ("evolution.png", "Layer-wise evolution (7.6): head-averaged matrix, CLS map, CLS overlay."),
+    ("diag_masked.png", "Attention matrices with the diagonal masked (7.7), every layer and head."),
+]
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _rel(ours: float, paper: float) -> float:
+    return (ours - paper) / paper
+
+
+def counts_table(counts: dict, paper: dict) -> pd.DataFrame:
+    tol = paper["tolerance"]
+    rows = []
+    for c in counts["paper_models"]:
+        p2, p3 = paper["table2"].get(c["model"]), paper["table3"].get(c["model"])
+        if p2 is None:
+            continue
+        rows.append({
+            "model": c["model"], "total_m": c["total_m"], "paper_total_m": p2["total"],
+            "total_rel": _rel(c["total_m"], p2["total"]),
+            "attn_m": c["attn_m"], "paper_attn_m": p2["attn"], "mlp_m": c["mlp_m"], "paper_mlp_m": p2["mlp"],
+            "sigma": c["sigma"], "paper_sigma": p3["sigma"],
+            "flops_g": c["flops_g"], "flops_unpadded_g": c["flops_unpadded_g"],
+            "paper_flops_g": f"{p2['flops']} / {p3['flops']}" if p2["flops"] != p3["flops"] else p2["flops"],
+            "flops_rel": _rel(c["flops_g"], p2["flops"]),
+            "ckpt_mib": c["ckpt_mib"], "paper_ckpt": f"{p2['size']} / {p3['ckpt']}" if p2["size"] != p3["ckpt"] else p2["size"],
+            "params_ok": abs(_rel(c["total_m"], p2["total"])) <= tol["params_rel"],
+            "flops_ok": abs(_rel(c["flops_g"], p2["flops"])) <= tol["flops_rel"],
+            "paper_top1": p2["top1"],
+        })
+    return pd.DataFrame(rows)
+
+
+def top1_table(finals: dict[str, dict], variants, seeds) -> pd.DataFrame:
+    rows = []
+    for v in variants:
+        got = [finals[f"{v}-s{s}"] for s in seeds if f"{v}-s{s}" in finals]
+        raw = stats.mean_ci([f["top1"] for f in got]) if got else None
+        ema = stats.mean_ci([f["top1_ema"] for f in got]) if got else None
+        rows.append({"variant": v, "label": LABELS[v], "n_seeds": len(got),
+                     "top1_mean": raw.mean if raw else None, "top1_ci_half": raw.half if raw else None,
+                     "top1_ema_mean": ema.mean if ema else None, "top1_ema_ci_half": ema.half if ema else None,
+                     "per_seed": ", ".join(f"s{f['seed']}: {f['top1']:.1f} / {f['top1_ema']:.1f}" for f in got),
+                     "n_params": got[0]["n_params"] if got else None,
+                     "wall_s_mean": sum(f["wall_s"] for f in got) / len(got) if got else None})
+    return pd.DataFrame(rows)
+
+
+def table5(counts: dict, top1: pd.DataFrame, paper: dict) -> pd.DataFrame:
+    conf = {c["variant"]: c for c in counts["configured"]}
+    rows = []
+    for _, t in top1.iterrows():
+        v = t["variant"]
+        p = paper["table5"].get(v, {})
+        c = conf.get(v)
+        rows.append({"variant": v, "projections": p.get("projections", ""),
+                     "params": c["total"] if c else None, "flops_m": c["flops"] / 1e6 if c else None,
+                     "top1_ema_mean": t["top1_ema_mean"], "top1_ema_ci_half": t["top1_ema_ci_half"],
+                     "top1_mean": t["top1_mean"], "top1_ci_half": t["top1_ci_half"], "n_seeds": t["n_seeds"],
+                     "paper_model": p.get("model"), "paper_params_m": p.get("params"),
+                     "paper_flops_g": p.get("flops"), "paper_top1": p.get("top1")})
+    return pd.DataFrame(rows)
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in df.to_dict("records")]
+
+
+def section(folder: Path, params) -> dict:
+    vp = params.vision
+    if vp is None:
+        return {"enabled": False}
+    paper = yaml.safe_load(PAPER_FILE.read_text())
+    args = f"--params {params.path} --scale {params.scale}"
+    missing = []
+    counts = _read(Path(stages.counts_output(vp)))
+    if counts is None:
+        missing.append((stages.counts_output(vp), f"kernattn count-vision {args}"))
+    finals = {}
+    for run in stages.run_ids(vp):
+        f = _read(Path(stages.run_output(vp, run)))
+        if f is None:
+            missing.append((stages.run_output(vp, run), f"kernattn train-vision {args} --run {run}"))
+        else:
+            finals[run] = f
+    meta = _read(Path(stages.data_output(vp)))
+    top1 = top1_table(finals, vp.variants, vp.seeds)
+    (folder / "tables").mkdir(parents=True, exist_ok=True)
+    top1.to_csv(folder / "tables" / "vision-top1.csv", index=False)
+    ctx = {"enabled": True, "paper": paper, "missing": missing, "top1": _records(top1), "meta": meta,
+           "vp": vp, "counts_table": [], "table5": [], "runs": [], "configured_shape": None}
+    if counts is not None:
+        ct = counts_table(counts, paper)
+        t5 = table5(counts, top1, paper)
+        ct.to_csv(folder / "tables" / "vision-table2-3.csv", index=False)
+        t5.to_csv(folder / "tables" / "vision-table5.csv", index=False)
+        ctx.update(counts_table=_records(ct), table5=_records(t5), configured_shape=counts["configured_shape"],
+                   counter=counts["counter"])
+    for run in stages.viz_runs(vp):
+        src = Path(vp.analysis_dir) / run
+        summary = _read(src / "summary.json")
+        if summary is None:
+            missing.append((str(src / "summary.json"), f"kernattn analyze-vision {args} --run {run}"))
+            continue
+        dest = folder / "assets" / "vision" / run
+        dest.mkdir(parents=True, exist_ok=True)
+        figs = []
+        for name, caption in FIGURES:
+            # a name without .png is a prefix: one figure per layer
+            for png in sorted(p for p in summary["figures"] if p == name or (not name.endswith(".png") and p.startswith(name))):
+                shutil.copy2(src / png, dest / png)
+                figs.append({"src": f"assets/vision/{run}/{png}", "caption": caption, "name": png})
+        layers = summary["layers"]
+        ctx["runs"].append({"run_id": run, "variant": summary["variant"], "label": LABELS[summary["variant"]],
+                            "figures": figs, "sigma": summary["sigma"], "image": summary["image"],
+                            "label_name": summary["label_name"], "predicted": summary["predicted"],
+                            "classes": (meta or {}).get("classes"), "layers": layers})
+    return ctx

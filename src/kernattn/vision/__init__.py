@@ -1,0 +1,18 @@
+"""GKA on vision (seed 003 sections 4 and 7): DeiT-style ViTs from timm with the attention
+variant taken from the registry (softmax = DeiT, gka = GKA, valueless = VLT).
+
+    params.py   the `vision:` section of params.yaml
+    data.py     Fashion-MNIST (idx files), CIFAR-10/100, ImageNet-1k (ImageFolder); `prepare-vision`
+    models.py   timm VisionTransformer with our attention plugged into every block
+    counts.py   Tables 2/3/5: parameters, sigma counts, FLOPs (FlopCounterMode), checkpoint size
+    train.py    the DeiT recipe (`train-vision`): AdamW, warmup + cosine, Mixup/CutMix, EMA ...
+    rollout.py  attention rollout (Abnar & Zuidema) with discard ratios
+    viz.py      hooks on the real modules and the section 7 figures (`analyze-vision`)
+    stages.py   the vision part of the DAG (dvc stages; the Snakefile's rules/vision.smk)
+
+Nothing heavy is imported here: `kernattn.config` imports `vision.params`.
+"""
+
+# kernattn.config registers vision.params at its end and vision.params reuses config's field
+# helpers: loading config first (whichever module is imported first) keeps that order.
+from .. import config as _config  # noqa: E402,F401
