@@ -81,10 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a bad argument (2, message already printed)
         return exc.code if isinstance(exc.code, int) else 1
     from .attention import AttentionConfigError
+    from .config import ParamsError
 
     try:
         return int(args._run(args) or 0)
-    except (UsageError, AttentionConfigError) as exc:
+    except (UsageError, AttentionConfigError, ParamsError) as exc:  # already one line each
         print(f"kernattn {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into e.g. `head`: stop quietly (Python docs' recipe)

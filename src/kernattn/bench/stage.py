@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import ParamsError, load_params
+from ..config import load_params
 from . import cases as case_builders
 from .attention import write_csv_atomic
 from .models import RATIO_SCHEMA, SCHEMA, Settings, compute_ratios, measure_family
@@ -59,13 +59,9 @@ def family_cases(params, family: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
     from ..train import resolve_device
 
-    try:
-        params = load_params(args.params, args.scale)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
     bench = params.bench
     device = resolve_device(bench.device)
     if bench.threads:
