@@ -32,9 +32,9 @@ import torch.nn.functional as F
 
 from ..analysis.plots import new_figure
 from ..cli import UsageError
-from ..config import ParamsError, load_params
 from ..io import atomic_dir
 from . import data as vdata
+from .params import add_params_arguments, stage_params
 from .models import attention_modules, build_vit, spec_from_params
 from .rollout import cls_map, rollout
 from .train import CKPT, FINAL, parse_run, sigma_table
@@ -256,16 +256,12 @@ def analyze(params, run_id: str) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--scale", default=None)
+    add_params_arguments(parser)
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="'<variant>-s<seed>', e.g. gka-s0")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        params = load_params(args.params, args.scale)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params = stage_params(args)
     if params.vision.threads is not None:
         torch.set_num_threads(params.vision.threads)
     out = analyze(params, args.run)
