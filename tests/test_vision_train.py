@@ -173,3 +173,29 @@ def test_imagefolder_with_the_full_deit_recipe(tmp_path):
     assert cli.main(["train-vision", "--params", str(params), "--run", "vlt-s0"]) == 0
     final = json.loads((tmp_path / "p" / "runs" / "vlt-s0" / "final.json").read_text())
     assert final["steps"] == 2 and final["n_val"] == 4
+
+
+def test_sigterm_checkpoints_and_exits_143(prepared, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    vp = load_params(prepared).vision
+    params = make_params(tmp_path, data_dir=vp.data_dir, epochs=2000)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "kernattn.cli", "train-vision", "--params", str(params),
+                             "--run", "deit-s0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    metrics = tmp_path / "runs" / "deit-s0" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if metrics.is_file() and any('"train"' in x for x in metrics.read_text().splitlines()):
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out[-2000:]
+    ckpt = torch.load(tmp_path / "runs" / "deit-s0" / "ckpt.pt", weights_only=True)
+    assert 0 < ckpt["step"] < 6000 and "SIGTERM" in out
+    assert not (tmp_path / "runs" / "deit-s0" / "final.json").exists()
