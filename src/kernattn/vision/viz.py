@@ -14,7 +14,8 @@ as its forward: section 7.8's recipe), so W @ V through W_O gives back the recor
   patch_to_patch.png head-averaged maps of the four canonical query patches, raw and overlaid, per layer
   evolution.png      per layer: head-averaged matrix, CLS map, CLS overlay (section 7.6)
   diag_masked.png    every layer x head matrix with the diagonal set to zero (subsampled to viz_max_tokens)
-  summary.json       sigma, rollout maps, per-layer mean diagonal weight and CLS-attention entropy
+  summary.json       sigma, rollout maps, per layer: mean diagonal weight, the class token's weight on
+                     itself, CLS-attention entropy per head
 
 Written into vision.analysis_dir/<run>/ atomically. Uses the run's trained (non-EMA) weights.
 """
@@ -157,6 +158,7 @@ def figures(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, 
         summary["layers"].append({
             "layer": li + 1,
             "mean_diagonal": float(torch.diagonal(w, dim1=-2, dim2=-1).mean()),
+            "cls_self": float(w[:, 0, 0].mean()),  # how much the class token keeps to itself
             "cls_entropy_per_head": [entropy(cls[h]) for h in range(H)],
             "max_entropy": math.log(grid * grid),
         })
