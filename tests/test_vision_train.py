@@ -148,3 +148,54 @@ def test_non_finite_loss_stops_naming_the_step(prepared, tmp_path, capsys):
     assert cli.main(["train-vision", "--params", str(params), "--run", "deit-s0"]) == 1
     err = capsys.readouterr().err
     assert "at step" in err and not (tmp_path / "runs" / "deit-s0" / "final.json").exists()
+
+
+def test_imagefolder_with_the_full_deit_recipe(tmp_path):
+    """The paper scale's path on a small ImageFolder: timm's PIL transforms with RandAugment and
+    random erasing, Mixup/CutMix with SoftTargetCrossEntropy, repeated augmentation, drop path."""
+    from PIL import Image
+
+    root = tmp_path / "imagenet"
+    gen = torch.Generator().manual_seed(0)
+    for split, n in (("train", 8), ("val", 4)):
+        for cls in ("cat", "dog"):
+            (root / split / cls).mkdir(parents=True)
+            for i in range(n // 2):
+                arr = torch.randint(0, 256, (40, 48, 3), generator=gen, dtype=torch.uint8).numpy()
+                Image.fromarray(arr).save(root / split / cls / f"{i}.png")
+    params = make_params(tmp_path / "p", dataset="imagenet", data_root=str(root), img_size=32, patch_size=16,
+                         batch_size=4, lr_batch=4, epochs=1, mixup=0.8, cutmix=1.0, rand_augment_n=2,
+                         random_erasing=0.25, repeated_aug=3, crop_scale_min=0.08, drop_path=0.1,
+                         label_smoothing=0.1)
+    assert cli.main(["prepare-vision", "--params", str(params)]) == 0
+    meta = json.loads((tmp_path / "p" / "data" / "meta.json").read_text())
+    assert (meta["n_train"], meta["n_val"], meta["classes"]) == (8, 4, ["cat", "dog"])
+    assert cli.main(["train-vision", "--params", str(params), "--run", "vlt-s0"]) == 0
+    final = json.loads((tmp_path / "p" / "runs" / "vlt-s0" / "final.json").read_text())
+    assert final["steps"] == 2 and final["n_val"] == 4
+
+
+def test_sigterm_checkpoints_and_exits_143(prepared, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    vp = load_params(prepared).vision
+    params = make_params(tmp_path, data_dir=vp.data_dir, epochs=2000)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "kernattn.cli", "train-vision", "--params", str(params),
+                             "--run", "deit-s0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    metrics = tmp_path / "runs" / "deit-s0" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if metrics.is_file() and any('"train"' in x for x in metrics.read_text().splitlines()):
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out[-2000:]
+    ckpt = torch.load(tmp_path / "runs" / "deit-s0" / "ckpt.pt", weights_only=True)
+    assert 0 < ckpt["step"] < 6000 and "SIGTERM" in out
+    assert not (tmp_path / "runs" / "deit-s0" / "final.json").exists()

@@ -149,5 +149,5 @@ def section(folder: Path, params) -> dict:
         ctx["runs"].append({"run_id": run, "variant": summary["variant"], "label": LABELS[summary["variant"]],
                             "figures": figs, "sigma": summary["sigma"], "image": summary["image"],
                             "label_name": summary["label_name"], "predicted": summary["predicted"],
-                            "classes": (meta or {}).get("classes"), "layers": layers})
+                            "classes": (meta or {}).get("classes"), "layers": layers, "grid": summary["grid"]})
     return ctx

@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..cli import UsageError
-from ..config import ParamsError, load_params
 from ..io import atomic_write_json
 from .data import SHAPES
 from .models import SIZES, ViTSpec, build_vit, paper_spec, spec_from_params
-from .params import VARIANTS
+from .params import VARIANTS, add_params_arguments, stage_params
 
 HELP = "Tables 2/3/5: parameters, sigma scalars, FLOPs, checkpoint size of the paper's ViTs"
 OUTPUT = "counts.json"
@@ -123,16 +120,11 @@ def configured_models(vp) -> list[Counts]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--scale", default=None)
+    add_params_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        params = load_params(args.params, args.scale)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
-    vp = params.vision
+    vp = stage_params(args).vision
     doc = {"paper_models": [c.row() for c in paper_models()],
            "configured": [c.row() for c in configured_models(vp)],
            "configured_shape": {"dataset": vp.dataset, "img_size": vp.img_size, "patch_size": vp.patch_size,

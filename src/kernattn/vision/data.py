@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from ..cli import UsageError
-from ..config import ParamsError, load_params
 from ..data.fetch import DataError, download, read_local
 from ..io import atomic_dir
+from .params import add_params_arguments, stage_params
 
 HELP = "prepare the vision data set (Fashion-MNIST idx files, CIFAR, or an ImageFolder manifest)"
 
@@ -243,15 +243,14 @@ def datasets_for(vp, train_transform: bool = True):
 
 # ----------------------------------------------------------------------------- stage
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--scale", default=None)
+    add_params_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    params = stage_params(args)
     try:
-        params = load_params(args.params, args.scale)
         out = prepare(params.vision)
-    except (ParamsError, DataError) as exc:
+    except DataError as exc:
         raise UsageError(str(exc)) from None
     meta = json.loads((out / "meta.json").read_text())
     print(f"kernattn prepare-vision: {meta['dataset']}: {meta['n_train']} train / {meta['n_val']} val images, "

@@ -96,3 +96,21 @@ class VisionParams:
             raise ParamsError(f"vision.embed_dim={self.embed_dim} must be a multiple of vision.n_head={self.n_head}")
         if not self.seeds:
             raise ParamsError("vision.seeds is empty; give at least one seed")
+
+
+# ----------------------------------------------------------------------------- stages
+def add_params_arguments(parser) -> None:
+    """--params / --scale, as every vision stage takes them."""
+    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
+    parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
+
+
+def stage_params(args):
+    """load_params for a stage: a bad params file is a one-line usage error."""
+    from ..cli import UsageError
+    from ..config import ParamsError, load_params
+
+    try:
+        return load_params(args.params, args.scale)
+    except ParamsError as exc:
+        raise UsageError(str(exc)) from None

@@ -1,8 +1,9 @@
 """The vision part of the DAG: outputs, and the dvc.yaml stages (rules/vision.smk is the
 Snakefile's form of the same stages).
 
-prepare-vision -> train-vision-<run> (variant x seed) -> analyze-vision-<run> (DeiT and GKA
-at vision.viz_seed) ; count-vision (no inputs) ; all of them -> report.
+dvc stages vision-prepare -> vision-train-<run> (variant x seed) -> vision-analyze-<run> (DeiT, GKA
+at vision.viz_seed); vision-count (no inputs); all of them -> report. (Named vision-* so that the
+char-GPT stages keep the train-* and analyze-* prefixes to themselves.)
 """
 
 from __future__ import annotations
@@ -52,23 +53,23 @@ def add_dvc_stages(stages: dict, params, params_file: str, cache: bool = False) 
     vp = params.vision
     args = scale_args(params, params_file)
     keys = watched(params, params_file, ("vision",))
-    stages["prepare-vision"] = {
+    stages["vision-prepare"] = {
         "cmd": f"kernattn prepare-vision {args}", "deps": [f"{CODE}/vision/data.py"], "params": keys,
         "outs": [{vp.data_dir: {"cache": cache}}],
     }
-    stages["count-vision"] = {
+    stages["vision-count"] = {
         "cmd": f"kernattn count-vision {args}", "deps": [f"{CODE}/vision", f"{CODE}/attention"], "params": keys,
         "outs": [{vp.counts_dir: {"cache": cache}}],
     }
     train_keys = watched(params, params_file, ("vision", "tracking"))
     for run in run_ids(vp):
-        stages[f"train-vision-{run}"] = {
+        stages[f"vision-train-{run}"] = {
             "cmd": f"kernattn train-vision {args} --run {run} --stale archive",
             "deps": [vp.data_dir, CODE], "params": train_keys,
             "outs": [{f"{vp.out_dir}/{run}": {"cache": cache, "persist": True}}],
         }
     for run in viz_runs(vp):
-        stages[f"analyze-vision-{run}"] = {
+        stages[f"vision-analyze-{run}"] = {
             "cmd": f"kernattn analyze-vision {args} --run {run}",
             "deps": [vp.data_dir, run_output(vp, run), CODE], "params": keys,
             "outs": [{f"{vp.analysis_dir}/{run}": {"cache": cache}}],

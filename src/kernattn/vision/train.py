@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import math
 import platform
 import shutil
 import sys
@@ -42,13 +41,12 @@ from typing import Any
 import torch
 
 from ..cli import UsageError
-from ..config import ParamsError, load_params
 from ..io import atomic_write_json, atomic_write_text
 from ..train import (_archive_stale, _atomic_torch_save, _derive_seed, _differences, _digest, _Stop,
                      git_info, resolve_device, rng_state, seed_everything, set_rng_state)
 from . import data as vdata
 from .models import attention_modules, build_vit, spec_from_params
-from .params import LABELS, VARIANTS
+from .params import LABELS, VARIANTS, add_params_arguments, stage_params
 
 HELP = "train one DeiT-style ViT run (deit / gka / vlt x seed) with the DeiT recipe"
 CKPT_FORMAT = 1
@@ -309,7 +307,7 @@ def train(params, run_id: str, *, fresh: bool = False, stop_after: int | None = 
                     with autocast():
                         loss = criterion(fwd(x).float(), y)
                     if not torch.isfinite(loss):
-                        print(f"kernattn train-vision: {run_id}: loss is {float(loss)} at step {st.step + 1} "
+                        print(f"kernattn train-vision: {run_id}: loss is {float(loss.detach())} at step {st.step + 1} "
                               f"(epoch {epoch}); stopping without a checkpoint of this state; lower vision.lr "
                               f"or use float32", file=sys.stderr)
                         return 1
@@ -380,8 +378,7 @@ def train(params, run_id: str, *, fresh: bool = False, stop_after: int | None = 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--scale", default=None)
+    add_params_arguments(parser)
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="'<variant>-s<seed>', e.g. gka-s0")
     parser.add_argument("--fresh", action="store_true", help="delete the run folder first")
     parser.add_argument("--stale", choices=("error", "archive"), default="error",
@@ -390,8 +387,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        params = load_params(args.params, args.scale)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
-    return train(params, args.run, fresh=args.fresh, stop_after=args.stop_after, stale=args.stale)
+    return train(stage_params(args), args.run, fresh=args.fresh, stop_after=args.stop_after, stale=args.stale)

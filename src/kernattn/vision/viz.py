@@ -14,7 +14,8 @@ as its forward: section 7.8's recipe), so W @ V through W_O gives back the recor
   patch_to_patch.png head-averaged maps of the four canonical query patches, raw and overlaid, per layer
   evolution.png      per layer: head-averaged matrix, CLS map, CLS overlay (section 7.6)
   diag_masked.png    every layer x head matrix with the diagonal set to zero (subsampled to viz_max_tokens)
-  summary.json       sigma, rollout maps, per-layer mean diagonal weight and CLS-attention entropy
+  summary.json       sigma, rollout maps, per layer: mean diagonal weight, the class token's weight on
+                     itself, CLS-attention entropy per head
 
 Written into vision.analysis_dir/<run>/ atomically. Uses the run's trained (non-EMA) weights.
 """
@@ -32,9 +33,9 @@ import torch.nn.functional as F
 
 from ..analysis.plots import new_figure
 from ..cli import UsageError
-from ..config import ParamsError, load_params
 from ..io import atomic_dir
 from . import data as vdata
+from .params import add_params_arguments, stage_params
 from .models import attention_modules, build_vit, spec_from_params
 from .rollout import cls_map, rollout
 from .train import CKPT, FINAL, parse_run, sigma_table
@@ -157,6 +158,7 @@ def figures(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, 
         summary["layers"].append({
             "layer": li + 1,
             "mean_diagonal": float(torch.diagonal(w, dim1=-2, dim2=-1).mean()),
+            "cls_self": float(w[:, 0, 0].mean()),  # how much the class token keeps to itself
             "cls_entropy_per_head": [entropy(cls[h]) for h in range(H)],
             "max_entropy": math.log(grid * grid),
         })
@@ -256,16 +258,12 @@ def analyze(params, run_id: str) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--scale", default=None)
+    add_params_arguments(parser)
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="'<variant>-s<seed>', e.g. gka-s0")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        params = load_params(args.params, args.scale)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params = stage_params(args)
     if params.vision.threads is not None:
         torch.set_num_threads(params.vision.threads)
     out = analyze(params, args.run)
