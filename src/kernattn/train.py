@@ -94,7 +94,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .io import LineAppender, LoadError, atomic_path, atomic_write_json, atomic_write_text, load_torch
+from .io import (LineAppender, LoadError, atomic_path, atomic_write_json, atomic_write_text, load_torch,
+                 read_lines)
 from .cli import UsageError
 from .config import Params, ParamsError, RunSpec, find_run, load_params
 
@@ -488,7 +489,7 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
         st.ckpt_step = st.step
     kept: list[str] = []
     if metrics_path.is_file():
-        kept = metrics_path.read_text().splitlines()[: st.metrics_lines] if ckpt is not None else []
+        kept = read_lines(metrics_path)[: st.metrics_lines] if ckpt is not None else []
     atomic_write_text(metrics_path, "".join(line + "\n" for line in kept))
     st.metrics_lines = len(kept)
 
