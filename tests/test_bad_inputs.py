@@ -60,8 +60,10 @@ def trained(tmp_path_factory) -> Path:
     """A prepared corpus and rope-s0 stopped at step 2 (ckpt.pt, no final.json)."""
     tmp = tmp_path_factory.mktemp("trained")
     params = write(tmp, micro_doc(tmp))
+    threads = torch.get_num_threads()  # the stage sets train.threads: give it back
     assert cli.main(["prepare", "--params", str(params)]) == 0
     assert cli.main(["train", "--params", str(params), "--run", "rope-s0", "--stop-after", "2", "--no-progress"]) == 0
+    torch.set_num_threads(threads)
     return tmp
 
 

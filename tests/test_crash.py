@@ -24,7 +24,8 @@ import torch
 import yaml
 
 from kernattn import train
-from tests.test_train import corpus, kernattn_train, make_params, read_metrics, untimed  # noqa: F401 (fixture)
+from tests.test_train import (_keep_torch_threads, corpus, kernattn_train, make_params,  # noqa: F401 (fixtures)
+                              read_metrics, untimed)
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -49,7 +50,8 @@ def train_cmd(params: Path, run_id: str = RUN) -> list[str]:
 
 
 def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    """Until `text` appears in the file `path` (the process's stderr or log)."""
+    """Until `text` appears in the file `path` (the process's stderr or log); on failure the
+    process (its whole group when it leads one) is killed, never left holding."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if path.is_file() and text in path.read_text(errors="replace"):
@@ -57,6 +59,11 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float = 120
         if proc.poll() is not None:
             raise AssertionError(f"exited {proc.returncode} before '{text}': {path.read_text()[-2000:]}")
         time.sleep(0.05)
+    if os.getpgid(proc.pid) == proc.pid:
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.kill()
+    proc.wait()
     raise AssertionError(f"no '{text}' in {path} after {timeout} s")
 
 
@@ -88,7 +95,9 @@ def assert_same_run(a: Path, b: Path) -> None:
 def whole(tmp_path_factory, corpus) -> Path:  # noqa: F811 (the imported fixture)
     """The uninterrupted run every interrupted one is compared with."""
     folder = tmp_path_factory.mktemp("whole")
+    threads = torch.get_num_threads()  # the stage sets train.threads: give it back
     assert kernattn_train(make_params(folder, corpus, **OVER), RUN) == 0
+    torch.set_num_threads(threads)
     run_dir = folder / "runs" / RUN
     assert len(read_metrics(run_dir)) == 13  # val 0, train 1..10, val 5, val 10
     return run_dir

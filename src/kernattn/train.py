@@ -712,10 +712,9 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
                 else "no checkpoint had been written")
         message = (f"{spec.run_id}: {exc}; training stopped, {kept}; lower train.lr (now {tp.lr:g}) or "
                    f"set train.grad_clip, then rerun with --fresh")
-        if not metrics_fh.closed:
-            write_metrics_failure = {"step": exc.step, "status": "FAILED", "error": str(exc),
-                                     "checkpoint_step": st.ckpt_step}
-            metrics_fh.write(json.dumps(write_metrics_failure))
+        if not metrics_fh.closed:  # the record says how the run ended (cut again by a resume)
+            metrics_fh.write(json.dumps({"step": exc.step, "status": "FAILED", "error": str(exc),
+                                         "checkpoint_step": st.ckpt_step}))
         tracker.set_tags({"failure": message[:500]})
         if bar is not None:
             bar.close()
