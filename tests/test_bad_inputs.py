@@ -163,6 +163,14 @@ def with_pickled_object(path: Path) -> None:
     torch.save(ckpt, path)
 
 
+def corpus_case(damage: Callable[[Path], None]) -> Callable[[Path, Path], list[str]]:
+    def setup(tmp: Path, trained: Path) -> list[str]:
+        shutil.copytree(trained / "data", tmp / "data")
+        damage(tmp / "data" / "train.npy")
+        return ["train", "--params", str(write(tmp, micro_doc(tmp))), "--run", "rope-s0", "--no-progress"]
+    return setup
+
+
 def no_data(tmp: Path, _trained: Path) -> list[str]:
     return ["train", "--params", str(write(tmp, micro_doc(tmp))), "--run", "rope-s0", "--no-progress"]
 
@@ -202,6 +210,9 @@ CASES = [
          (f"{MIRROR}: sha256 mismatch: expected {'0' * 64}", "update data.sha256")),
     # the training stage's inputs
     Case("train-no-corpus", no_data, ("{tmp}/data/train.npy: no such file", "kernattn prepare"), outputs=("runs",)),
+    Case("corpus-truncated-npy", corpus_case(truncate),
+         ("{tmp}/data/train.npy: unreadable token array, truncated or corrupt", "rerun kernattn prepare"),
+         outputs=("runs", "data"), needs_trained=True),
     Case("ckpt-truncated", ckpt_case(truncate),
          ("{tmp}/runs/rope-s0/ckpt.pt: unreadable checkpoint, truncated or corrupt", "--fresh"),
          outputs=("runs",), needs_trained=True),

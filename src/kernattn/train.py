@@ -209,7 +209,12 @@ def load_data(out_dir: str | os.PathLike, context: int) -> SimpleNamespace:
         path = root / f"{split}.npy"
         if not path.is_file():
             raise UsageError(f"{path}: no such file; prepare the corpus first (kernattn prepare)")
-        arr = np.load(path)
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise UsageError(f"{path}: unreadable token array, truncated or corrupt ({type(exc).__name__}: "
+                             f"{first}); rerun kernattn prepare (with the same params) to rewrite it") from None
         if arr.dtype != np.uint8 or arr.ndim != 1:
             raise UsageError(f"{path}: expected a 1-D uint8 array of token ids, got {arr.dtype} {arr.shape}")
         if arr.size < context + 2:
