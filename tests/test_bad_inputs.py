@@ -179,7 +179,7 @@ CASES = [
     # params.yaml
     Case("params-yaml-syntax", yaml_syntax, ("{tmp}/params.yaml: line ", "YAML syntax error")),
     Case("params-unknown-key", params_case(lambda d: d["train"].update(lr_max=1)),
-         ("{tmp}/params.yaml", "unknown key 'train.lr_max'", "allowed: batch_size")),
+         ("{tmp}/params.yaml: unknown key 'train.lr_max'; allowed: batch_size",)),
     Case("params-wrong-type", params_case(lambda d: d["scales"]["micro"]["train"].update(max_steps="ten")),
          ("{tmp}/params.yaml", "scales.micro -> train.max_steps must be int, got 'ten'")),
     Case("params-unknown-variant", params_case(lambda d: row(d, "rope").update(variant="softmaxx")),
