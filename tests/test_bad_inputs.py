@@ -163,11 +163,14 @@ def with_pickled_object(path: Path) -> None:
     torch.save(ckpt, path)
 
 
-def corpus_case(damage: Callable[[Path], None]) -> Callable[[Path, Path], list[str]]:
+def corpus_case(damage: Callable[[Path], None], stage: str = "train") -> Callable[[Path, Path], list[str]]:
     def setup(tmp: Path, trained: Path) -> list[str]:
         shutil.copytree(trained / "data", tmp / "data")
         damage(tmp / "data" / "train.npy")
-        return ["train", "--params", str(write(tmp, micro_doc(tmp))), "--run", "rope-s0", "--no-progress"]
+        doc = micro_doc(tmp)
+        doc["scales"]["micro"]["analysis"]["out_dir"] = str(tmp / "analysis")
+        args = ["--run", "rope-s0", "--no-progress"] if stage == "train" else []
+        return [stage, "--params", str(write(tmp, doc)), *args]
     return setup
 
 
@@ -213,6 +216,9 @@ CASES = [
     Case("corpus-truncated-npy", corpus_case(truncate),
          ("{tmp}/data/train.npy: unreadable token array, truncated or corrupt", "rerun kernattn prepare"),
          outputs=("runs", "data"), needs_trained=True),
+    Case("analyze-corpus-truncated-npy", corpus_case(truncate, "analyze-corpus"),
+         ("{tmp}/data: cannot read the train split", "run kernattn prepare"),
+         outputs=("data", "analysis"), needs_trained=True),
     Case("ckpt-truncated", ckpt_case(truncate),
          ("{tmp}/runs/rope-s0/ckpt.pt: unreadable checkpoint, truncated or corrupt", "--fresh"),
          outputs=("runs",), needs_trained=True),
