@@ -60,8 +60,10 @@ def trained(tmp_path_factory) -> Path:
     """A prepared corpus and rope-s0 stopped at step 2 (ckpt.pt, no final.json)."""
     tmp = tmp_path_factory.mktemp("trained")
     params = write(tmp, micro_doc(tmp))
+    threads = torch.get_num_threads()  # the stage sets train.threads: give it back
     assert cli.main(["prepare", "--params", str(params)]) == 0
     assert cli.main(["train", "--params", str(params), "--run", "rope-s0", "--stop-after", "2", "--no-progress"]) == 0
+    torch.set_num_threads(threads)
     return tmp
 
 
@@ -161,6 +163,17 @@ def with_pickled_object(path: Path) -> None:
     torch.save(ckpt, path)
 
 
+def corpus_case(damage: Callable[[Path], None], stage: str = "train") -> Callable[[Path, Path], list[str]]:
+    def setup(tmp: Path, trained: Path) -> list[str]:
+        shutil.copytree(trained / "data", tmp / "data")
+        damage(tmp / "data" / "train.npy")
+        doc = micro_doc(tmp)
+        doc["scales"]["micro"]["analysis"]["out_dir"] = str(tmp / "analysis")
+        args = ["--run", "rope-s0", "--no-progress"] if stage == "train" else []
+        return [stage, "--params", str(write(tmp, doc)), *args]
+    return setup
+
+
 def no_data(tmp: Path, _trained: Path) -> list[str]:
     return ["train", "--params", str(write(tmp, micro_doc(tmp))), "--run", "rope-s0", "--no-progress"]
 
@@ -169,7 +182,7 @@ CASES = [
     # params.yaml
     Case("params-yaml-syntax", yaml_syntax, ("{tmp}/params.yaml: line ", "YAML syntax error")),
     Case("params-unknown-key", params_case(lambda d: d["train"].update(lr_max=1)),
-         ("{tmp}/params.yaml", "unknown key 'train.lr_max'", "allowed: batch_size")),
+         ("{tmp}/params.yaml: unknown key 'train.lr_max'; allowed: batch_size",)),
     Case("params-wrong-type", params_case(lambda d: d["scales"]["micro"]["train"].update(max_steps="ten")),
          ("{tmp}/params.yaml", "scales.micro -> train.max_steps must be int, got 'ten'")),
     Case("params-unknown-variant", params_case(lambda d: row(d, "rope").update(variant="softmaxx")),
@@ -200,6 +213,12 @@ CASES = [
          (f"{MIRROR}: sha256 mismatch: expected {'0' * 64}", "update data.sha256")),
     # the training stage's inputs
     Case("train-no-corpus", no_data, ("{tmp}/data/train.npy: no such file", "kernattn prepare"), outputs=("runs",)),
+    Case("corpus-truncated-npy", corpus_case(truncate),
+         ("{tmp}/data/train.npy: unreadable token array, truncated or corrupt", "rerun kernattn prepare"),
+         outputs=("runs", "data"), needs_trained=True),
+    Case("analyze-corpus-truncated-npy", corpus_case(truncate, "analyze-corpus"),
+         ("{tmp}/data: cannot read the train split", "run kernattn prepare"),
+         outputs=("data", "analysis"), needs_trained=True),
     Case("ckpt-truncated", ckpt_case(truncate),
          ("{tmp}/runs/rope-s0/ckpt.pt: unreadable checkpoint, truncated or corrupt", "--fresh"),
          outputs=("runs",), needs_trained=True),

@@ -24,7 +24,8 @@ import torch
 import yaml
 
 from kernattn import train
-from tests.test_train import corpus, kernattn_train, make_params, read_metrics, untimed  # noqa: F401 (fixture)
+from tests.test_train import (_keep_torch_threads, corpus, kernattn_train, make_params,  # noqa: F401 (fixtures)
+                              read_metrics, untimed)
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -49,7 +50,8 @@ def train_cmd(params: Path, run_id: str = RUN) -> list[str]:
 
 
 def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    """Until `text` appears in the file `path` (the process's stderr or log)."""
+    """Until `text` appears in the file `path` (the process's stderr or log); on failure the
+    process (its whole group when it leads one) is killed, never left holding."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if path.is_file() and text in path.read_text(errors="replace"):
@@ -57,6 +59,11 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float = 120
         if proc.poll() is not None:
             raise AssertionError(f"exited {proc.returncode} before '{text}': {path.read_text()[-2000:]}")
         time.sleep(0.05)
+    if os.getpgid(proc.pid) == proc.pid:
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.kill()
+    proc.wait()
     raise AssertionError(f"no '{text}' in {path} after {timeout} s")
 
 
@@ -88,7 +95,9 @@ def assert_same_run(a: Path, b: Path) -> None:
 def whole(tmp_path_factory, corpus) -> Path:  # noqa: F811 (the imported fixture)
     """The uninterrupted run every interrupted one is compared with."""
     folder = tmp_path_factory.mktemp("whole")
+    threads = torch.get_num_threads()  # the stage sets train.threads: give it back
     assert kernattn_train(make_params(folder, corpus, **OVER), RUN) == 0
+    torch.set_num_threads(threads)
     run_dir = folder / "runs" / RUN
     assert len(read_metrics(run_dir)) == 13  # val 0, train 1..10, val 5, val 10
     return run_dir
@@ -172,27 +181,30 @@ def test_snakemake_rerun_incomplete_after_a_sigkill(tmp_path, corpus, whole):  #
 
 
 def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_good_checkpoint(tmp_path, corpus):  # noqa: F811
-    """A real divergence: lr 1e6 (no clipping) blows the weights up; the loss is finite at
-    steps 1-2 and nan from step 3 on. Checkpoints every step: the one of step 2 stays."""
+    """A real divergence: lr 1e6 (no clipping) blows the weights up; here the loss is finite at
+    steps 1-2 and nan from step 3 on. Checkpoints every step: the last finite one stays."""
     params = make_params(tmp_path, corpus, tracking={"enabled": True},
                          train={"lr": 1.0e6, "grad_clip": 0.0, "checkpoint_every": 1, "max_steps": 6})
     run_dir = tmp_path / "runs" / "rope-s0"
     proc = subprocess.run(train_cmd(params, "rope-s0"), env=env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == train.EXIT_DIVERGED
+    failed = read_metrics(run_dir)[-1]
+    step, value = failed["step"], failed["error"].rsplit(" ", 1)[-1]  # nan here; inf is as good
+    assert 1 < step < 6 and value in ("nan", "inf", "-inf")
+    assert failed == {"step": step, "status": "FAILED", "error": f"step {step}: training loss is {value}",
+                      "checkpoint_step": step - 1}
     errors = [line for line in proc.stderr.splitlines() if "kernattn" in line]
     assert errors == [
-        f"kernattn train: error: rope-s0: step 3: training loss is nan; training stopped, the last good "
-        f"checkpoint (step 2) is kept at {run_dir / 'ckpt.pt'}; lower train.lr (now 1e+06) or set "
+        f"kernattn train: error: rope-s0: step {step}: training loss is {value}; training stopped, the last good "
+        f"checkpoint (step {step - 1}) is kept at {run_dir / 'ckpt.pt'}; lower train.lr (now 1e+06) or set "
         f"train.grad_clip, then rerun with --fresh"], proc.stderr
     assert "Traceback" not in proc.stderr
     ckpt = torch.load(run_dir / "ckpt.pt", weights_only=True)
-    assert ckpt["step"] == 2 and all(torch.isfinite(t).all() for t in ckpt["model"].values())
-    lines = read_metrics(run_dir)
-    assert lines[-1] == {"step": 3, "status": "FAILED", "error": "step 3: training loss is nan", "checkpoint_step": 2}
+    assert ckpt["step"] == step - 1 and all(torch.isfinite(t).all() for t in ckpt["model"].values())
     assert not (run_dir / "final.json").exists()
     from mlflow import MlflowClient
 
     config = json.loads((run_dir / "config.json").read_text())
     client = MlflowClient(config["tracking"]["uri"])
     run = client.get_run(config["tracking"]["mlflow_run_id"])
-    assert run.info.status == "FAILED" and "step 3: training loss is nan" in run.data.tags["failure"]
+    assert run.info.status == "FAILED" and f"step {step}: training loss is {value}" in run.data.tags["failure"]

@@ -115,3 +115,66 @@ def test_atomic_dir_replaces_a_file_at_the_path(tmp_path):
         (tmp / "a.txt").write_text("1")
     assert out.is_dir() and names(out) == ["a.txt"]
     assert names(tmp_path) == ["data"]
+
+
+def test_line_appender_leaves_whole_lines_when_killed(tmp_path):
+    """A real process appending long lines as fast as it can, SIGKILLed mid-stream: every line
+    in the file is complete JSON (a buffered writer could leave half a line)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    path = tmp_path / "metrics.jsonl"
+    src = Path(__file__).resolve().parents[1] / "src"
+    code = ("import json, sys\nfrom kernattn.io import LineAppender\nout = LineAppender(sys.argv[1])\n"
+            "i = 0\nwhile True:\n    out.write(json.dumps({'step': i, 'pad': 'x' * 5000}))\n    i += 1\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)],
+                            env={**os.environ, "PYTHONPATH": str(src)})
+    while not path.exists() or path.stat().st_size < 2_000_000:
+        assert proc.poll() is None
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    text = path.read_text()
+    assert text.endswith("\n")
+    steps = [json.loads(line)["step"] for line in text.splitlines()]
+    assert steps == list(range(len(steps))) and len(steps) >= 400
+
+
+def test_read_lines_drops_an_unterminated_last_line(tmp_path):
+    from kernattn.io import read_lines
+
+    (tmp_path / "m.jsonl").write_text('{"a": 1}\n{"a": 2}\n{"a"')
+    assert read_lines(tmp_path / "m.jsonl") == ['{"a": 1}', '{"a": 2}']
+    (tmp_path / "m.jsonl").write_text("")
+    assert read_lines(tmp_path / "m.jsonl") == []
+
+
+def test_load_torch_is_weights_only_and_one_line(tmp_path):
+    import os
+
+    import torch
+
+    from kernattn.io import LoadError, load_torch
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'PWNED'}",))
+
+    good = tmp_path / "good.pt"
+    torch.save({"w": torch.arange(3), "meta": {"step": 2, "names": ["a"], "t": (1, 2.5)}}, good)
+    assert torch.equal(load_torch(good)["w"], torch.arange(3))
+    torch.save({"w": torch.arange(3), "x": Payload()}, tmp_path / "evil.pt")
+    (tmp_path / "cut.pt").write_bytes(good.read_bytes()[:100])
+    for name, text in (("evil.pt", "refused: holds a pickled Python object (it references posix.system)"),
+                       ("cut.pt", "unreadable checkpoint, truncated or corrupt"),
+                       ("absent.pt", "no such checkpoint file")):
+        with pytest.raises(LoadError) as info:
+            load_torch(tmp_path / name, "retrain it")
+        message = str(info.value)
+        assert message.startswith(f"{tmp_path / name}: {text}") and message.endswith("; retrain it")
+        assert "\n" not in message and "weights_only=False" not in message
+    assert not (tmp_path / "PWNED").exists()

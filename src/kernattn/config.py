@@ -245,7 +245,8 @@ def load_params(path: str | os.PathLike = "params.yaml", scale: str | None = Non
         )
     # Every scale is validated, not only the chosen one: a typo in `paper` must not wait
     # for the day someone runs at paper scale.
-    resolved = {name: _resolve(doc, scales, name, path) for name in {"paper", *scales}}
+    # paper first: a bad key in the base sections is reported as such, not as some scale's.
+    resolved = {name: _resolve(doc, scales, name, path) for name in ["paper", *sorted(set(scales) - {"paper"})]}
     merged, sections = resolved[chosen]
     mirror_env = os.environ.get(MIRROR_ENV)
     if mirror_env:

@@ -94,7 +94,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .io import LineAppender, LoadError, atomic_path, atomic_write_json, atomic_write_text, load_torch
+from .io import (LineAppender, LoadError, atomic_path, atomic_write_json, atomic_write_text, load_torch,
+                 read_lines)
 from .cli import UsageError
 from .config import Params, ParamsError, RunSpec, find_run, load_params
 
@@ -208,7 +209,12 @@ def load_data(out_dir: str | os.PathLike, context: int) -> SimpleNamespace:
         path = root / f"{split}.npy"
         if not path.is_file():
             raise UsageError(f"{path}: no such file; prepare the corpus first (kernattn prepare)")
-        arr = np.load(path)
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise UsageError(f"{path}: unreadable token array, truncated or corrupt ({type(exc).__name__}: "
+                             f"{first}); rerun kernattn prepare (with the same params) to rewrite it") from None
         if arr.dtype != np.uint8 or arr.ndim != 1:
             raise UsageError(f"{path}: expected a 1-D uint8 array of token ids, got {arr.dtype} {arr.shape}")
         if arr.size < context + 2:
@@ -488,7 +494,7 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
         st.ckpt_step = st.step
     kept: list[str] = []
     if metrics_path.is_file():
-        kept = metrics_path.read_text().splitlines()[: st.metrics_lines] if ckpt is not None else []
+        kept = read_lines(metrics_path)[: st.metrics_lines] if ckpt is not None else []
     atomic_write_text(metrics_path, "".join(line + "\n" for line in kept))
     st.metrics_lines = len(kept)
 
@@ -711,10 +717,9 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
                 else "no checkpoint had been written")
         message = (f"{spec.run_id}: {exc}; training stopped, {kept}; lower train.lr (now {tp.lr:g}) or "
                    f"set train.grad_clip, then rerun with --fresh")
-        if not metrics_fh.closed:
-            write_metrics_failure = {"step": exc.step, "status": "FAILED", "error": str(exc),
-                                     "checkpoint_step": st.ckpt_step}
-            metrics_fh.write(json.dumps(write_metrics_failure))
+        if not metrics_fh.closed:  # the record says how the run ended (cut again by a resume)
+            metrics_fh.write(json.dumps({"step": exc.step, "status": "FAILED", "error": str(exc),
+                                         "checkpoint_step": st.ckpt_step}))
         tracker.set_tags({"failure": message[:500]})
         if bar is not None:
             bar.close()

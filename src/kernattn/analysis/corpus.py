@@ -60,7 +60,7 @@ def analyze_corpus(params) -> Path:
     for split in SPLITS:
         try:
             ids = load_split(data_dir, split)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # missing, or truncated / corrupt (numpy: ValueError)
             raise UsageError(f"{data_dir}: cannot read the {split} split ({exc}); run kernattn prepare") from None
         seps = newlines.separations(ids, nl)
         counts, overflow = newlines.histogram(seps, max_sep)
