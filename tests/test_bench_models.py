@@ -128,3 +128,23 @@ def test_table4_layout_and_paper_deltas():
     assert ours["train b64 img/s"] == "+10%" and ours["infer img/s (batch)"] == "+10%" and ours["infer MiB"] == "+0%"
     paper = table.iloc[3]
     assert paper["train b64 img/s"] == "-38%" and paper["train b64 MiB"] == "+100%"  # Table 4, Ti
+
+
+def test_vit_cases_paper_counts_and_small_stage(tmp_path):
+    """The bench measures the models the vision track defines: at paper size DeiT/GKA/VLT-Ti/S/B
+    with the paper's parameter totals; at small size the scale's own ViT runs through the stage."""
+    from kernattn.bench import cases
+    params = load_params(REPO / "params.yaml", "micro")
+    paper = {c.model: c for c in cases.vit_cases(params, "paper")}
+    assert set(paper) == {f"{v}_{s}" for v in ("deit", "gka", "vlt") for s in ("tiny", "small", "base")}
+    assert paper["gka_small"].baseline == "deit_small" and paper["deit_small"].baseline is None
+    with torch.device("meta"):
+        total = sum(p.numel() for p in paper["gka_tiny"].build().parameters())
+    assert total == 4_383_436  # seed 003 Table 2: 4.38M
+    out = tmp_path / "bench"
+    proc = subprocess.run([sys.executable, "-m", "kernattn.cli", "bench", "--scale", "micro", "--family", "vit",
+                           "--out-dir", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = read_rows(out / "models.csv", bm.SCHEMA)
+    assert {r["model"] for r in rows} == {"deit_cpu", "gka_cpu", "vlt_cpu"}
+    assert {r["mode"] for r in rows} == {"train", "infer"} and all(r["status"] == "ok" for r in rows)
