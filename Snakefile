@@ -21,6 +21,9 @@ rule all:
         pipeline.report_output(P),
 
 
+include: "rules/lm.smk"
+
+
 # Rerun triggers: each rule's `params` carry the params.yaml sections it reads, so editing
 # one section reruns exactly the rules that depend on it.
 rule prepare:
@@ -92,6 +95,7 @@ rule report:
         expand(pipeline.run_output(P, "{run}"), run=RUNS),
         pipeline.corpus_analysis_output(P),
         expand(pipeline.analysis_output(P, "{run}"), run=GPA_RUNS),
+        lm_pipeline.report_inputs(P),
     output:
         pipeline.report_output(P),
     params:

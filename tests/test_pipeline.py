@@ -18,6 +18,7 @@ from kernattn.cli import main
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
 BIN = Path(sys.executable).parent
+LM_MIRROR = REPO.parent / "shared" / "data" / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"
 
 
 def env() -> dict:
@@ -36,9 +37,12 @@ def workspace(tmp_path: Path) -> Path:
     ws.mkdir()
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
     (ws / "src").symlink_to(REPO / "src")  # the code DVC stages depend on
+    (ws / "rules").symlink_to(REPO / "rules")  # the Snakefile's included rule files
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     doc["scales"]["micro"]["data"]["mirror"] = str(MIRROR)
+    doc["scales"]["micro"]["lm"]["mirror"] = str(LM_MIRROR)
+    doc["scales"]["micro"]["lm"]["eval_dir"] = str(REPO.parent / "shared" / "data" / "eval")
     doc["report"]["mlflow_ui"] = None
     (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return ws
@@ -63,6 +67,12 @@ def check_outputs(ws: Path) -> None:
     summary = json.loads((ws / "results/micro/analysis/gpa_dp_m8-s0/summary.json").read_text())
     assert summary["run_id"] == "gpa_dp_m8-s0" and not (ws / "results/micro/analysis/rope-s0").exists()
     assert 'data-bump-run="gpa_dp_m8-s0"' in html and "not analysed" not in html
+    # the LM track: the baseline and GKA at matched tokens and at matched FLOPs, evaluated
+    for run_id in ("lm-base-s0", "lm-gka-tokens-s0", "lm-gka-flops-s0"):
+        ev = json.loads((ws / "results/micro/lm/eval" / f"{run_id}.json").read_text())
+        assert ev["run_id"] == run_id and ev["val_bpb"] > 0 and set(ev["core"]["tasks"]) == {
+            "hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai", "winograd", "winogrande"}
+    assert 'data-lm-row="gka-flops"' in html and 'data-lm-row="gka-tokens"' in html
 
 
 def test_dvc_yaml_is_generated_from_params():

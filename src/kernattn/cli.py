@@ -30,6 +30,9 @@ STAGES: dict[str, tuple[str, str]] = {
     "install-profile": ("kernattn.profiles", "install the SLURM snakemake profile with your site's values"),
     "mlflow-server": ("kernattn.tracking_server", "start a local MLflow server (SQLite store) on 127.0.0.1; --stop stops it"),
     "sync-mlflow": ("kernattn.sync_mlflow", "upload finished runs missing from the MLflow store (params, metrics, artifacts)"),
+    "prepare-lm": ("kernattn.lm.data", "LM track: documents -> BPE tokenizer -> BOS-delimited token streams"),
+    "train-lm": ("kernattn.lm.train", "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"),
+    "eval-lm": ("kernattn.lm.evaluate", "LM track: bits per byte and the CORE subset of one trained run"),
 }
 
 

@@ -160,6 +160,7 @@ class Params:
     analysis: AnalysisParams
     path: str = "params.yaml"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
+    lm: Any = None  # kernattn.lm.params.LMParams (registered at the end of this module)
 
     def digest(self) -> str:
         """sha256 (first 12 hex) of the resolved params: the provenance the report shows."""
@@ -371,3 +372,9 @@ def find_run(params: Params, run_id: str) -> RunSpec:
         raise ParamsError(f"{params.path}: no run {run_id!r} in the matrix of scale {params.scale!r}; "
                           f"runs: {', '.join(runs)}")
     return runs[run_id]
+
+
+# The language-model track's section lives in its own module (it imports this one).
+from .lm.params import LMParams  # noqa: E402
+
+SECTIONS["lm"] = LMParams

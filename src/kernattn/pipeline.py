@@ -21,6 +21,7 @@ import yaml
 from . import analysis
 from .config import ParamsError, Params, find_run, load_params, run_matrix
 from .io import atomic_write_text
+from .lm import pipeline as lm_pipeline
 
 HELP = "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"
 
@@ -132,6 +133,7 @@ def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = F
         "params": watched(params, params_file, ("report", "matrix", "analysis")),
         "outs": [{params.report.out_dir: {"cache": cache}}],
     }
+    lm_pipeline.add_dvc_stages(stages, params, params_file, cache)
     return {"stages": stages}
 
 

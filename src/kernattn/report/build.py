@@ -50,6 +50,7 @@ import yaml
 
 from ..config import Params, ParamsError, RunSpec, load_params, run_matrix
 from . import gpa, stats
+from . import lm as lm_report
 
 HELP = "render report/index.html: results beside the papers' claims, with 95% intervals over seeds"
 
@@ -121,6 +122,7 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
         (folder / "tables").mkdir()
         context["figures"] = plot_figures(folder / "assets", params, papers, runs, main_df)
         context["gpa"] = gpa.section(folder, params, params_file, papers, runs, main_df)
+        context["lm"] = lm_report.section(folder, params)
         main_df.to_csv(folder / "tables" / "main.csv", index=False)
         runs_df.drop(columns=["mlflow_url"]).to_csv(folder / "tables" / "runs.csv", index=False)
         claims_csv(claims).to_csv(folder / "tables" / "claims.csv", index=False)
