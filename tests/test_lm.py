@@ -8,10 +8,8 @@ import math
 import random
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from kernattn.attention.fused import attend
 from kernattn.config import ParamsError, load_params

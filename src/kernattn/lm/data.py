@@ -19,17 +19,15 @@ meta.json (sources, sha256s, counts).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from pathlib import Path
 
 import numpy as np
 
-from ..config import ParamsError, load_params
 from ..data.fetch import DataError, download, read_local, sha256_bytes
 from ..io import atomic_dir, atomic_path, atomic_write_json
 from . import tokenizer as tok
-from .params import lm_params
+from .runs import add_stage_arguments, load_stage
 
 HELP = "LM track: documents -> BPE tokenizer (rustbpe) -> BOS-delimited uint16 token streams"
 OUTPUTS = ("train.npy", "val.npy", tok.RANKS_FILE, tok.META_FILE, tok.BYTES_FILE, "meta.json")
@@ -143,17 +141,17 @@ def prepare(lm) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
-    parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
+    add_stage_arguments(parser, with_run=False)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..cli import UsageError
 
+    params, _ = load_stage(args, with_run=False)
+    lm = params.lm
     try:
-        lm = lm_params(load_params(args.params, args.scale))
         meta = prepare(lm)
-    except (ParamsError, DataError, tok.TokenizerError) as exc:
+    except (DataError, tok.TokenizerError) as exc:
         raise UsageError(str(exc)) from None
     print(f"kernattn prepare-lm: {meta['train_tokens']:,} train / {meta['val_tokens']:,} val tokens, "
           f"vocab {meta['vocab_size']} -> {lm.data_dir}")

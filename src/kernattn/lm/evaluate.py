@@ -21,15 +21,13 @@ import time
 
 import torch
 
-from ..config import ParamsError, load_params
 from ..io import atomic_write_json
 from ..train import resolve_device
 from . import core
 from . import tokenizer as tok
 from .bpb import evaluate_bpb
 from .model import GPT, GPTConfig
-from .params import lm_params
-from .runs import LMRun, eval_path, find_lm_run, run_dir
+from .runs import LMRun, add_stage_arguments, eval_path, load_stage, run_dir
 from .train import load_stream
 
 HELP = "LM track: bits per byte (train, val) and the CORE subset of one trained run"
@@ -75,22 +73,18 @@ def evaluate_run(params, run: LMRun) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
-    parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
-    parser.add_argument("--run", required=True, metavar="RUN_ID", help="e.g. lm-base-s0")
+    add_stage_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..cli import UsageError
 
+    params, spec = load_stage(args)
     try:
-        params = load_params(args.params, args.scale)
-        lm = lm_params(params)
-        spec = find_lm_run(params, args.run)
         result = evaluate_run(params, spec)
-    except (ParamsError, core.EvalDataError, tok.TokenizerError) as exc:
+    except (core.EvalDataError, tok.TokenizerError) as exc:
         raise UsageError(str(exc)) from None
-    out = eval_path(lm, spec.run_id)
+    out = eval_path(params.lm, spec.run_id)
     atomic_write_json(out, result, sort_keys=False)
     print(f"kernattn eval-lm: {spec.run_id}: val bpb {result['val_bpb']:.4f}, CORE subset "
           f"{result['core']['core']:.4f} -> {out}")

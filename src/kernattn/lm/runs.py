@@ -55,3 +55,28 @@ def run_dir(lm, run_id: str) -> Path:
 
 def eval_path(lm, run_id: str) -> Path:
     return Path(lm.out_dir).parent / "eval" / f"{run_id}.json"
+
+
+# ----------------------------------------------------------------------------- CLI helpers
+def add_stage_arguments(parser, with_run: bool = True) -> None:
+    """--params, --scale (and --run) of the LM stages."""
+    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
+    parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
+    if with_run:
+        parser.add_argument("--run", required=True, metavar="RUN_ID",
+                            help="an LM run: lm-base-s<seed>, lm-gka-tokens-s<seed> or lm-gka-flops-s<seed>")
+
+
+def load_stage(args, with_run: bool = True):
+    """(params, LMRun or None) from the stage's arguments; a bad params file or run id is a
+    one-line UsageError."""
+    from ..cli import UsageError
+    from ..config import load_params
+    from .params import lm_params
+
+    try:
+        params = load_params(args.params, args.scale)
+        lm_params(params)
+        return params, (find_lm_run(params, args.run) if with_run else None)
+    except ParamsError as exc:
+        raise UsageError(str(exc)) from None

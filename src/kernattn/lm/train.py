@@ -41,13 +41,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..config import ParamsError, load_params
 from ..io import atomic_write_json, atomic_write_text
 from ..train import _atomic_torch_save, _derive_seed, _Stop, git_info, resolve_device, rng_state, seed_everything, set_rng_state
 from . import flops as fl
 from .model import GPT, GPTConfig, build_model
-from .params import lm_params
-from .runs import LMRun, find_lm_run, run_dir
+from .runs import LMRun, add_stage_arguments, load_stage, run_dir
 
 HELP = "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"
 CKPT_FORMAT = 1
@@ -298,20 +296,11 @@ def train(params, run: LMRun, *, fresh: bool = False, stop_after: int | None = N
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
-    parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
-    parser.add_argument("--run", required=True, metavar="RUN_ID", help="e.g. lm-base-s0, lm-gka-flops-s0")
+    add_stage_arguments(parser)
     parser.add_argument("--fresh", action="store_true", help="delete the run folder first")
     parser.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
-
-    try:
-        params = load_params(args.params, args.scale)
-        lm_params(params)
-        spec = find_lm_run(params, args.run)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params, spec = load_stage(args)
     return train(params, spec, fresh=args.fresh, stop_after=args.stop_after)
