@@ -136,3 +136,34 @@ def test_non_finite_loss_stops_naming_the_step(ws, tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "non-finite training loss" in proc.stderr and "at step" in proc.stderr
     assert not (tmp_path / "lm/runs/lm-base-s0/final.json").exists()
+
+
+def test_parquet_shards_are_read_and_pinned_sha256_checked(tmp_path, capsys):
+    """The FineWeb-Edu path without a network: shards already in the cache folder are used
+    (a download is only made for a missing one); a wrong pin is a one-line error."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernattn.data.fetch import sha256_bytes
+
+    shards = tmp_path / "lm/shards"
+    shards.mkdir(parents=True)
+    texts = [[f"shard {s} document {i}: the café costs 12€ 🙂" for i in range(30)] for s in range(3)]
+    for s, docs in enumerate(texts):
+        pq.write_table(pa.table({"text": docs}), shards / f"shard_{s:05d}.parquet")
+    digests = {str(s): sha256_bytes((shards / f"shard_{s:05d}.parquet").read_bytes()) for s in range(3)}
+    bad = {**digests, "1": hashlib.sha256(b"other").hexdigest()}
+    params = write_params(tmp_path, mirror=None, shards=3, shard_sha256=bad, max_docs=None,
+                          shard_url="https://127.0.0.1:9/shard_{index:05d}.parquet")
+    assert main(["prepare-lm", "--params", str(params)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "shard_00001.parquet: sha256" in err and "lm.shard_sha256[1]" in err
+    params = write_params(tmp_path, mirror=None, shards=3, shard_sha256=digests, max_docs=None,
+                          shard_url="https://127.0.0.1:9/shard_{index:05d}.parquet")
+    assert main(["prepare-lm", "--params", str(params)]) == 0
+    meta = json.loads((tmp_path / "lm/data/meta.json").read_text())
+    assert meta["source"]["kind"] == "download" and meta["source"]["shards"] == digests
+    assert meta["train_docs"] == 60 and meta["val_docs"] == 30  # the last shard is validation
+    assert meta["train_bytes"] == sum(len(d.encode()) for docs in texts[:2] for d in docs)

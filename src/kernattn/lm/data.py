@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -82,8 +83,10 @@ def read_parquet_docs(path: Path) -> list[str]:
                         f"download it again") from None
 
 
-def documents(lm) -> tuple[list[str], list[str], dict]:
-    """(train docs, val docs, provenance)."""
+def sources(lm) -> tuple[Callable[[], Iterator[list[str]]], Callable[[], Iterator[list[str]]], dict]:
+    """(train groups, val groups, provenance): each a function returning an iterator over lists
+    of documents (one list per shard), so a split can be read twice (tokenizer, then encoding)
+    without holding more than one shard in memory."""
     if lm.mirror:
         docs = read_jsonl_docs(lm.mirror)
         if lm.max_docs:
@@ -91,24 +94,30 @@ def documents(lm) -> tuple[list[str], list[str], dict]:
         if len(docs) <= lm.val_docs:
             raise DataError(f"{lm.mirror}: {len(docs)} documents, not more than lm.val_docs={lm.val_docs}; "
                             f"lower lm.val_docs")
-        raw = Path(lm.mirror).read_bytes()
-        prov = {"kind": "mirror", "path": lm.mirror, "sha256": sha256_bytes(raw),
+        prov = {"kind": "mirror", "path": lm.mirror, "sha256": sha256_bytes(Path(lm.mirror).read_bytes()),
                 "note": "local mirror; ../shared/data/fineweb_edu/ holds a C4 sample, not FineWeb-Edu"}
-        return docs[: -lm.val_docs], docs[-lm.val_docs:], prov
+        train, val = docs[: -lm.val_docs], docs[-lm.val_docs:]
+        return (lambda: iter([train])), (lambda: iter([val])), prov
     if lm.shards < 2:
         raise DataError("lm.shards must be >= 2 when downloading (the last shard is validation)")
     shards = [fetch_shard(lm, i) for i in range(lm.shards)]
     atomic_write_json(Path(lm.data_dir).parent / "shards.json",
                       {str(i): {"path": str(p), "sha256": d} for i, (p, d) in enumerate(shards)})
-    train = [d for p, _ in shards[:-1] for d in read_parquet_docs(p)]
-    val = read_parquet_docs(shards[-1][0])
-    if lm.max_docs:
-        train = train[: lm.max_docs]
+
+    def train():
+        left = lm.max_docs
+        for path, _ in shards[:-1]:
+            docs = read_parquet_docs(path)
+            if left is not None:
+                docs, left = docs[:left], left - min(left, len(docs))
+            if docs:
+                yield docs
+
     prov = {"kind": "download", "url": lm.shard_url, "shards": {str(i): d for i, (_, d) in enumerate(shards)}}
-    return train, val, prov
+    return train, (lambda: iter([read_parquet_docs(shards[-1][0])])), prov
 
 
-def capped(docs: list[str], max_chars: int):
+def capped(docs: Iterable[str], max_chars: int) -> Iterator[str]:
     """Documents up to `max_chars` characters in all (the last one cut)."""
     left = max_chars
     for d in docs:
@@ -118,23 +127,37 @@ def capped(docs: list[str], max_chars: int):
         left -= len(d)
 
 
-def stream(enc, docs: list[str]) -> np.ndarray:
-    ids = np.fromiter((i for doc in tok.encode_docs(enc, docs) for i in doc), dtype=np.int64)
-    return ids.astype(np.uint16)
+def write_stream(enc, groups: Iterable[list[str]], path: Path) -> dict:
+    """[BOS] + tokens of every document, concatenated into the uint16 .npy `path`: encoded one
+    group at a time into a raw side file, then copied into a memory-mapped .npy of the final
+    length (the length is known only at the end)."""
+    raw = path.with_suffix(".raw")
+    n_docs = n_bytes = n_tokens = 0
+    with open(raw, "wb") as fh:
+        for docs in groups:
+            ids = np.fromiter((i for doc in tok.encode_docs(enc, docs) for i in doc), dtype=np.int64)
+            fh.write(ids.astype(np.uint16).tobytes())
+            n_docs += len(docs)
+            n_bytes += sum(len(d.encode()) for d in docs)
+            n_tokens += ids.size
+    src = np.memmap(raw, dtype=np.uint16, mode="r", shape=(n_tokens,)) if n_tokens else np.zeros(0, np.uint16)
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint16, shape=(n_tokens,))
+    for i in range(0, n_tokens, 1 << 26):
+        out[i:i + (1 << 26)] = src[i:i + (1 << 26)]
+    out.flush()
+    del out, src
+    raw.unlink()
+    return {"docs": n_docs, "tokens": n_tokens, "bytes": n_bytes}
 
 
 def prepare(lm) -> dict:
-    train_docs, val_docs, prov = documents(lm)
-    enc = tok.train_bpe(capped(train_docs, lm.tokenizer_chars), lm.vocab_size)
-    train, val = stream(enc, train_docs), stream(enc, val_docs)
-    meta = {"source": prov, "vocab_size": enc.n_vocab, "bos_id": tok.bos_id(enc),
-            "train_docs": len(train_docs), "val_docs": len(val_docs),
-            "train_tokens": int(train.size), "val_tokens": int(val.size),
-            "train_bytes": sum(len(d.encode()) for d in train_docs),
-            "val_bytes": sum(len(d.encode()) for d in val_docs)}
+    train, val, prov = sources(lm)
+    enc = tok.train_bpe(capped((d for docs in train() for d in docs), lm.tokenizer_chars), lm.vocab_size)
     with atomic_dir(lm.data_dir) as tmp:
-        np.save(tmp / "train.npy", train)
-        np.save(tmp / "val.npy", val)
+        counts = {split: write_stream(enc, groups(), tmp / f"{split}.npy") for split, groups in
+                  (("train", train), ("val", val))}
+        meta = {"source": prov, "vocab_size": enc.n_vocab, "bos_id": tok.bos_id(enc),
+                **{f"{split}_{k}": v for split, c in counts.items() for k, v in c.items()}}
         tok.save(enc, tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta

@@ -19,6 +19,7 @@ import contextlib
 import json
 import time
 
+import numpy as np
 import torch
 
 from ..io import atomic_write_json
@@ -60,8 +61,11 @@ def evaluate_run(params, run: LMRun) -> dict:
             return model(x.to(device))
 
     t0 = time.perf_counter()
-    bpb = {split: evaluate_bpb(model, load_stream(lm.data_dir, split, lm.context), token_bytes, lm.context,
-                               lm.batch_size, lm.bpb_tokens, autocast) for split in ("train", "val")}
+    bpb = {}
+    for split in ("train", "val"):
+        head = np.asarray(load_stream(lm.data_dir, split, lm.context)[: lm.bpb_tokens + 1], dtype=np.int64)
+        bpb[split] = evaluate_bpb(model, torch.from_numpy(head), token_bytes, lm.context, lm.batch_size,
+                                  lm.bpb_tokens, autocast)
     core_res = core.evaluate_core(model_fn, enc, lm.eval_dir, lm.context, lm.core_items, lm.core_fewshot,
                                   lm.core_seed, tok.bos_id(enc))
     return {"run_id": run.run_id, "variant": run.variant, "matched": run.matched, "seed": run.seed,

@@ -60,25 +60,27 @@ class TrainError(RuntimeError):
     """Training cannot go on (e.g. a non-finite loss); one line naming the run and step."""
 
 
-def load_stream(data_dir: str | Path, split: str, context: int) -> torch.Tensor:
+def load_stream(data_dir: str | Path, split: str, context: int) -> np.ndarray:
+    """The split's uint16 token stream, memory-mapped (paper scale: billions of tokens)."""
     from ..cli import UsageError
 
     path = Path(data_dir) / f"{split}.npy"
     if not path.is_file():
         raise UsageError(f"{path}: no such file; run `kernattn prepare-lm` first")
-    arr = np.load(path)
+    arr = np.load(path, mmap_mode="r")
     if arr.dtype != np.uint16 or arr.ndim != 1 or arr.size < context + 2:
         raise UsageError(f"{path}: expected a 1-D uint16 token stream of at least {context + 2} tokens, "
                          f"got {arr.dtype} {arr.shape}; rerun `kernattn prepare-lm`")
-    return torch.from_numpy(arr.astype(np.int32))
+    return arr
 
 
-def vocab_size(data_dir: str | Path) -> int:
-    return int(json.loads((Path(data_dir) / "meta.json").read_text())["vocab_size"])
+def data_meta(data_dir: str | Path) -> dict:
+    return json.loads((Path(data_dir) / "meta.json").read_text())
 
 
-def batch(data: torch.Tensor, starts: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
-    chunk = data[starts[:, None] + torch.arange(context + 1)].long()
+def batch(data: np.ndarray, starts: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Windows of context + 1 tokens at `starts` -> (inputs, next-token targets), int64."""
+    chunk = torch.from_numpy(data[starts.numpy()[:, None] + np.arange(context + 1)].astype(np.int64))
     return chunk[:, :-1], chunk[:, 1:]
 
 
@@ -140,8 +142,10 @@ def train(params, run: LMRun, *, fresh: bool = False, stop_after: int | None = N
         shutil.rmtree(out)
     train_data = load_stream(lm.data_dir, "train", lm.context)
     val_data = load_stream(lm.data_dir, "val", lm.context)
-    vocab = vocab_size(lm.data_dir)
-    digest = hashlib.sha256(train_data.numpy().tobytes()).hexdigest()[:16]
+    meta = data_meta(lm.data_dir)
+    vocab = int(meta["vocab_size"])
+    # the data's identity: meta.json records the sources' sha256s and the token counts
+    digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
     fp = fingerprint(lm, run, vocab, digest)
     final_path, ckpt_path, metrics_path = out / "final.json", out / "ckpt.pt", out / "metrics.jsonl"
     if final_path.is_file() and json.loads(final_path.read_text()).get("fingerprint") == fp:
@@ -177,7 +181,7 @@ def train(params, run: LMRun, *, fresh: bool = False, stop_after: int | None = N
 
     gen = torch.Generator().manual_seed(_derive_seed(run.seed, "lm-batches"))
     val_gen = torch.Generator().manual_seed(VAL_WINDOWS_SEED)
-    val_starts = torch.randint(0, val_data.numel() - lm.context - 1, (4, lm.batch_size), generator=val_gen)
+    val_starts = torch.randint(0, val_data.size - lm.context - 1, (4, lm.batch_size), generator=val_gen)
     st = SimpleNamespace(step=0, lines=0, elapsed=0.0, mlflow=None, last_val=None, last_train=None)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
@@ -230,7 +234,7 @@ def train(params, run: LMRun, *, fresh: bool = False, stop_after: int | None = N
         t0 = time.perf_counter()
         if st.step == 0 and st.lines == 0:
             val()
-        n_starts = train_data.numel() - lm.context - 1
+        n_starts = train_data.size - lm.context - 1
         with _Stop() as stop:
             while st.step < total:
                 if stop.requested or (stop_after is not None and st.step >= stop_after):
