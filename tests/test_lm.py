@@ -296,3 +296,16 @@ def test_lm_params_bad_values_name_the_file_and_key(tmp_path):
     (tmp_path / "params.yaml").write_text(text)
     with pytest.raises(ParamsError, match=r"unknown key 'lm\.depht'"):
         load_params(tmp_path / "params.yaml")
+
+
+def test_flops_per_token_equals_flop_counter_mode_on_forward_and_backward():
+    """nanochat's formula against torch's FlopCounterMode (SDPA's math backend, so the
+    attention matmuls are visible to it; full attention, where the formula's keys = context)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = GPT(GPTConfig(vocab_size=300, depth=2, aspect_ratio=32, head_dim=16, context=64, window_pattern="L"))
+    x = torch.randint(0, 300, (2, 64))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(x).sum().backward()
+    assert counter.get_total_flops() / x.numel() == flops.flops_per_token(model)["total"]
