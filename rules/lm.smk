@@ -6,7 +6,7 @@ LM_RUNS = lm_pipeline.run_ids(P)
 LM_DATA = lm_pipeline.data_outputs(P)
 
 
-rule prepare_lm:
+rule lm_prepare:
     output:
         LM_DATA,
     params:
@@ -17,7 +17,7 @@ rule prepare_lm:
         "kernattn prepare-lm {ARGS} > {log} 2>&1"
 
 
-rule train_lm:
+rule lm_train:
     # The run folder keeps its checkpoint; a rerun resumes (or only rewrites final.json).
     input:
         LM_DATA,
@@ -34,7 +34,7 @@ rule train_lm:
         "kernattn train-lm {ARGS} --run {wildcards.lmrun} > {log} 2>&1"
 
 
-rule eval_lm:
+rule lm_eval:
     input:
         LM_DATA,
         lm_pipeline.final_output(P, "{lmrun}"),
