@@ -23,6 +23,9 @@ rule all:
 include: "rules/vision.smk"
 
 
+include: "rules/lm.smk"
+
+
 # Rerun triggers: each rule's `params` carry the params.yaml sections it reads, so editing
 # one section reruns exactly the rules that depend on it.
 rule prepare:
@@ -112,6 +115,7 @@ rule report:
         pipeline.corpus_analysis_output(P),
         expand(pipeline.analysis_output(P, "{run}"), run=GPA_RUNS),
         VISION_REPORT_INPUTS,
+        lm_pipeline.report_inputs(P),
     output:
         pipeline.report_output(P),
     params:

@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
 BIN = Path(sys.executable).parent
 FASHION = REPO.parent / "shared" / "data" / "images" / "fashion_mnist"
+LM_MIRROR = REPO.parent / "shared" / "data" / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"
 
 
 def env() -> dict:
@@ -38,10 +39,13 @@ def workspace(tmp_path: Path) -> Path:
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
     shutil.copytree(REPO / "rules", ws / "rules")  # the Snakefile's includes (rules/vision.smk)
     (ws / "src").symlink_to(REPO / "src")  # the code DVC stages depend on
+    (ws / "rules").symlink_to(REPO / "rules")  # the Snakefile's included rule files
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     doc["scales"]["micro"]["data"]["mirror"] = str(MIRROR)
     doc["scales"]["micro"]["vision"]["data_root"] = str(FASHION)
+    doc["scales"]["micro"]["lm"]["mirror"] = str(LM_MIRROR)
+    doc["scales"]["micro"]["lm"]["eval_dir"] = str(REPO.parent / "shared" / "data" / "eval")
     doc["report"]["mlflow_ui"] = None
     (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return ws
@@ -74,6 +78,12 @@ def check_outputs(ws: Path) -> None:
         assert (ws / "results/micro/vision/analysis" / run_id / "rollout.png").is_file()
     assert (ws / "results/micro/vision/counts/counts.json").is_file()
     assert 'id="vision"' in html and "Missing <code>" not in html
+    # the LM track: the baseline and GKA at matched tokens and at matched FLOPs, evaluated
+    for run_id in ("lm-base-s0", "lm-gka-tokens-s0", "lm-gka-flops-s0"):
+        ev = json.loads((ws / "results/micro/lm/eval" / f"{run_id}.json").read_text())
+        assert ev["run_id"] == run_id and ev["val_bpb"] > 0 and set(ev["core"]["tasks"]) == {
+            "hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai", "winograd", "winogrande"}
+    assert 'data-lm-row="gka-flops"' in html and 'data-lm-row="gka-tokens"' in html
 
 
 def test_dvc_yaml_is_generated_from_params():

@@ -35,6 +35,9 @@ STAGES: dict[str, tuple[str, str]] = {
     "train-vision": ("kernattn.vision.train", "train one DeiT-style ViT run (deit / gka / vlt x seed) with the DeiT recipe"),
     "count-vision": ("kernattn.vision.counts", "Tables 2/3/5: parameters, sigma scalars, FLOPs, checkpoint size of the paper's ViTs"),
     "analyze-vision": ("kernattn.vision.viz", "section 7 figures of one vision run: sigma, rollout, CLS and patch maps"),
+    "prepare-lm": ("kernattn.lm.data", "LM track: documents -> BPE tokenizer -> BOS-delimited token streams"),
+    "train-lm": ("kernattn.lm.train", "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"),
+    "eval-lm": ("kernattn.lm.evaluate", "LM track: bits per byte and the CORE subset of one trained run"),
 }
 
 

@@ -186,6 +186,7 @@ class Params:
     vision: Any = None  # kernattn.vision.params.VisionParams (registered at the end of this file)
     path: str = "params.yaml"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
+    lm: Any = None  # kernattn.lm.params.LMParams (registered at the end of this module)
 
     def digest(self) -> str:
         """sha256 (first 12 hex) of the resolved params: the provenance the report shows."""
@@ -412,3 +413,7 @@ def find_run(params: Params, run_id: str) -> RunSpec:
 from .vision.params import VisionParams  # noqa: E402
 
 SECTIONS["vision"] = VisionParams
+# The language-model track's section lives in its own module (it imports this one).
+from .lm.params import LMParams  # noqa: E402
+
+SECTIONS["lm"] = LMParams

@@ -22,6 +22,7 @@ from . import analysis
 from .config import ParamsError, Params, find_run, load_params, run_matrix
 from .io import atomic_write_text
 from .vision import stages as vision_stages
+from .lm import pipeline as lm_pipeline
 
 HELP = "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"
 
@@ -145,6 +146,7 @@ def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = F
         "outs": [{params.report.out_dir: {"cache": cache}}],
     }
     vision_stages.add_dvc_stages(stages, params, params_file, cache)  # GKA on vision (issue 5)
+    lm_pipeline.add_dvc_stages(stages, params, params_file, cache)
     return {"stages": stages}
 
 

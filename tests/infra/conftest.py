@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
 MICRO_RUNS = ("rope-s0", "gpa_dp_m8-s0")
+LM_RUNS = ("lm-base-s0", "lm-gka-tokens-s0", "lm-gka-flops-s0")  # the micro scale's LM track
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 
@@ -62,10 +63,14 @@ def make_workspace(root: Path, *, tracking: dict | None = None, mlflow_ui: str |
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
     shutil.copytree(REPO / "rules", ws / "rules")  # the Snakefile's includes (rules/vision.smk)
     (ws / "src").symlink_to(REPO / "src")
+    (ws / "rules").symlink_to(REPO / "rules")  # the Snakefile's included rule files
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     doc["scales"]["micro"].setdefault("data", {})["mirror"] = str(mirror)
     doc["scales"]["micro"]["vision"]["data_root"] = str(REPO.parent / "shared/data/images/fashion_mnist")
+    shared = REPO.parent / "shared" / "data"
+    doc["scales"]["micro"]["lm"].update(mirror=str(shared / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"),
+                                        eval_dir=str(shared / "eval"))
     doc["tracking"].update(tracking or {"enabled": False})
     doc["report"]["mlflow_ui"] = mlflow_ui
     (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))

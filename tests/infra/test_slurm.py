@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from . import harness
-from .conftest import BIN, MICRO_RUNS, REPO
+from .conftest import BIN, LM_RUNS, MICRO_RUNS, REPO
 
 pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
 
@@ -135,8 +135,15 @@ def test_jobs_got_the_profile_resources(slurm_cluster, micro_pipeline):
     for job in train_jobs:
         assert "gres/gpu=1" in job.get("TRES", "") or "gpu" in job.get("TresPerJob", ""), job
         assert job["NumCPUs"] == "8" and job["TimeLimit"] == "04:00:00", job
+    # the LM track's training and evaluation (rules/lm.smk) also get a GPU
+    lm_jobs = {rule: [j for j in jobs if f"rule_{rule}_" in j.get("Comment", "")] for rule in ("lm_train", "lm_eval")}
+    for rule, limit in (("lm_train", "1-00:00:00"), ("lm_eval", "04:00:00")):
+        assert len(lm_jobs[rule]) == len(LM_RUNS), [j.get("Comment") for j in jobs]
+        for job in lm_jobs[rule]:
+            assert "gres/gpu=1" in job.get("TRES", "") or "gpu" in job.get("TresPerJob", ""), job
+            assert job["NumCPUs"] == "8" and job["TimeLimit"] == limit, job
     for job in jobs:
-        if job not in train_jobs:
+        if job not in train_jobs and job not in lm_jobs["lm_train"] + lm_jobs["lm_eval"]:
             assert "gpu" not in job.get("TRES", "") + job.get("TresPerJob", ""), job
             assert job["TimeLimit"] == "00:30:00", job
 

@@ -51,6 +51,7 @@ import yaml
 from ..config import Params, ParamsError, RunSpec, load_params, run_matrix
 from . import bench_models, gpa, stats
 from . import vision
+from . import lm as lm_report
 
 HELP = "render report/index.html: results beside the papers' claims, with 95% intervals over seeds"
 
@@ -124,6 +125,7 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
         context["gpa"] = gpa.section(folder, params, params_file, papers, runs, main_df)
         context["bench_models"] = bench_models.section(folder, params)
         context["vision"] = vision.section(folder, params)  # GKA on vision (issue 5)
+        context["lm"] = lm_report.section(folder, params)
         main_df.to_csv(folder / "tables" / "main.csv", index=False)
         runs_df.drop(columns=["mlflow_url"]).to_csv(folder / "tables" / "runs.csv", index=False)
         claims_csv(claims).to_csv(folder / "tables" / "claims.csv", index=False)

@@ -1,0 +1,311 @@
+"""LM track units: tokenizer, bits per byte, CORE task kinds, sliding windows, depth-20 counts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernattn.attention.fused import attend
+from kernattn.config import ParamsError, load_params
+from kernattn.lm import core, flops, tokenizer as tok
+from kernattn.lm.bpb import bits_per_byte, evaluate_bpb
+from kernattn.lm.data import DataError, read_jsonl_docs
+from kernattn.lm.model import GPT, GPTConfig, BaseAttention, build_model, layer_windows
+from kernattn.lm.params import lm_params
+
+REPO = Path(__file__).resolve().parents[1]
+C4 = REPO.parent / "shared" / "data" / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"
+EVAL = REPO.parent / "shared" / "data" / "eval"
+
+
+@pytest.fixture(scope="module")
+def enc():
+    docs = [json.loads(line)["text"] for line in gzip.open(C4, "rt")][:200]
+    return tok.train_bpe(docs + ["héllo wörld — 日本語 🙂 naïve café"], 600)
+
+
+# ----------------------------------------------------------------------------- tokenizer
+def _random_text(rng: random.Random, n: int) -> str:
+    """Code points from every plane that has text (surrogates excluded), plus ASCII runs."""
+    ranges = [(0x0, 0x7F), (0x80, 0x7FF), (0x800, 0xD7FF), (0xE000, 0xFFFF), (0x10000, 0x10FFFF)]
+    out = []
+    for _ in range(n):
+        lo, hi = rng.choice(ranges)
+        out.append(chr(rng.randint(lo, hi)) if rng.random() < 0.7 else rng.choice(["the ", "123456", " \n", "<|bos|>"]))
+    return "".join(out)
+
+
+def test_tokenizer_round_trip_on_arbitrary_unicode(enc, tmp_path):
+    tok.save(enc, tmp_path)
+    loaded = tok.load(tmp_path)
+    table = tok.load_token_bytes(tmp_path)
+    rng = random.Random(0)
+    for _ in range(200):
+        text = _random_text(rng, rng.randint(0, 60))
+        ids = enc.encode_ordinary(text)
+        assert enc.decode(ids) == text
+        assert loaded.encode_ordinary(text) == ids
+        # the BPB denominator: the tokens' byte lengths add up to the text's UTF-8 length
+        assert int(table[ids].sum()) == len(text.encode("utf-8"))
+    assert enc.n_vocab == 600 and tok.bos_id(enc) == 600 - len(tok.SPECIAL_TOKENS)
+
+
+def test_tokenizer_split_pattern_digits_in_groups_of_two(enc):
+    pieces = [enc.decode([i]) for i in enc.encode_ordinary("12345")]
+    assert all(len(p) <= 2 for p in pieces) and "".join(pieces) == "12345"
+
+
+def test_documents_are_bos_delimited(enc):
+    docs = ["first doc", "second <|bos|> doc"]
+    ids = tok.encode_docs(enc, docs)
+    bos = tok.bos_id(enc)
+    assert [d[0] for d in ids] == [bos, bos]
+    assert sum(i == bos for d in ids for i in d) == 2  # the literal "<|bos|>" text is not the token
+    assert enc.decode(ids[1][1:]) == docs[1]
+
+
+def test_token_bytes_multibyte_and_special(enc):
+    table = tok.token_bytes(enc)
+    assert table[tok.bos_id(enc)] == 0 and (table[-len(tok.SPECIAL_TOKENS):] == 0).all()
+    eacute = enc.encode_single_token("é".encode()) if "é".encode() in enc._mergeable_ranks else None
+    if eacute is not None:
+        assert table[eacute] == 2
+    assert table[enc.encode_single_token(b"a")] == 1
+
+
+# ----------------------------------------------------------------------------- bits per byte
+def test_bpb_hand_computed_with_multibyte_and_special_token():
+    # ids: 0 = "a" (1 byte), 1 = "é" (2 bytes), 2 = "🙂" (4 bytes), 3 = <|bos|> (special: 0 bytes)
+    table = torch.tensor([1, 2, 4, 0])
+    targets = torch.tensor([0, 1, 3, 2])
+    nats = torch.tensor([0.5, 1.0, 9.0, 2.0])  # the BOS target's 9 nats are not counted
+    bpb, total_nats, total_bytes = bits_per_byte(nats, targets, table)
+    assert total_bytes == 7 and total_nats == pytest.approx(3.5)
+    assert bpb == pytest.approx(3.5 / (math.log(2) * 7))
+
+
+def test_evaluate_bpb_on_a_uniform_model():
+    """A model with a zero unembedding predicts uniformly: every counted token costs ln V."""
+    vocab, context = 50, 8
+    model = GPT(GPTConfig(vocab_size=vocab, depth=1, aspect_ratio=32, head_dim=16, context=context))
+    torch.nn.init.zeros_(model.lm_head.weight)
+    table = torch.ones(vocab, dtype=torch.long)
+    table[3], table[4] = 0, 3  # a special token and a 3-byte token
+    stream = torch.tensor([3, 1, 4, 2, 3, 4, 4, 1, 3, 0, 2, 4, 1, 1, 3, 2, 1], dtype=torch.int32)
+    res = evaluate_bpb(model, stream, table, context, batch_size=2, max_tokens=16)
+    targets = stream[1:17].long()
+    counted = table[targets]
+    expected = math.log(vocab) * int((counted > 0).sum()) / (math.log(2) * int(counted.sum()))
+    assert res["tokens"] == 16 and res["bytes"] == int(counted.sum())
+    assert res["bpb"] == pytest.approx(expected, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- CORE
+BOS = 256
+NEXT = {"a": "b", "b": "c", "c": " ", " ": "d", "d": "e", "e": "f", "f": "g"}
+
+
+def _bigram_model():
+    """A real (if tiny) byte-level language model: a bigram table with one preferred successor."""
+    table = torch.zeros(257, 257)
+    for a, b in NEXT.items():
+        table[ord(a), ord(b)] = 5.0
+    emb = torch.nn.Embedding.from_pretrained(table)
+    return lambda x: emb(x)
+
+
+def _encode(s: str) -> list[int]:
+    return list(s.encode())
+
+
+def _score(item: core.Item, shots=()) -> bool:
+    seqs, ranges = core._crop(*core.spans(item, core.render(item, list(shots)), _encode, BOS), 64)
+    return core.score_item(_bigram_model(), item, seqs, ranges, pad=BOS)
+
+
+def test_core_multiple_choice_picks_lowest_mean_loss():
+    assert _score(core.Item("multiple_choice", context="ab", choices=("defg", "xyzw"), gold=0))
+    assert not _score(core.Item("multiple_choice", context="ab", choices=("defg", "xyzw"), gold=1))
+    assert _score(core.Item("multiple_choice", context="ab", choices=("qqq", "defg", "zz"), gold=1))
+
+
+def test_core_schema_picks_the_context_that_explains_the_continuation():
+    item = core.Item("schema", contexts=("xyz", "abc"), continuation="defg", gold=1)
+    seqs, ranges = core.spans(item, core.render(item, []), _encode, BOS)
+    assert [s[a:b] for s, (a, b) in zip(seqs, ranges)] == [_encode(" defg")] * 2  # the shared suffix
+    assert _score(item)
+    assert not _score(core.Item("schema", contexts=("xyz", "abc"), continuation="defg", gold=0))
+
+
+def test_core_language_modeling_needs_the_exact_greedy_continuation():
+    assert _score(core.Item("language_modeling", context="zab", continuation="cdefg")) is False  # "c" then " "
+    assert _score(core.Item("language_modeling", context="zabc", continuation="defg"))
+    assert not _score(core.Item("language_modeling", context="zabc", continuation="defx"))
+
+
+def test_core_fewshot_is_fixed_and_excludes_the_item():
+    a = core.fewshot_indices(10, 3, 4, seed=1234)
+    assert a == core.fewshot_indices(10, 3, 4, seed=1234) and 3 not in a and len(set(a)) == 4
+    assert core.fewshot_indices(10, 3, 0, seed=1234) == []
+    shot = core.Item("multiple_choice", context="Q1", choices=("x", "y"), gold=1)
+    item = core.Item("multiple_choice", context="Q2", choices=("u", "v"), gold=0)
+    assert core.render(item, [shot]) == ["Q1 y\n\nQ2 u", "Q1 y\n\nQ2 v"]
+
+
+def test_centered_score_formula():
+    assert core.centered(0.75, 0.5) == pytest.approx(0.5)
+    assert core.centered(0.25, 0.25) == 0.0
+    assert core.centered(0.3, 0.0) == pytest.approx(0.3)
+    assert core.centered(0.0, 0.5) == pytest.approx(-1.0)
+
+
+def test_evaluate_core_on_the_shared_files_is_the_mean_of_centered_scores(enc):
+    model = GPT(GPTConfig(vocab_size=enc.n_vocab, depth=1, aspect_ratio=32, head_dim=16, context=64))
+    res = core.evaluate_core(lambda x: model(x), enc, EVAL, 64, 2, {"copa": 1}, 1234, tok.bos_id(enc))
+    assert set(res["tasks"]) == set(core.KINDS)
+    for task, r in res["tasks"].items():
+        assert r["items"] == 2 and r["random_baseline"] == core.RANDOM_BASELINE[task]
+        assert r["centered"] == pytest.approx(core.centered(r["accuracy"], r["random_baseline"]))
+    assert res["tasks"]["copa"]["fewshot"] == 1
+    assert res["core"] == pytest.approx(sum(r["centered"] for r in res["tasks"].values()) / 6)
+
+
+@pytest.mark.parametrize("name, text, line", [
+    ("copa.jsonl", '{"query": "a", "choices": ["b", "c"], "gold": 0}\n{"query": "a", "choices": ["b"]}\n', 2),
+    ("copa.jsonl", '{"query": "a", "choices": ["b", "c"], "gold": 0}\n\n{not json\n', 3),
+    ("winograd_wsc.jsonl", '{"context_options": ["a", "b"], "continuation": "c", "gold": 5}\n', 1),
+    ("hellaswag_val_full.txt.gz", "ctx\n1\ne1\ne2\ne3\ne4\nctx\nseven\ne1\ne2\ne3\ne4\n", 8),
+])
+def test_malformed_eval_line_names_file_and_line(tmp_path, name, text, line):
+    path = tmp_path / name
+    if name.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    task = {v: k for k, v in core.FILES.items()}[name]
+    with pytest.raises(core.EvalDataError) as exc:
+        core.load_task(tmp_path, task)
+    msg = str(exc.value)
+    assert "\n" not in msg and str(path) in msg and f"line {line}:" in msg
+
+
+def test_malformed_mirror_line_names_file_and_line(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"text": "one"}\n{"url": "no text"}\n')
+    with pytest.raises(DataError, match=r"docs\.jsonl: line 2: "):
+        read_jsonl_docs(path)
+
+
+# ----------------------------------------------------------------------------- windows and model
+def test_layer_windows_tile_the_pattern_and_end_long():
+    assert layer_windows("SSSL", 6, 2048, None) == [1024, 1024, 1024, None, 1024, None]
+    assert layer_windows("SL", 3, 256, 64) == [64, None, None]
+    assert layer_windows("S", 2, 64, 64) == [None, None]  # a window as long as the context is no window
+
+
+def _dense_attention(q, k, v, window):
+    n = q.shape[-2]
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    allowed = (j <= i) & (i - j < window)  # the definition: causal, the last `window` keys
+    s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    return torch.softmax(s.masked_fill(~allowed, float("-inf")), -1) @ v
+
+
+@pytest.mark.parametrize("backend", ["auto", "flex"])  # CPU: SDPA per query block; FlexAttention block mask
+@pytest.mark.parametrize("n, window", [(40, 7), (200, 64), (130, 1)])
+def test_sliding_window_attention_equals_dense_definition(backend, n, window):
+    g = torch.Generator().manual_seed(n + window)
+    q, k, v = (torch.randn(2, 3, n, 16, generator=g, dtype=torch.float64) for _ in range(3))
+    if backend == "flex":
+        q, k, v = q.float(), k.float(), v.float()
+    got = attend(q, k, v, causal=True, window=window, backend=backend)
+    want = _dense_attention(q.double(), k.double(), v.double(), window)
+    torch.testing.assert_close(got.double(), want, atol=1e-5 if backend == "flex" else 1e-10, rtol=1e-5)
+
+
+def test_base_attention_matches_explicit_reference_forward_and_backward():
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=64, depth=2, aspect_ratio=32, head_dim=16, context=48, short_window=9,
+                    variant="base")
+    attn = BaseAttention(cfg, layer=1, window=9).double()
+    for p in attn.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    x = torch.randn(2, 48, 64, dtype=torch.float64, requires_grad=True)
+    ve = torch.randn(2, 48, 64, dtype=torch.float64)
+    y = attn(x, ve)
+
+    def explicit(x):
+        h = lambda t: t.view(2, 48, 4, 16).transpose(1, 2)  # noqa: E731
+        q, k, v = h(x @ attn.c_q.weight.T), h(x @ attn.c_k.weight.T), h(x @ attn.c_v.weight.T)
+        gate = 2 * torch.sigmoid(x[..., :32] @ attn.ve_gate.weight.T)
+        v = v + gate.transpose(1, 2)[..., None] * h(ve)
+        rms = lambda t: t / t.pow(2).mean(-1, keepdim=True).add(torch.finfo(t.dtype).eps).sqrt()  # noqa: E731
+        q, k = rms(attn.rope(q)) * 1.2, rms(attn.rope(k)) * 1.2
+        o = _dense_attention(q, k, v, 9)
+        return o.transpose(1, 2).reshape(2, 48, 64) @ attn.c_proj.weight.T
+
+    want = explicit(x)
+    torch.testing.assert_close(y, want, atol=1e-10, rtol=1e-9)
+    g1, = torch.autograd.grad(y.square().sum(), x)
+    g2, = torch.autograd.grad(want.square().sum(), x)
+    torch.testing.assert_close(g1, g2, atol=1e-9, rtol=1e-8)
+
+
+def test_gka_lm_uses_the_registry_gka_with_rope_and_qk_norm():
+    cfg = GPTConfig(vocab_size=64, depth=2, aspect_ratio=32, head_dim=16, context=32, short_window=8, variant="gka")
+    model = GPT(cfg)
+    inner = model.blocks[0].attn.inner
+    assert inner.options.rope and inner.options.qk_norm and inner.window == 8 and inner.causal
+    assert not model.value_embeds and not any("c_q" in n or "c_k" in n or "c_v" in n for n, _ in model.named_parameters())
+    y = model(torch.randint(0, 64, (2, 32)))
+    assert y.shape == (2, 32, 64) and torch.isfinite(y).all() and y.abs().max() <= cfg.softcap
+
+
+def test_depth20_parameter_counts_and_flops_match_table8():
+    base = build_model(GPTConfig(vocab_size=32768, depth=20), "meta")
+    gka = build_model(GPTConfig(vocab_size=32768, depth=20, variant="gka"), "meta")
+    b, g = base.param_counts(), gka.param_counts()
+    assert b["total"] == 896_535_720 and b["total"] // 10**6 == 896
+    assert b["value_embeds"] == 10 * 32768 * 1280 == 419_430_400
+    assert g["total"] == 378_798_320 and g["total"] // 10**6 == 378 and g["value_embeds"] == 0
+    assert round(g["total"] / b["total"], 2) == 0.42
+    assert flops.flops_per_token(base)["total"] == pytest.approx(3.0042e9, rel=2e-5)
+    assert flops.flops_per_token(gka)["total"] == pytest.approx(2.4143e9, rel=2e-5)
+
+
+def test_matched_steps_give_equal_tokens_or_equal_flops():
+    assert flops.matched_steps(100, 3.0, 2.0, "tokens") == 100
+    assert flops.matched_steps(100, 3.0, 2.0, "flops") == 150  # 100 x 3 = 150 x 2
+    with pytest.raises(ValueError):
+        flops.matched_steps(100, 3.0, 2.0, "time")
+
+
+def test_lm_params_bad_values_name_the_file_and_key(tmp_path):
+    text = (REPO / "params.yaml").read_text().replace("  head_dim: 128\n", "  head_dim: 100\n", 1)
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(ParamsError, match=r"params\.yaml: scale paper: lm\.head_dim=100 must divide"):
+        lm_params(load_params(tmp_path / "params.yaml", "paper"))
+    text = (REPO / "params.yaml").read_text().replace("  softcap: 15.0\n", "  softcap: 15.0\n  depht: 3\n", 1)
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(ParamsError, match=r"unknown key 'lm\.depht'"):
+        load_params(tmp_path / "params.yaml")
+
+
+def test_flops_per_token_equals_flop_counter_mode_on_forward_and_backward():
+    """nanochat's formula against torch's FlopCounterMode (SDPA's math backend, so the
+    attention matmuls are visible to it; full attention, where the formula's keys = context)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = GPT(GPTConfig(vocab_size=300, depth=2, aspect_ratio=32, head_dim=16, context=64, window_pattern="L"))
+    x = torch.randint(0, 300, (2, 64))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(x).sum().backward()
+    assert counter.get_total_flops() / x.numel() == flops.flops_per_token(model)["total"]

@@ -1,0 +1,169 @@
+"""LM track stages at micro scale through the CLI: prepare-lm, train-lm (resume, SIGTERM,
+non-finite loss), eval-lm (and its one-line errors)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from kernattn.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+pytestmark = pytest.mark.xdist_group("lm_stages")
+
+
+@pytest.fixture(autouse=True)
+def _keep_torch_threads():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def write_params(folder: Path, **lm) -> Path:
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc["scale"] = "micro"
+    micro = doc["scales"]["micro"]
+    micro["lm"] = {**micro["lm"], "mirror": str(SHARED / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"),
+                   "eval_dir": str(SHARED / "eval"), "data_dir": str(folder / "lm/data"),
+                   "out_dir": str(folder / "lm/runs"), **lm}
+    doc["tracking"]["enabled"] = False
+    path = folder / "params.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("lm")
+    params = write_params(folder)
+    assert main(["prepare-lm", "--params", str(params)]) == 0
+    return folder
+
+
+def test_prepare_writes_bos_delimited_uint16_streams(ws):
+    data = ws / "lm/data"
+    meta = json.loads((data / "meta.json").read_text())
+    train, val = np.load(data / "train.npy"), np.load(data / "val.npy")
+    assert train.dtype == np.uint16 and val.dtype == np.uint16
+    assert meta["vocab_size"] == 400 and meta["train_docs"] == 130 and meta["val_docs"] == 20
+    assert int((train == meta["bos_id"]).sum()) == 130 and int((val == meta["bos_id"]).sum()) == 20
+    assert train[0] == meta["bos_id"] and meta["train_tokens"] == train.size
+    table = np.load(data / "token_bytes.npy")
+    assert int(table[train].sum()) == meta["train_bytes"]  # BPB's byte count is exact
+    assert "C4 sample" in meta["source"]["note"]
+
+
+def test_train_resume_is_bit_exact_and_eval_writes_bpb_and_core(ws):
+    params = str(ws / "params.yaml")
+    assert main(["train-lm", "--params", params, "--run", "lm-gka-flops-s0", "--stop-after", "2"]) == 0
+    run = ws / "lm/runs/lm-gka-flops-s0"
+    assert (run / "ckpt.pt").is_file() and not (run / "final.json").exists()
+    assert main(["train-lm", "--params", params, "--run", "lm-gka-flops-s0"]) == 0
+    resumed = torch.load(run / "model.pt", weights_only=True)
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines if x["split"] == "train"] == list(range(1, 6))  # 4 base steps -> 5 at equal FLOPs
+    assert main(["train-lm", "--params", params, "--run", "lm-gka-flops-s0", "--fresh"]) == 0
+    fresh = torch.load(run / "model.pt", weights_only=True)
+    assert all(torch.equal(resumed[k], fresh[k]) for k in fresh)
+    final = json.loads((run / "final.json").read_text())
+    assert final["matched"] == "flops" and final["steps"] == 5 and final["variant"] == "gka"
+
+    assert main(["eval-lm", "--params", params, "--run", "lm-gka-flops-s0"]) == 0
+    ev = json.loads((ws / "lm/eval/lm-gka-flops-s0.json").read_text())
+    assert ev["val_bpb"] > 0 and ev["train_bpb"] > 0 and ev["bpb"]["val"]["tokens"] == 512
+    assert set(ev["core"]["tasks"]) == {"hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai",
+                                        "winograd", "winogrande"}
+    assert all(t["items"] == 3 for t in ev["core"]["tasks"].values())
+
+
+def test_eval_with_a_malformed_task_file_is_one_line_exit_2(ws, tmp_path, capsys):
+    params = str(ws / "params.yaml")
+    assert main(["train-lm", "--params", params, "--run", "lm-base-s0"]) == 0
+    bad = tmp_path / "eval"
+    bad.mkdir()
+    for f in (SHARED / "eval").iterdir():
+        (bad / f.name).symlink_to(f)
+    (bad / "copa.jsonl").unlink()
+    (bad / "copa.jsonl").write_text('{"query": "q", "choices": ["a", "b"], "gold": 1}\n{"query": "q", "gold": 1}\n')
+    other = write_params(tmp_path, data_dir=str(ws / "lm/data"), out_dir=str(ws / "lm/runs"), eval_dir=str(bad))
+    capsys.readouterr()
+    assert main(["eval-lm", "--params", str(other), "--run", "lm-base-s0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{bad / 'copa.jsonl'}: line 2:" in err
+
+
+def test_unknown_run_is_a_usage_error(ws, capsys):
+    assert main(["train-lm", "--params", str(ws / "params.yaml"), "--run", "lm-gka-time-s0"]) == 2
+    assert "no LM run 'lm-gka-time-s0'" in capsys.readouterr().err
+
+
+def _env():
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING="false")
+    env.pop("KERNATTN_SCALE", None)
+    return env
+
+
+def test_sigterm_checkpoints_and_exits_143(ws, tmp_path):
+    params = write_params(tmp_path, data_dir=str(ws / "lm/data"), steps=100000, checkpoint_every=100000)
+    proc = subprocess.Popen([sys.executable, "-m", "kernattn.cli", "train-lm", "--params", str(params), "--run",
+                             "lm-base-s0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
+    line = proc.stdout.readline()
+    assert "from scratch" in line, line
+    metrics = tmp_path / "lm/runs/lm-base-s0/metrics.jsonl"
+    while metrics.stat().st_size == 0 or len(metrics.read_text().splitlines()) < 3:  # a few steps in
+        assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out
+    ckpt = torch.load(tmp_path / "lm/runs/lm-base-s0/ckpt.pt", weights_only=True)
+    assert ckpt["step"] >= 2 and not (tmp_path / "lm/runs/lm-base-s0/final.json").exists()
+
+
+def test_non_finite_loss_stops_naming_the_step(ws, tmp_path):
+    params = write_params(tmp_path, data_dir=str(ws / "lm/data"), lr=1.0e30, steps=20, grad_clip=0.0)
+    proc = subprocess.run([sys.executable, "-m", "kernattn.cli", "train-lm", "--params", str(params), "--run",
+                           "lm-base-s0"], capture_output=True, text=True, env=_env(), timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "non-finite training loss" in proc.stderr and "at step" in proc.stderr
+    assert not (tmp_path / "lm/runs/lm-base-s0/final.json").exists()
+
+
+def test_parquet_shards_are_read_and_pinned_sha256_checked(tmp_path, capsys):
+    """The FineWeb-Edu path without a network: shards already in the cache folder are used
+    (a download is only made for a missing one); a wrong pin is a one-line error."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernattn.data.fetch import sha256_bytes
+
+    shards = tmp_path / "lm/shards"
+    shards.mkdir(parents=True)
+    texts = [[f"shard {s} document {i}: the café costs 12€ 🙂" for i in range(30)] for s in range(3)]
+    for s, docs in enumerate(texts):
+        pq.write_table(pa.table({"text": docs}), shards / f"shard_{s:05d}.parquet")
+    digests = {str(s): sha256_bytes((shards / f"shard_{s:05d}.parquet").read_bytes()) for s in range(3)}
+    bad = {**digests, "1": hashlib.sha256(b"other").hexdigest()}
+    params = write_params(tmp_path, mirror=None, shards=3, shard_sha256=bad, max_docs=None,
+                          shard_url="https://127.0.0.1:9/shard_{index:05d}.parquet")
+    assert main(["prepare-lm", "--params", str(params)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "shard_00001.parquet: sha256" in err and "lm.shard_sha256[1]" in err
+    params = write_params(tmp_path, mirror=None, shards=3, shard_sha256=digests, max_docs=None,
+                          shard_url="https://127.0.0.1:9/shard_{index:05d}.parquet")
+    assert main(["prepare-lm", "--params", str(params)]) == 0
+    meta = json.loads((tmp_path / "lm/data/meta.json").read_text())
+    assert meta["source"]["kind"] == "download" and meta["source"]["shards"] == digests
+    assert meta["train_docs"] == 60 and meta["val_docs"] == 30  # the last shard is validation
+    assert meta["train_bytes"] == sum(len(d.encode()) for docs in texts[:2] for d in docs)
