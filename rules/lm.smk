@@ -31,7 +31,7 @@ rule lm_train:
         "results/logs/train-{lmrun}.log",
     threads: P.lm.threads or 4
     shell:
-        "kernattn train-lm {ARGS} --run {wildcards.lmrun} > {log} 2>&1"
+        "kernattn train-lm {ARGS} --run {wildcards.lmrun} --stale archive > {log} 2>&1"
 
 
 rule lm_eval:

@@ -39,7 +39,6 @@ def workspace(tmp_path: Path) -> Path:
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
     shutil.copytree(REPO / "rules", ws / "rules")  # the Snakefile's includes (rules/vision.smk)
     (ws / "src").symlink_to(REPO / "src")  # the code DVC stages depend on
-    (ws / "rules").symlink_to(REPO / "rules")  # the Snakefile's included rule files
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     doc["scales"]["micro"]["data"]["mirror"] = str(MIRROR)

@@ -342,18 +342,18 @@ CKPT_KEYS = ("format", "fingerprint", "fingerprint_config", "step", "metrics_lin
              "rng", "train_loss_acc", "train_loss_n", "elapsed_s", "train_s", "last_train", "last_val")
 
 
-def read_checkpoint(path: Path, fix: str) -> dict[str, Any]:
+def read_checkpoint(path: Path, fix: str, keys: tuple[str, ...] = CKPT_KEYS) -> dict[str, Any]:
     """A training checkpoint (weights_only=True), checked for the keys a resume needs; any
     problem is a one-line UsageError naming the file and ending with `fix`."""
     try:
         ckpt = load_torch(path, fix)
     except LoadError as exc:
         raise UsageError(str(exc)) from None
-    missing = [k for k in CKPT_KEYS if k not in ckpt] if isinstance(ckpt, dict) else list(CKPT_KEYS)
+    missing = [k for k in keys if k not in ckpt] if isinstance(ckpt, dict) else list(keys)
     if missing:
         raise UsageError(f"{path}: not a kernattn training checkpoint (missing {', '.join(missing[:3])}"
                          f"{' ...' if len(missing) > 3 else ''}); {fix}")
-    if ckpt["format"] != CKPT_FORMAT:
+    if "format" in keys and ckpt["format"] != CKPT_FORMAT:
         raise UsageError(f"{path}: checkpoint format {ckpt['format']!r}, this version reads {CKPT_FORMAT}; {fix}")
     return ckpt
 
@@ -408,8 +408,46 @@ def _archive_stale(run_dir: Path, why: str) -> Path:
     dest = run_dir.parent / ".stale" / f"{run_dir.name}-{stamp}"
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.replace(run_dir, dest)
-    print(f"kernattn train: {run_dir} held {why}: moved to {dest}; training from scratch")
+    print(f"kernattn: {run_dir} held {why}: moved to {dest}; training from scratch")
     return dest
+
+
+def open_run_dir(run_dir: Path, fingerprint: str, fp_config: dict, *, stale: str, command: str, run_id: str,
+                 variant: str | None = None, keys: tuple[str, ...] = ("fingerprint", "model")
+                 ) -> tuple[bool, dict | None]:
+    """What a run folder holds for these params, shared by every trainer: (done, checkpoint).
+
+    done: its final.json has this fingerprint (nothing to train). A finished run or a
+    checkpoint made under other params is refused with a one-line error (stale="error", the
+    default by hand) or moved to <out_dir>/.stale/ (stale="archive", what the pipeline passes):
+    never deleted. The checkpoint loads with weights_only=True and must carry `keys`."""
+    final_path, ckpt_path = run_dir / FINAL, run_dir / CKPT
+    redo = f"rerun with --fresh (or --stale archive) to retrain {run_id}"
+    if final_path.is_file():
+        try:
+            finished = json.loads(final_path.read_text())
+        except ValueError:
+            finished = {}
+        if isinstance(finished, dict) and finished.get("fingerprint") == fingerprint:
+            print(f"kernattn {command}: {run_id}: already finished ({final_path}); --fresh retrains it")
+            return True, None
+        if stale != "archive":
+            raise UsageError(f"{final_path}: a finished run from another configuration; {redo}")
+        _archive_stale(run_dir, "a finished run from another configuration")
+    if not ckpt_path.exists():
+        return False, None
+    ckpt = read_checkpoint(ckpt_path, f"rerun with --fresh to train {run_id} from scratch", keys)
+    if ckpt.get("fingerprint") == fingerprint:
+        return False, ckpt
+    diff = _differences(ckpt.get("fingerprint_config", {}), fp_config)
+    what = "; ".join(diff[:3]) + (" ..." if len(diff) > 3 else "") if diff else "unknown fields"
+    theirs = (ckpt.get("fingerprint_config") or {}).get("run") or {}
+    if variant and theirs.get("variant") not in (None, variant):  # the most telling difference first
+        what = f"a {theirs['variant']!r} model (run {theirs.get('run_id')}), not this run's {variant!r}; " + what
+    if stale != "archive":
+        raise UsageError(f"{ckpt_path}: checkpoint from another configuration ({what}); {redo}")
+    _archive_stale(run_dir, f"a checkpoint from another configuration ({what})")
+    return False, None
 
 
 def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int | None = None,
@@ -427,33 +465,10 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
     fingerprint = _digest(fp_config)
     ckpt_path, final_path, metrics_path = run_dir / CKPT, run_dir / FINAL, run_dir / METRICS
 
-    if final_path.is_file():
-        try:
-            done = json.loads(final_path.read_text())
-        except ValueError:
-            done = {}
-        if done.get("fingerprint") == fingerprint:
-            print(f"kernattn train: {spec.run_id}: already finished ({final_path}); --fresh retrains it")
-            return 0
-        if stale != "archive":
-            raise UsageError(f"{final_path}: a finished run from another configuration; "
-                             f"rerun with --fresh (or --stale archive) to retrain {spec.run_id}")
-        _archive_stale(run_dir, "a finished run from another configuration")
-    ckpt = None
-    if ckpt_path.exists():
-        ckpt = read_checkpoint(ckpt_path, f"rerun with --fresh to train {spec.run_id} from scratch")
-        if ckpt.get("fingerprint") != fingerprint:
-            diff = _differences(ckpt.get("fingerprint_config", {}), fp_config)
-            what = "; ".join(diff[:3]) + (" ..." if len(diff) > 3 else "") if diff else "unknown fields"
-            theirs = (ckpt.get("fingerprint_config") or {}).get("run") or {}
-            if theirs.get("variant") not in (None, spec.variant):  # say the most telling difference first
-                what = (f"a {theirs['variant']!r} model (run {theirs.get('run_id')}), not this run's "
-                        f"{spec.variant!r}; " + what)
-            if stale != "archive":
-                raise UsageError(f"{ckpt_path}: checkpoint from another configuration ({what}); rerun with "
-                                 f"--fresh (or --stale archive) to train {spec.run_id} from scratch")
-            _archive_stale(run_dir, f"a checkpoint from another configuration ({what})")
-            ckpt = None
+    done, ckpt = open_run_dir(run_dir, fingerprint, fp_config, stale=stale, command="train", run_id=spec.run_id,
+                              variant=spec.variant, keys=CKPT_KEYS)
+    if done:
+        return 0
     run_dir.mkdir(parents=True, exist_ok=True)
 
     # ---- device, threads, model, optimizer

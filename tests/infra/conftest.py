@@ -63,7 +63,6 @@ def make_workspace(root: Path, *, tracking: dict | None = None, mlflow_ui: str |
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
     shutil.copytree(REPO / "rules", ws / "rules")  # the Snakefile's includes (rules/vision.smk)
     (ws / "src").symlink_to(REPO / "src")
-    (ws / "rules").symlink_to(REPO / "rules")  # the Snakefile's included rule files
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     doc["scales"]["micro"].setdefault("data", {})["mirror"] = str(mirror)

@@ -46,7 +46,7 @@ def add_dvc_stages(stages: dict, params, params_file: str, cache: bool) -> None:
                             "outs": [{p: {"cache": cache}} for p in data]}
     for run_id in run_ids(params):
         stages[f"lm-train-{run_id}"] = {
-            "cmd": f"kernattn train-lm {args} --run {run_id}", "deps": [*data, *CODE_DEPS], "params": keys,
+            "cmd": f"kernattn train-lm {args} --run {run_id} --stale archive", "deps": [*data, *CODE_DEPS], "params": keys,
             "outs": [{str(run_dir(params.lm, run_id)): {"cache": cache, "persist": True}}]}
         stages[f"lm-eval-{run_id}"] = {
             "cmd": f"kernattn eval-lm {args} --run {run_id}",

@@ -42,7 +42,8 @@ import torch
 import torch.nn.functional as F
 
 from ..io import atomic_write_json, atomic_write_text
-from ..train import _atomic_torch_save, _derive_seed, _Stop, git_info, resolve_device, rng_state, seed_everything, set_rng_state
+from ..train import (_atomic_torch_save, _derive_seed, _Stop, git_info, open_run_dir, resolve_device, rng_state,
+                     seed_everything, set_rng_state)
 from . import flops as fl
 from .model import GPT, GPTConfig, build_model
 from .runs import LMRun, add_stage_arguments, load_stage, run_dir
@@ -108,11 +109,19 @@ def plan(lm, vocab: int, run: LMRun) -> dict[str, Any]:
             "base_flops_per_token": base_fpt, "matched": run.matched}
 
 
-def fingerprint(lm, run: LMRun, vocab: int, data_digest: str) -> str:
+# What a resume reads from a checkpoint (train.open_run_dir refuses one without them).
+CKPT_KEYS = ("fingerprint", "step", "lines", "elapsed", "model", "optimizer", "rng")
+
+
+def fingerprint_config(lm, run: LMRun, vocab: int, data_digest: str) -> dict:
+    """What makes a run's weights: the lm fields that matter, the run, the vocabulary and data."""
     fields = {k: v for k, v in dataclasses.asdict(lm).items() if k not in NOT_FINGERPRINTED}
-    blob = json.dumps({"format": CKPT_FORMAT, "lm": fields, "run": dataclasses.asdict(run), "vocab": vocab,
-                       "data": data_digest}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return json.loads(json.dumps({"format": CKPT_FORMAT, "lm": fields, "run": dataclasses.asdict(run),
+                                  "vocab": vocab, "data": data_digest}, default=str))
+
+
+def fingerprint(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @torch.no_grad()
@@ -133,7 +142,7 @@ def _dev(model) -> torch.device:
     return model.lm_head.weight.device
 
 
-def train(params, run: LMRun, *, fresh: bool = False, stop_after: int | None = None) -> int:
+def train(params, run: LMRun, *, fresh: bool = False, stop_after: int | None = None, stale: str = "error") -> int:
     from ..tracking import Tracker, flatten
 
     lm = params.lm
@@ -146,20 +155,15 @@ def train(params, run: LMRun, *, fresh: bool = False, stop_after: int | None = N
     vocab = int(meta["vocab_size"])
     # the data's identity: meta.json records the sources' sha256s and the token counts
     digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
-    fp = fingerprint(lm, run, vocab, digest)
+    fp_config = fingerprint_config(lm, run, vocab, digest)
+    fp = fingerprint(fp_config)
     final_path, ckpt_path, metrics_path = out / "final.json", out / "ckpt.pt", out / "metrics.jsonl"
-    if final_path.is_file() and json.loads(final_path.read_text()).get("fingerprint") == fp:
-        print(f"kernattn train-lm: {run.run_id}: already finished ({final_path})")
+    done, ckpt = open_run_dir(out, fp, fp_config, stale=stale, command="train-lm", run_id=run.run_id,
+                              variant=run.variant, keys=CKPT_KEYS)
+    if done:
         return 0
-    ckpt = None
-    if ckpt_path.is_file():
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        if ckpt.get("fingerprint") != fp:
-            print(f"kernattn train-lm: {ckpt_path} is from another configuration: training from scratch")
-            shutil.rmtree(out)
-            ckpt = None
-    elif out.exists():
-        shutil.rmtree(out)  # a finished run of other params, or a session that never checkpointed
+    if ckpt is None and out.exists():
+        shutil.rmtree(out)  # no checkpoint yet (and no finished run): nothing to keep
     out.mkdir(parents=True, exist_ok=True)
 
     device = resolve_device(lm.device)
@@ -221,7 +225,7 @@ def train(params, run: LMRun, *, fresh: bool = False, stop_after: int | None = N
         _atomic_torch_save(ckpt_path, {"format": CKPT_FORMAT, "fingerprint": fp, "step": st.step, "lines": st.lines,
                                        "elapsed": st.elapsed, "model": model.state_dict(), "optimizer": opt.state_dict(),
                                        "rng": rng_state(gen), "mlflow": st.mlflow, "last_val": st.last_val,
-                                       "last_train": st.last_train})
+                                       "last_train": st.last_train, "fingerprint_config": fp_config})
         tracker.flush()
 
     def val():
@@ -302,9 +306,11 @@ def train(params, run: LMRun, *, fresh: bool = False, stop_after: int | None = N
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_stage_arguments(parser)
     parser.add_argument("--fresh", action="store_true", help="delete the run folder first")
+    parser.add_argument("--stale", choices=("error", "archive"), default="error",
+                        help="a run folder made under other params: refuse (default) or move it to .stale/")
     parser.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
     params, spec = load_stage(args)
-    return train(params, spec, fresh=args.fresh, stop_after=args.stop_after)
+    return train(params, spec, fresh=args.fresh, stop_after=args.stop_after, stale=args.stale)

@@ -42,8 +42,8 @@ import torch
 
 from ..cli import UsageError
 from ..io import atomic_write_json, atomic_write_text
-from ..train import (_archive_stale, _atomic_torch_save, _derive_seed, _differences, _digest, _Stop,
-                     git_info, resolve_device, rng_state, seed_everything, set_rng_state)
+from ..train import (_atomic_torch_save, _derive_seed, _digest, _Stop, git_info, open_run_dir, resolve_device,
+                     rng_state, seed_everything, set_rng_state)
 from . import data as vdata
 from .models import attention_modules, build_vit, spec_from_params
 from .params import LABELS, VARIANTS, add_params_arguments, stage_params
@@ -51,6 +51,9 @@ from .params import LABELS, VARIANTS, add_params_arguments, stage_params
 HELP = "train one DeiT-style ViT run (deit / gka / vlt x seed) with the DeiT recipe"
 CKPT_FORMAT = 1
 CONFIG, METRICS, CKPT, FINAL = "config.json", "metrics.jsonl", "ckpt.pt", "final.json"
+# What a resume reads from a checkpoint (train.open_run_dir refuses one without them).
+CKPT_KEYS = ("fingerprint", "fingerprint_config", "step", "metrics_lines", "model", "ema", "optimizer", "rng",
+             "elapsed_s", "train_s", "acc", "acc_n", "last_val")
 # vision.* fields that change neither the weights nor the metrics.
 NOT_FINGERPRINTED = ("out_dir", "checkpoint_every", "threads", "compile", "device", "workers", "viz_image",
                      "viz_seed", "viz_max_tokens", "analysis_dir", "counts_dir", "data_dir", "data_root",
@@ -156,28 +159,10 @@ def train(params, run_id: str, *, fresh: bool = False, stop_after: int | None = 
     fp_config = fingerprint_config(vp, variant, seed, meta)
     fingerprint = _digest(fp_config)
     ckpt_path, final_path, metrics_path = run_dir / CKPT, run_dir / FINAL, run_dir / METRICS
-    if final_path.is_file():
-        with contextlib.suppress(ValueError):
-            if json.loads(final_path.read_text()).get("fingerprint") == fingerprint:
-                print(f"kernattn train-vision: {run_id}: already finished ({final_path})")
-                return 0
-        if stale != "archive":
-            raise UsageError(f"{final_path}: a finished run from another configuration; rerun with --fresh "
-                             f"(or --stale archive)")
-        _archive_stale(run_dir, "a finished run from another configuration")
-    ckpt = None
-    if ckpt_path.is_file():
-        try:
-            ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001
-            raise UsageError(f"{ckpt_path}: unreadable checkpoint ({type(exc).__name__}); rerun with --fresh") from None
-        if ckpt.get("fingerprint") != fingerprint:
-            what = "; ".join(_differences(ckpt.get("fingerprint_config", {}), fp_config)[:3])
-            if stale != "archive":
-                raise UsageError(f"{ckpt_path}: checkpoint from another configuration ({what}); rerun with "
-                                 f"--fresh (or --stale archive)")
-            _archive_stale(run_dir, f"a checkpoint from another configuration ({what})")
-            ckpt = None
+    done, ckpt = open_run_dir(run_dir, fingerprint, fp_config, stale=stale, command="train-vision",
+                              run_id=run_id, variant=variant, keys=CKPT_KEYS)
+    if done:
+        return 0
     run_dir.mkdir(parents=True, exist_ok=True)
 
     # ---- device, data, model, recipe
