@@ -7,6 +7,7 @@
 # dvc.yaml holds the same stages for `dvc repro` (generated: `kernattn dvc-yaml`).
 from kernattn.config import load_params, run_matrix
 from kernattn import pipeline
+from snakemake.exceptions import WorkflowError
 
 PARAMS_FILE = config.get("params", "params.yaml")
 P = load_params(PARAMS_FILE, config.get("scale"))
@@ -14,6 +15,10 @@ ARGS = pipeline.scale_args(P, PARAMS_FILE)
 RUNS = [run.run_id for run in run_matrix(P)]
 DATA = pipeline.data_outputs(P)
 GPA_RUNS = pipeline.gpa_run_ids(P)
+try:  # the local core count (--cores); cluster executors have none and raise
+    ALL_CORES = workflow.cores
+except WorkflowError:
+    ALL_CORES = 1
 
 
 rule all:
@@ -92,8 +97,9 @@ rule analyze_gpa:
 
 
 rule bench:
-    # Whole-model throughput, memory and MFU (GKA paper Table 4). It asks for every core so
-    # that no training job runs beside it and disturbs the timings.
+    # Whole-model throughput, memory and MFU (GKA paper Table 4). Run locally it asks for every
+    # core so that no training job runs beside it and disturbs the timings; on a cluster the
+    # job has its node's CPUs to itself anyway (profiles set its resources).
     output:
         pipeline.bench_output(P),
     params:
@@ -102,7 +108,7 @@ rule bench:
         matrix=P.raw["matrix"],
     log:
         "results/logs/bench.log",
-    threads: workflow.cores
+    threads: ALL_CORES
     shell:
         "kernattn bench {ARGS} > {log} 2>&1"
 

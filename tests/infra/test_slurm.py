@@ -120,32 +120,36 @@ def _scontrol_jobs(cluster) -> list[dict]:
     return jobs
 
 
+def _time_limit(minutes: int) -> str:
+    """SLURM's TimeLimit text for a runtime in minutes ([D-]HH:MM:SS)."""
+    days, rest = divmod(minutes, 24 * 60)
+    clock = f"{rest // 60:02d}:{rest % 60:02d}:00"
+    return f"{days}-{clock}" if days else clock
+
+
 def test_jobs_got_the_profile_resources(slurm_cluster, micro_pipeline):
-    """Training asked for a GPU of the site's model, 8 CPUs and its time limit; the other
-    rules for CPUs only; all in the profile's partition, all completed with exit code 0."""
+    """Every job got its rule's resources from the profile (default-resources, then the rule's
+    set-resources): partition, CPUs, time limit, and a GPU only where the profile asks for one
+    (char, vision and LM training, LM evaluation, the benchmark); all completed with exit 0."""
     assert micro_pipeline.returncode == 0
     ids = set(re.findall(r"submitted with SLURM jobid (\d+)", micro_pipeline.output))
     jobs = [j for j in _scontrol_jobs(slurm_cluster) if j.get("JobId") in ids]
     assert len(jobs) == len(ids), "slurmctld forgot jobs (MinJobAge?)"
-    train_jobs = [j for j in jobs if "rule_train" in j.get("Comment", "")]
-    assert len(train_jobs) == len(MICRO_RUNS), [j.get("Comment") for j in jobs]
+    profile = yaml.safe_load((REPO / "profiles" / "slurm-test" / "config.yaml").read_text())
+    rules = []
     for job in jobs:
+        rule = re.match(r"rule_(.+?)(?:_wildcards_.*)?$", job.get("Comment", "")).group(1)  # the plugin's comment
+        rules.append(rule)
+        want = {**profile["default-resources"], **profile.get("set-resources", {}).get(rule, {})}
         assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", job
-        assert job["Partition"] == harness.PARTITION
-    for job in train_jobs:
-        assert "gres/gpu=1" in job.get("TRES", "") or "gpu" in job.get("TresPerJob", ""), job
-        assert job["NumCPUs"] == "8" and job["TimeLimit"] == "04:00:00", job
-    # the LM track's training and evaluation (rules/lm.smk) also get a GPU
-    lm_jobs = {rule: [j for j in jobs if f"rule_{rule}_" in j.get("Comment", "")] for rule in ("lm_train", "lm_eval")}
-    for rule, limit in (("lm_train", "1-00:00:00"), ("lm_eval", "04:00:00")):
-        assert len(lm_jobs[rule]) == len(LM_RUNS), [j.get("Comment") for j in jobs]
-        for job in lm_jobs[rule]:
-            assert "gres/gpu=1" in job.get("TRES", "") or "gpu" in job.get("TresPerJob", ""), job
-            assert job["NumCPUs"] == "8" and job["TimeLimit"] == limit, job
-    for job in jobs:
-        if job not in train_jobs and job not in lm_jobs["lm_train"] + lm_jobs["lm_eval"]:
-            assert "gpu" not in job.get("TRES", "") + job.get("TresPerJob", ""), job
-            assert job["TimeLimit"] == "00:30:00", job
+        assert job["Partition"] == harness.PARTITION, job
+        assert job["NumCPUs"] == str(want["cpus_per_task"]), (rule, job)
+        assert job["TimeLimit"] == _time_limit(want["runtime"]), (rule, job)
+        gpu = "gres/gpu=1" in job.get("TRES", "") or "gpu" in job.get("TresPerJob", "")
+        assert gpu == bool(want.get("gpu")), (rule, job)
+    assert rules.count("train") == len(MICRO_RUNS), rules
+    assert rules.count("lm_train") == rules.count("lm_eval") == len(LM_RUNS), rules
+    assert {"train_vision", "bench"} <= set(rules), rules
 
 
 def test_a_second_run_has_nothing_to_do(slurm_cluster, micro_pipeline):
