@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from . import analysis
-from .config import ParamsError, Params, find_run, load_params, run_matrix
+from .config import Params, find_run, load_params, run_matrix
 from .io import atomic_write_text
 from .vision import stages as vision_stages
 from .lm import pipeline as lm_pipeline
@@ -168,12 +168,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
 
-    try:
-        params = load_params(args.params, args.scale)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
     out = Path(args.out)
     # DVC runs commands from dvc.yaml's folder: name the params file relative to it.
     text = render(params, os.path.relpath(args.params, start=out.parent.resolve()), args.cache)

@@ -188,12 +188,9 @@ class Syncer:
 
 def run(args: argparse.Namespace) -> int:
     from .cli import UsageError
-    from .config import ParamsError, load_params
+    from .config import load_params
 
-    try:
-        params = load_params(args.params, args.scale)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
     tracking = params.tracking
     if args.tracking_uri:
         tracking = dataclasses.replace(tracking, uri=args.tracking_uri, enabled=True)

@@ -97,7 +97,7 @@ import torch.nn.functional as F
 from .io import (LineAppender, LoadError, atomic_path, atomic_write_json, atomic_write_text, load_torch,
                  read_lines)
 from .cli import UsageError
-from .config import Params, ParamsError, RunSpec, find_run, load_params
+from .config import Params, RunSpec, find_run, load_params
 
 HELP = "train one run of the experiment matrix (resumable; writes <train.out_dir>/<run_id>/)"
 
@@ -144,11 +144,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        params = load_params(args.params, args.scale)
-        spec = find_run(params, args.run)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    spec = find_run(params, args.run)
     if args.stop_after is not None and args.stop_after < 0:
         raise UsageError(f"--stop-after must be >= 0, got {args.stop_after}")
     return train(params, spec, fresh=args.fresh, stop_after=args.stop_after,

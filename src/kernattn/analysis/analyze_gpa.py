@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import ParamsError, RunSpec, find_run, load_params
+from ..config import RunSpec, find_run, load_params
 from ..data import decode, load_vocab
 from ..io import atomic_dir
 from . import SUMMARY, banks, heads, newlines, plots, run_dir
@@ -61,11 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..cli import UsageError
 
-    try:
-        params = load_params(args.params, args.scale)
-        spec = find_run(params, args.run)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    spec = find_run(params, args.run)
     if spec.variant != "gpa":
         raise UsageError(f"run {spec.run_id} has attention {spec.variant!r}, not gpa: it has no kernel banks")
     summary = analyze(params, spec, params_file=args.params)

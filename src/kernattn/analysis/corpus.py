@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..config import ParamsError, load_params
+from ..config import load_params
 from ..data import load_split, load_vocab
 from ..io import atomic_dir
 from . import SUMMARY, corpus_dir, newlines, plots
@@ -87,12 +87,8 @@ def analyze_corpus(params) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
 
-    try:
-        params = load_params(args.params, args.scale)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
     path = analyze_corpus(params)
     s = json.loads(path.read_text())["splits"]["train"]
     print(f"kernattn analyze-corpus: {s['separations']:,} newline separations in the training split; "

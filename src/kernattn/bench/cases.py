@@ -7,7 +7,6 @@ models so that the stage runs on a CPU in the tiny DAG (and in CI) in well under
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import torch
 

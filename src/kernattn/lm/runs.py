@@ -70,13 +70,9 @@ def add_stage_arguments(parser, with_run: bool = True) -> None:
 def load_stage(args, with_run: bool = True):
     """(params, LMRun or None) from the stage's arguments; a bad params file or run id is a
     one-line UsageError."""
-    from ..cli import UsageError
     from ..config import load_params
     from .params import lm_params
 
-    try:
-        params = load_params(args.params, args.scale)
-        lm_params(params)
-        return params, (find_lm_run(params, args.run) if with_run else None)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    lm_params(params)
+    return params, (find_lm_run(params, args.run) if with_run else None)

@@ -107,10 +107,6 @@ def add_params_arguments(parser) -> None:
 
 def stage_params(args):
     """load_params for a stage: a bad params file is a one-line usage error."""
-    from ..cli import UsageError
-    from ..config import ParamsError, load_params
+    from ..config import load_params
 
-    try:
-        return load_params(args.params, args.scale)
-    except ParamsError as exc:
-        raise UsageError(str(exc)) from None
+    return load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
