@@ -17,6 +17,8 @@ import importlib
 import os
 import sys
 
+from .errors import ParamsError, UsageError  # noqa: F401 (re-exported: kernattn.cli.UsageError)
+
 # subcommand -> (module, one-line help). Only the invoked stage's module is imported, so a
 # light stage (prepare, dvc-yaml) does not pay for torch, MLflow or matplotlib.
 STAGES: dict[str, tuple[str, str]] = {
@@ -39,10 +41,6 @@ STAGES: dict[str, tuple[str, str]] = {
     "train-lm": ("kernattn.lm.train", "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"),
     "eval-lm": ("kernattn.lm.evaluate", "LM track: bits per byte and the CORE subset of one trained run"),
 }
-
-
-class UsageError(ValueError):
-    """A bad argument or combination of arguments: reported in one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a bad argument (2, message already printed)
         return exc.code if isinstance(exc.code, int) else 1
     from .attention import AttentionConfigError
-    from .config import ParamsError
 
     try:
         return int(args._run(args) or 0)

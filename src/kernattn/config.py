@@ -27,8 +27,7 @@ SCALE_ENV = "KERNATTN_SCALE"
 MIRROR_ENV = "KERNATTN_DATA_MIRROR"
 
 
-class ParamsError(ValueError):
-    """A params.yaml that cannot be used; the message is one line naming file and key."""
+from .errors import ParamsError  # noqa: F401 (re-exported: kernattn.config.ParamsError)
 
 
 def _pos(doc=""):

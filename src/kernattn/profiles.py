@@ -63,7 +63,7 @@ def set_status_command(text: str, command: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
+    from .errors import UsageError
 
     source = Path(args.source)
     config = source / "config.yaml"

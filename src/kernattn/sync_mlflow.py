@@ -187,7 +187,7 @@ class Syncer:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
+    from .errors import UsageError
     from .config import load_params
 
     params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)

@@ -102,7 +102,7 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
 
 def settings(args: argparse.Namespace) -> dict:
     """db (absolute Path), artifact_root, host, port, pid_file, log_file from args + params."""
-    from .cli import UsageError
+    from .errors import UsageError
     from .config import TrackingParams, load_params
 
     params = None
@@ -278,7 +278,7 @@ def stop_from_pid_file(pid_file: Path, grace: float) -> str:
 
 # ----------------------------------------------------------------------------- stage
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
+    from .errors import UsageError
 
     cfg = settings(args)
     if args.stop:

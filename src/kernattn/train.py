@@ -96,7 +96,7 @@ import torch.nn.functional as F
 
 from .io import (LineAppender, LoadError, atomic_path, atomic_write_json, atomic_write_text, load_torch,
                  read_lines)
-from .cli import UsageError
+from .errors import UsageError
 from .config import Params, RunSpec, find_run, load_params
 
 HELP = "train one run of the experiment matrix (resumable; writes <train.out_dir>/<run_id>/)"

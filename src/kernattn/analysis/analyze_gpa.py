@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
     spec = find_run(params, args.run)
@@ -80,7 +80,7 @@ def _fmt(x) -> str:
 # ----------------------------------------------------------------------------- inputs
 def load_models(params, spec: RunSpec, data, device, params_file: str = "params.yaml"):
     """(model at initialisation, trained model, final.json) of a finished run."""
-    from ..cli import UsageError
+    from ..errors import UsageError
     from ..models import GPT
     from ..io import LoadError, load_torch
     from ..train import CKPT, FINAL, seed_everything

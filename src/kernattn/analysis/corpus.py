@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def newline_id(data_dir) -> int:
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     try:
         chars = load_vocab(data_dir)
@@ -50,7 +50,7 @@ def newline_id(data_dir) -> int:
 
 def analyze_corpus(params) -> Path:
     """Write the corpus folder; returns the path of its summary.json."""
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     data_dir = Path(params.data.out_dir)
     nl = newline_id(data_dir)

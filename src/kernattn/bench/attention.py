@@ -84,7 +84,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from .. import attention
-from ..cli import UsageError
+from ..errors import UsageError
 
 HELP = "time forward+backward and peak memory of every attention variant (fast vs reference)"
 

@@ -168,7 +168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     params, _ = load_stage(args, with_run=False)
     lm = params.lm

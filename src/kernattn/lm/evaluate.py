@@ -35,7 +35,7 @@ HELP = "LM track: bits per byte (train, val) and the CORE subset of one trained 
 
 
 def evaluate_run(params, run: LMRun) -> dict:
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     lm = params.lm
     folder = run_dir(lm, run.run_id)
@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     params, spec = load_stage(args)
     try:

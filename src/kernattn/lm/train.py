@@ -63,7 +63,7 @@ class TrainError(RuntimeError):
 
 def load_stream(data_dir: str | Path, split: str, context: int) -> np.ndarray:
     """The split's uint16 token stream, memory-mapped (paper scale: billions of tokens)."""
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     path = Path(data_dir) / f"{split}.npy"
     if not path.is_file():

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..cli import UsageError
+from ..errors import UsageError
 from ..data.fetch import DataError, download, read_local
 from ..io import atomic_dir
 from .params import add_params_arguments, stage_params

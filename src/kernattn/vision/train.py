@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from ..cli import UsageError
+from ..errors import UsageError
 from ..io import atomic_write_json, atomic_write_text
 from ..train import (_atomic_torch_save, _derive_seed, _digest, _Stop, git_info, open_run_dir, resolve_device,
                      rng_state, seed_everything, set_rng_state)

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from ..analysis.plots import new_figure
-from ..cli import UsageError
+from ..errors import UsageError
 from ..io import atomic_dir
 from . import data as vdata
 from .params import add_params_arguments, stage_params
