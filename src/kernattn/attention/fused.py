@@ -57,6 +57,12 @@ def attend(
         use_flex = False
     if use_flex:
         return _flex(q, k, v, causal, window, scale, bias_table)
+    if bias_table is not None and q.dtype in (torch.bfloat16, torch.float16):
+        # The SDPA paths take the bias in q's dtype, and a bf16 lag table loses a GPA bank's
+        # lag-to-lag differences (see lag_score_mod): run these fallbacks in float32.
+        out = attend(q.float(), k.float(), v.float(), causal=causal, window=window, scale=scale,
+                     bias_table=bias_table.float(), backend=backend)
+        return out.to(q.dtype)
     if q.device.type == "cpu" and _CPU_FLASH is not None and backend == "auto":
         return _ChunkedLagAttention.apply(q, k, v, bias_table, causal, window, scale)
     return _dense_mask_sdpa(q, k, v, causal, window, scale, bias_table)
@@ -137,7 +143,7 @@ class _ChunkedLagAttention(torch.autograd.Function):
         u = _flipped_lag_source(table, n, causal, window, q.dtype, q.device)
         q_rev = q.flip(-2)
         out_rev = q.new_empty(*q.shape[:-1], v.shape[-1])
-        lse_rev = q.new_empty(q.shape[:-1])
+        lse_rev = q.new_empty(q.shape[:-1], dtype=torch.float32)  # the kernel's logsumexp is float32 for bf16 too
         for i0, i1, k0, k1 in _blocks(n, causal, window, QUERY_BLOCK):
             r0, r1 = n - i1, n - i0
             o, l = _CPU_FLASH(q_rev[..., r0:r1, :], k[..., k0:k1, :], v[..., k0:k1, :], 0.0, False,
@@ -159,7 +165,7 @@ class _ChunkedLagAttention(torch.autograd.Function):
         du = torch.zeros_like(u) if want_table else None
         if want_table:
             delta = (dout_rev * out_rev).sum(-1, keepdim=True)
-            qs_aug = torch.cat((q_rev * scale, -lse_rev[..., None]), dim=-1)
+            qs_aug = torch.cat((q_rev * scale, -lse_rev[..., None].to(q_rev.dtype)), dim=-1)
             k_aug = torch.cat((k, torch.ones_like(k[..., :1])), dim=-1)
             do_aug = torch.cat((dout_rev, -delta), dim=-1)
             v_aug = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)
@@ -212,6 +218,22 @@ def _block_mask(n: int, causal: bool, window: int | None, device: str):
     return create_block_mask(mask_mod, None, None, n, n, device=device)
 
 
+def lag_score_mod(bias_table: torch.Tensor, n: int):
+    """FlexAttention score_mod adding table[h, lag + n - 1] to the score, in float32.
+
+    The table stays float32 even under bf16 autocast or bf16 inputs: a GPA bank reaches
+    magnitudes of ~64 (M = 64, add), where bf16 steps are 0.25-0.5 logits, about the size of
+    the lag-to-lag differences the bank encodes. The score is promoted too, so the sum is
+    formed in float32 (the fused CUDA kernel keeps scores in float32 anyway)."""
+    table = bias_table.float()
+    offset = n - 1
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score.to(torch.float32) + table[h, q_idx - kv_idx + offset]
+
+    return score_mod
+
+
 def _flex(q, k, v, causal, window, scale, bias_table):
     from torch.nn.attention.flex_attention import flex_attention
 
@@ -219,11 +241,7 @@ def _flex(q, k, v, causal, window, scale, bias_table):
     block_mask = _block_mask(n, causal, window, str(q.device)) if (causal or window is not None) else None
     score_mod = None
     if bias_table is not None:
-        table = bias_table.to(q.dtype)
-        offset = n - 1
-
-        def score_mod(score, b, h, q_idx, kv_idx):
-            return score + table[h, q_idx - kv_idx + offset]
+        score_mod = lag_score_mod(bias_table, n)
 
     # Compiled on CUDA (eager flex materialises the scores); eager elsewhere, where it serves
     # to check the score_mod/block-mask logic against the reference (forward only on CPU).
