@@ -115,7 +115,7 @@ def kernel_checks(ctx: Context, shape: Shape, log) -> list[dict]:
             want = _reference(*leaves64[:3], causal, window, leaves64[3])
             want_g = _grads(want, probe.to(dev), leaves64)
             for dtype in (torch.float32, torch.bfloat16):
-                for path in _paths(ctx):
+                for path in _paths(ctx, window):
                     qkv = [t.detach().to(dev, dtype).requires_grad_() for t in (q64, k64, v64)]
                     table = table64.to(dev, torch.float32).requires_grad_()  # tables are float32
                     out = _attend(path, qkv, causal, window, table, _has_backward(ctx, path))
@@ -133,10 +133,13 @@ def kernel_checks(ctx: Context, shape: Shape, log) -> list[dict]:
     return rows
 
 
-def _paths(ctx: Context) -> tuple[str, ...]:
-    # CUDA: the Flex path is what `auto` takes with a table. CPU: both the CPU fast path
-    # (auto) and the eager Flex forward, the same score_mod/block mask the GPU compiles.
-    return ("flex",) if ctx.is_gpu else ("auto", "flex")
+def _paths(ctx: Context, window: int | None) -> tuple[str, ...]:
+    # CUDA: the Flex path is what `auto` takes with a table. CPU: the CPU fast path (auto),
+    # and the eager Flex forward (the score_mod and block mask the GPU compiles) for the
+    # windowed mask only, since each eager Flex call on CPU traces for about a second.
+    if ctx.is_gpu:
+        return ("flex",)
+    return ("auto", "flex") if window is not None else ("auto",)
 
 
 def _has_backward(ctx: Context, path: str) -> bool:
