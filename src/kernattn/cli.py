@@ -28,6 +28,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "analyze-gpa": ("kernattn.analysis.analyze_gpa", "read one GPA run's kernel banks: shapes, bump, sampled text, head removal"),
     "report": ("kernattn.report.build", "render report/index.html from the runs"),
     "bench": ("kernattn.bench.stage", "throughput, peak memory and MFU of whole models per attention variant (Table 4)"),
+    "gpu-check": ("kernattn.gpu_check.stage", "prove and measure every GPU path in parts (tests, kernels, models, train) -> results/gpu/<device>/"),
     "bench-attention": ("kernattn.bench.attention", "time forward+backward and peak memory of every attention variant"),
     "dvc-yaml": ("kernattn.pipeline", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),
     "install-profile": ("kernattn.profiles", "install the SLURM snakemake profile with your site's values"),

@@ -25,7 +25,8 @@ class Context:
     params: str = "params.yaml"
     corpus: str | None = None  # the train part's Dickens text (default: params.yaml's tiny mirror)
     work_dir: str | None = None
-    families: tuple[str, ...] = ("vit", "char_gpt", "lm")
+    families: tuple[str, ...] = ("vit", "char_gpt", "lm")   # the models part's
+    train_rows: tuple[str, ...] = ("rope", "gpa_m64_rope")   # the train part's matrix rows (the first is killed once)
 
     @property
     def is_gpu(self) -> bool:
@@ -76,7 +77,7 @@ def write_part_summary(ctx: Context, result: PartResult) -> str:
     head = [f"# gpu-check on {device_name(ctx.device)}", "",
             f"torch {torch.__version__}; {'tiny shapes' if ctx.tiny else 'full shapes'}; "
             f"files in this folder: one CSV per part, and this summary.", ""]
-    atomic_write_text(ctx.out_dir / "summary.md", "\n".join(head) + "\n".join(sections))
+    atomic_write_text(ctx.out_dir / "summary.md", "\n".join(head) + "\n" + "\n".join(sections))
     return name
 
 

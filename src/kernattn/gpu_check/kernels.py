@@ -29,7 +29,7 @@ import torch
 from .. import attention
 from ..bench.attention import Prepared, device_name, measure_interleaved, time_step
 from ..bench.models import peak_for_name
-from .common import Context, PartResult, guard, write_csv, write_part_summary  # noqa: F401
+from .common import Context, PartResult, write_csv
 
 SCHEMA = {"variant": str, "path": str, "mode": str, "causal": bool, "batch": int, "n": int, "heads": int,
           "d_head": int, "dtype": str, "median_ms": float, "tflops": float, "frac_peak": float,
@@ -151,7 +151,6 @@ def _failed(ctx, label, mode, causal, batch, n, shape, dtype, exc, rates) -> dic
 
 
 def run_part(ctx: Context, log) -> PartResult:
-    guard(ctx, [CSV_NAME])
     shape = TINY if ctx.tiny else FULL
     dtype = torch.bfloat16 if ctx.is_gpu else torch.float32  # bf16 attention on a CPU is no reference point
     sheet = peak_for_name(device_name(ctx.device), dtype) if ctx.is_gpu else None

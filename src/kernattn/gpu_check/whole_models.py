@@ -19,7 +19,7 @@ import sys
 from ..bench.models import RATIO_SCHEMA, SCHEMA, compute_ratios, measure_family
 from ..bench.stage import CSV_NAME, RATIOS_NAME, family_cases, settings_for
 from ..config import load_params
-from .common import Context, PartResult, guard, write_csv
+from .common import Context, PartResult, write_csv
 
 LM_MFU_TARGET = 0.35
 TINY_BENCH = dict(size="small", char_rows=("rope", "gpa_m64_rope", "gka"), train_batches=(2,), infer_batches=(2,),
@@ -46,7 +46,6 @@ def lm_mfu_ratios(rows: list[dict], device_type: str) -> list[dict]:
 
 
 def run_part(ctx: Context, log) -> PartResult:
-    guard(ctx, [CSV_NAME, RATIOS_NAME])
     params = bench_params(ctx)
     rows = []
     for family in ctx.families:
