@@ -85,7 +85,9 @@ def _prepare(ctx, label, causal, batch, n, shape, dtype, mode) -> Prepared:
     gen = torch.Generator().manual_seed(n)
     size = (batch, shape.heads, n, shape.d_head)
     train = mode == "fwd+bwd"
-    q, k, v, probe = (torch.randn(size, generator=gen).to(ctx.device, dtype).requires_grad_(train) for _ in range(4))
+    q, k, v, probe = (torch.randn(size, generator=gen).to(ctx.device, dtype) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(train)
     p = SimpleNamespace(f=v, v=v, n=n) if variant == "gka" else SimpleNamespace(q=q, k=k, v=v, n=n)
     leaves = [q, k, v, *module.parameters()]
 
