@@ -13,6 +13,10 @@ lag + n - 1, lag = i - j). It picks, per call:
   (FlexAttention has no backward on CPU, and SDPA with a float mask that needs grad falls
   back to its math backend: O(B H n^2) memory, about 5x the time at n = 2048);
 - `backend="sdpa"`: SDPA with the dense [H, n, n] float mask, the plain form (any device).
+
+A lag table is never rounded to bf16/fp16: FlexAttention's score_mod adds it in float32
+(`lag_score_mod`), and the SDPA paths, which take the bias in q's dtype, run in float32 when
+q is bf16/fp16 and there is a table (a GPA bank of size ~64 would lose its lag-to-lag steps).
 """
 
 from __future__ import annotations
