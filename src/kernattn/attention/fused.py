@@ -147,7 +147,8 @@ class _ChunkedLagAttention(torch.autograd.Function):
         u = _flipped_lag_source(table, n, causal, window, q.dtype, q.device)
         q_rev = q.flip(-2)
         out_rev = q.new_empty(*q.shape[:-1], v.shape[-1])
-        lse_rev = q.new_empty(q.shape[:-1], dtype=torch.float32)  # the kernel's logsumexp is float32 for bf16 too
+        # The kernel's logsumexp is at least float32 (float32 for bf16 inputs, float64 for float64).
+        lse_rev = q.new_empty(q.shape[:-1], dtype=torch.promote_types(q.dtype, torch.float32))
         for i0, i1, k0, k1 in _blocks(n, causal, window, QUERY_BLOCK):
             r0, r1 = n - i1, n - i0
             o, l = _CPU_FLASH(q_rev[..., r0:r1, :], k[..., k0:k1, :], v[..., k0:k1, :], 0.0, False,
@@ -222,18 +223,20 @@ def _block_mask(n: int, causal: bool, window: int | None, device: str):
     return create_block_mask(mask_mod, None, None, n, n, device=device)
 
 
-def lag_score_mod(bias_table: torch.Tensor, n: int):
-    """FlexAttention score_mod adding table[h, lag + n - 1] to the score, in float32.
+def lag_score_mod(bias_table: torch.Tensor, n: int, q_dtype: torch.dtype = torch.float32):
+    """FlexAttention score_mod adding table[h, lag + n - 1] to the score, in at least float32.
 
     The table stays float32 even under bf16 autocast or bf16 inputs: a GPA bank reaches
     magnitudes of ~64 (M = 64, add), where bf16 steps are 0.25-0.5 logits, about the size of
     the lag-to-lag differences the bank encodes. The score is promoted too, so the sum is
-    formed in float32 (the fused CUDA kernel keeps scores in float32 anyway)."""
-    table = bias_table.float()
+    formed in float32 (the fused CUDA kernel keeps scores in float32 anyway); float64 inputs
+    (the CPU equivalence tests) stay float64."""
+    work = torch.promote_types(torch.promote_types(bias_table.dtype, q_dtype), torch.float32)
+    table = bias_table.to(work)
     offset = n - 1
 
     def score_mod(score, b, h, q_idx, kv_idx):
-        return score.to(torch.float32) + table[h, q_idx - kv_idx + offset]
+        return score.to(work) + table[h, q_idx - kv_idx + offset]
 
     return score_mod
 
@@ -245,7 +248,7 @@ def _flex(q, k, v, causal, window, scale, bias_table):
     block_mask = _block_mask(n, causal, window, str(q.device)) if (causal or window is not None) else None
     score_mod = None
     if bias_table is not None:
-        score_mod = lag_score_mod(bias_table, n)
+        score_mod = lag_score_mod(bias_table, n, q.dtype)
 
     # Compiled on CUDA (eager flex materialises the scores); eager elsewhere, where it serves
     # to check the score_mod/block-mask logic against the reference (forward only on CPU).
