@@ -78,9 +78,10 @@ class NWAttention(KernelAttention):
             return sdpa_flops(n, keys, h, d, d, width=padded_width(d))
         if name == "linear":
             return feature_attention_flops(n, d, d, h, self.causal)
-        # yat: q k^T and W v against every key (the window only masks), recomputed in backward.
+        # yat: q k^T and W v against every key (the window only masks); backward recomputes
+        # q k^T only (checkpointing stops once the tensors backward needs are rebuilt).
         fwd = 2.0 * n * n * h * (d + d)
-        return MixingFlops(fwd, 3 * fwd)
+        return MixingFlops(fwd, 2 * fwd + fwd / 2)
     def prepare(self, x):
         q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
