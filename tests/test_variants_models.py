@@ -14,8 +14,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from kernattn import attention
 from kernattn.attention import registry
+from kernattn.attention.registry import freeze_options
 from kernattn.lm import flops
-from kernattn.lm.model import GPT, GPTConfig, freeze_options
+from kernattn.lm.model import GPT, GPTConfig
 from kernattn.vision.models import ViTSpec, attention_modules, build_vit
 
 ROWS = [(name, opts) for name in attention.available() for opts in registry.variations(name)]
@@ -88,6 +89,10 @@ def test_lm_flops_per_token_equal_flop_counter_mode(name, opts):
     f = flops.flops_per_token(model)
     assert counter.get_total_flops() / x.numel() == pytest.approx(f["total"] + f["padding"], rel=1e-12)
     assert f["dense"] == 6 * sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    names = set(model.linear_weights())
+    assert "lm_head.weight" in names and "blocks.0.mlp.c_fc.weight" in names and "blocks.0.attn.inner.proj_out.weight" in names
+    assert not names & {"wte.weight", "resid_lambdas", "x0_lambdas", *(n for n, _ in model.named_parameters()
+                                                                     if "bank" in n or "lag_bias" in n)}
 
 
 @pytest.mark.parametrize("context, window, chunk", [(80, 24, 16), (64, 8, 16), (50, 40, 16), (40, 7, 64)])
@@ -175,8 +180,10 @@ def test_vit_names_and_defaults():
     ("softmax", {"position": "alibi"}, "set option position: none"),
     ("gka", {"rope": True}, "set option rope: false"),
     ("valueless", {"position": "lag_table"}, "lag_table"),
+    ("flash", {}, "valid: deit, vlt, gka, favor, gpa, nw, softmax, valueless"),
+    ("nw", {"kernel": "cosine"}, "exp_dot, gaussian, yat, linear"),
 ])
-def test_lag_bias_variants_on_a_patch_grid_fail_with_one_line(name, opts, needle):
+def test_impossible_vision_rows_fail_with_one_line(name, opts, needle):
     with pytest.raises(attention.AttentionConfigError) as e:
         build_vit(ViTSpec(name, **VIT, attention_options=freeze_options(opts)))
     assert needle in str(e.value) and "\n" not in str(e.value)

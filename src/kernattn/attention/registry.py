@@ -116,6 +116,11 @@ def make_options(name: str, options: dict[str, Any]):
     return spec.options(**converted)
 
 
+def freeze_options(options: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """A row's options dict as a sorted, hashable tuple (lists -> tuples), for frozen configs."""
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (options or {}).items()))
+
+
 def variations(name: str) -> list[dict[str, Any]]:
     """The option sets that change what variant `name` computes, one option at a time: the
     defaults ({}), every other value of each option with `choices`, and each bool flipped.

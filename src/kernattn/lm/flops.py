@@ -19,8 +19,6 @@ Matched modes (the comparison the paper did not make):
 
 from __future__ import annotations
 
-from torch import nn
-
 from .model import GPT
 
 
@@ -28,7 +26,7 @@ def flops_per_token(model: GPT) -> dict[str, float]:
     """dense, attention, total (= dense + attention) and padding FLOPs per token, forward +
     backward, for sequences of the full context."""
     n = model.cfg.context
-    dense = 6 * sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    dense = 6 * sum(w.numel() for w in model.linear_weights().values())
     attn = pad = 0.0
     for block, window in zip(model.blocks, model.windows):
         mix = block.attn.inner.mixing_flops(n, window if window is not None else n)

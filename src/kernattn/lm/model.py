@@ -35,6 +35,7 @@ from torch import nn
 
 from .. import attention
 from ..attention import registry
+from ..attention.registry import freeze_options  # noqa: F401  (the trainers' way to fill attention_options)
 
 QK_GAIN = 1.2  # nanochat scales q and k by 1.2 after their RMS norm (notes/anchors.md)
 VE_GATE_CHANNELS = 32
@@ -42,11 +43,6 @@ VARIANTS = ("base", "gka")  # the two rows of seed 003's Table 8 (names kept for
 ALIASES = {"base": "softmax"}  # the LM's name for nanochat's attention
 # nanochat's flavour, for the options a row does not set (only those the variant has).
 LM_DEFAULTS: dict[str, Any] = {"position": "rope", "rope": True, "qk_norm": True, "qk_gain": QK_GAIN}
-
-
-def freeze_options(options: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
-    """A row's options dict as the sorted, hashable tuple GPTConfig holds (lists -> tuples)."""
-    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (options or {}).items()))
 
 
 @dataclass(frozen=True)
@@ -210,6 +206,13 @@ class GPT(nn.Module):
     def value_embed_layers(self) -> list[int]:
         """The layers whose values get a value embedding (none for gka / valueless)."""
         return sorted(int(i) for i in self.value_embeds)
+
+    def linear_weights(self) -> dict[str, nn.Parameter]:
+        """The weights of every Linear layer (the matrices that multiply activations): the
+        parameters to weight-decay. Embeddings, residual scalars and the attention's
+        elementwise parameters (kernel banks, lag tables, T5 buckets, bandwidths, learned RoPE
+        frequencies, all 2-D or 1-D) are not among them."""
+        return {f"{name}.weight": m.weight for name, m in self.named_modules() if isinstance(m, nn.Linear)}
 
     # ------------------------------------------------------------------ counts
     def param_counts(self) -> dict[str, int]:

@@ -28,6 +28,7 @@ from torch import nn
 
 from .. import attention
 from ..attention import registry
+from ..attention.registry import freeze_options
 from .params import VARIANTS
 
 VISION_DEFAULTS = {"position": "none", "bias": True}
@@ -78,10 +79,12 @@ class ViTSpec:
         """(registry name, options) after aliases and the vision defaults."""
         if self.variant in VARIANTS:
             name, options = VARIANTS[self.variant][0], dict(VARIANTS[self.variant][1])
-        else:
-            name, options = self.variant, {}
-            fields = registry.option_fields(name)  # AttentionConfigError names the valid variants
+        elif self.variant in registry.available():
+            name, fields = self.variant, registry.option_fields(self.variant)
             options = {k: v for k, v in VISION_DEFAULTS.items() if k in fields}
+        else:
+            raise attention.AttentionConfigError(
+                f"unknown vision attention {self.variant!r}; valid: {', '.join(dict.fromkeys([*VARIANTS, *registry.available()]))}")
         if name == "gka":
             options["init_sigma"] = self.gka_init_sigma
         return name, options | dict(self.attention_options)
@@ -90,7 +93,7 @@ class ViTSpec:
 def spec_from_params(vp, variant: str, in_chans: int, num_classes: int, options: dict | None = None) -> ViTSpec:
     return ViTSpec(variant, vp.img_size, vp.patch_size, in_chans, num_classes, vp.embed_dim, vp.depth,
                    vp.n_head, vp.mlp_ratio, vp.drop_path, vp.gka_init_sigma,
-                   tuple(sorted((options or {}).items())))
+                   freeze_options(options))
 
 
 def paper_spec(variant: str, size: str) -> ViTSpec:
