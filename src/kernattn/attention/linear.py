@@ -3,7 +3,9 @@
 Used by FAVOR+ (positive random features, Choromanski et al. 2021) and by the signed linear
 kernel of seed 002 (phi = identity). By associativity the cost is O(N m dv) instead of
 O(N^2): bidirectional as phi(Q) (phi(K)^T V); causal in chunks, a running state
-sum_j phi(k_j) v_j^T carried across chunks and an exact masked product inside each chunk.
+sum_j phi(k_j) v_j^T carried across chunks and an exact masked product inside each chunk;
+causal with a sliding window (the LM's short layers) from per-chunk states summed over the
+chunks a query chunk sees whole, plus an exact masked product over the window's ragged edge.
 A ones column appended to V gives numerator and denominator in one pass.
 """
 
