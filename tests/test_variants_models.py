@@ -130,6 +130,8 @@ def test_softmax_row_is_nanochats_baseline():
     (dict(variant="gpa", attention_options=freeze_options({"combine": "sum"})), "add, mult"),
     (dict(variant="nw", attention_options=freeze_options({"kernel": "linear"}), window_pattern="SL",
           short_window=8), "kernel='linear'"),
+    (dict(variant="softmax", attention_options=freeze_options({"position": "lag_table", "max_len": 16})),
+     "max_len=16 is shorter than lm.context=32"),
 ])
 def test_impossible_lm_rows_fail_with_one_line(cfg_kw, needle):
     with pytest.raises(attention.AttentionConfigError) as e:

@@ -122,6 +122,11 @@ class Attention(nn.Module):
             where = (f" (lm.window_pattern={cfg.window_pattern!r} gives layer {layer} a window of {window})"
                      if window is not None and "window" in str(e) else "")
             raise attention.AttentionConfigError(f"LM attention {cfg.variant!r}: {e}{where}") from None
+        max_len = getattr(getattr(self.inner, "lag_bias", None), "max_len", None)
+        if max_len is not None and max_len < cfg.context:  # else the first full-length batch fails
+            raise attention.AttentionConfigError(
+                f"LM attention {cfg.variant!r}: option max_len={max_len} is shorter than lm.context={cfg.context}; "
+                f"set max_len >= {cfg.context}")
         self.n_head = cfg.n_head
         self.ve_gate = (nn.Linear(VE_GATE_CHANNELS, self.n_head, bias=False)
                         if cfg.uses_value_embeds and has_value_embed(layer, cfg.depth) else None)
