@@ -26,12 +26,16 @@ CONFIGS = {
     "softmax-alibi": ("softmax", dict(position="alibi")),
     "softmax-t5": ("softmax", dict(position="t5", t5_buckets=16, t5_max_distance=64)),
     "softmax-lag_table": ("softmax", dict(position="lag_table", max_len=256)),
+    "softmax-rope-qknorm": ("softmax", dict(position="rope", qk_norm=True, qk_gain=1.2)),
+    "softmax-alibi-qkgain": ("softmax", dict(position="alibi", qk_gain=0.7)),
     "valueless-rope": ("valueless", dict(position="rope")),
+    "valueless-rope-qknorm": ("valueless", dict(position="rope", qk_norm=True, qk_gain=1.2)),
     "gpa-add-dp": ("gpa", dict(kernel="decay_periodic", combine="add", n_kernels=4)),
     "gpa-add-dp-rope": ("gpa", dict(kernel="decay_periodic", combine="add", n_kernels=4, rope=True)),
     "gpa-add-decay": ("gpa", dict(kernel="decay", combine="add", n_kernels=3)),
     "gpa-mult-dp": ("gpa", dict(kernel="decay_periodic", combine="mult", n_kernels=4)),
     "gpa-mult-decay-rope": ("gpa", dict(kernel="decay", combine="mult", n_kernels=3, rope=True)),
+    "gpa-add-rope-qknorm": ("gpa", dict(combine="add", n_kernels=4, rope=True, qk_norm=True, qk_gain=1.2)),
     "gka": ("gka", dict()),
     "gka-lm": ("gka", dict(rope=True, qk_norm=True)),
     "nw-exp_dot": ("nw", dict(kernel="exp_dot")),
@@ -41,7 +45,8 @@ CONFIGS = {
     "favor": ("favor", dict(n_features=32, chunk=8)),
 }
 MASKS = {"causal": (True, None), "causal-w5": (True, 5), "bidir": (False, None), "bidir-w5": (False, 5)}
-NO_WINDOW = {"nw-linear", "favor"}
+NO_WINDOW = {"nw-linear"}
+NO_BIDIR_WINDOW = {"favor"}  # its chunked causal form takes a window, the bidirectional one not
 
 
 def perturb(module: torch.nn.Module, seed: int = 0) -> None:
@@ -94,6 +99,7 @@ CASES = [
     for mask in MASKS
     for n in (1, 17, 256)
     if not (label in NO_WINDOW and MASKS[mask][1] is not None)
+    and not (label in NO_BIDIR_WINDOW and mask == "bidir-w5")
 ]
 
 
@@ -259,8 +265,10 @@ def test_bad_shapes_and_impl():
         attention.build("softmax", d_model=30, n_head=4)
     with pytest.raises(attention.AttentionConfigError, match="fast, reference"):
         attention.build("softmax", d_model=32, n_head=4, impl="flash")
-    with pytest.raises(attention.AttentionConfigError, match="window"):
-        attention.build("favor", d_model=32, n_head=4, window=8)
+    with pytest.raises(attention.AttentionConfigError, match="bidirectional sliding-window"):
+        attention.build("favor", d_model=32, n_head=4, causal=False, window=8)
+    with pytest.raises(attention.AttentionConfigError, match="kernel='linear'.*window=None"):
+        attention.build("nw", d_model=32, n_head=4, kernel="linear", window=8)
     m = attention.build("softmax", d_model=32, n_head=4, position="lag_table", max_len=8)
     with pytest.raises(ValueError, match="max_len"):
         m(torch.randn(1, 9, 32))
@@ -306,3 +314,35 @@ def test_dense_mask_backend_matches_reference(label, mask):
     check_close(y_fast, y_ref, "output")
     for name in g_ref:
         check_close(g_fast[name], g_ref[name], f"grad {name}")
+
+
+# --------------------------------------------------------------------------- nanochat's QK norm
+@pytest.mark.parametrize("name", ["softmax", "valueless", "gpa"])
+def test_qk_norm_and_gain_against_written_out_attention(name):
+    """qk_norm + qk_gain written out by hand: RoPE, then q / rms(q) x gain (and k likewise),
+    then softmax(q k^T / sqrt(d) [+ bias]) over the causal window, in float64."""
+    opts = dict(qk_norm=True, qk_gain=1.2, **({"n_kernels": 3} if name == "gpa" else {"position": "rope"}))
+    if name == "gpa":
+        opts["rope"] = True
+    torch.manual_seed(0)
+    fast = attention.build(name, d_model=D_MODEL, n_head=N_HEAD, causal=True, window=6, **opts).double()
+    perturb(fast)
+    x = torch.randn(2, 19, D_MODEL, dtype=torch.float64, requires_grad=True)
+    y = fast(x)
+    heads = lambda t: t.view(2, 19, N_HEAD, -1).transpose(1, 2)  # noqa: E731
+    w = fast.proj_in.weight
+    q, k = heads(x @ w[:D_MODEL].T), heads(x @ w[D_MODEL : 2 * D_MODEL].T)
+    v = heads(x @ w[2 * D_MODEL :].T) if name != "valueless" else heads(x)
+    rms = lambda t: t / t.pow(2).mean(-1, keepdim=True).add(torch.finfo(t.dtype).eps).sqrt()  # noqa: E731
+    q, k = rms(fast.rope(q)) * 1.2, rms(fast.rope(k)) * 1.2
+    logits = q @ k.transpose(-1, -2) / math.sqrt(D_MODEL // N_HEAD)
+    i, j = torch.arange(19)[:, None], torch.arange(19)[None, :]
+    if name == "gpa":
+        logits = logits + fast.bank.bank(i - j)
+    logits = logits.masked_fill(~((j <= i) & (i - j < 6)), float("-inf"))
+    want = fast.merge_heads(torch.softmax(logits, -1) @ v) @ fast.proj_out.weight.T
+    check_close(y, want, "output")
+    g1, = torch.autograd.grad(y.square().sum(), x)
+    g2, = torch.autograd.grad(want.square().sum(), x)
+    check_close(g1, g2, "grad x")
+

@@ -16,7 +16,7 @@ from kernattn.config import ParamsError, load_params
 from kernattn.lm import core, flops, tokenizer as tok
 from kernattn.lm.bpb import bits_per_byte, evaluate_bpb
 from kernattn.lm.data import DataError, read_jsonl_docs
-from kernattn.lm.model import GPT, GPTConfig, BaseAttention, build_model, layer_windows
+from kernattn.lm.model import GPT, Attention, GPTConfig, build_model, layer_windows
 from kernattn.lm.params import lm_params
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,7 +234,8 @@ def test_base_attention_matches_explicit_reference_forward_and_backward():
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=64, depth=2, aspect_ratio=32, head_dim=16, context=48, short_window=9,
                     variant="base")
-    attn = BaseAttention(cfg, layer=1, window=9).double()
+    attn = Attention(cfg, layer=1, window=9).double()
+    assert attn.inner.registry_name == "softmax" and float(attn.inner.rope.inv_freq[1]) == pytest.approx(100000.0 ** (-2 / 16), rel=1e-6)
     for p in attn.parameters():
         torch.nn.init.normal_(p, std=0.3)
     x = torch.randn(2, 48, 64, dtype=torch.float64, requires_grad=True)
@@ -243,13 +244,14 @@ def test_base_attention_matches_explicit_reference_forward_and_backward():
 
     def explicit(x):
         h = lambda t: t.view(2, 48, 4, 16).transpose(1, 2)  # noqa: E731
-        q, k, v = h(x @ attn.c_q.weight.T), h(x @ attn.c_k.weight.T), h(x @ attn.c_v.weight.T)
+        w_q, w_k, w_v = attn.inner.proj_in.weight.chunk(3, dim=0)
+        q, k, v = h(x @ w_q.T), h(x @ w_k.T), h(x @ w_v.T)
         gate = 2 * torch.sigmoid(x[..., :32] @ attn.ve_gate.weight.T)
         v = v + gate.transpose(1, 2)[..., None] * h(ve)
         rms = lambda t: t / t.pow(2).mean(-1, keepdim=True).add(torch.finfo(t.dtype).eps).sqrt()  # noqa: E731
-        q, k = rms(attn.rope(q)) * 1.2, rms(attn.rope(k)) * 1.2
+        q, k = rms(attn.inner.rope(q)) * 1.2, rms(attn.inner.rope(k)) * 1.2
         o = _dense_attention(q, k, v, 9)
-        return o.transpose(1, 2).reshape(2, 48, 64) @ attn.c_proj.weight.T
+        return o.transpose(1, 2).reshape(2, 48, 64) @ attn.inner.proj_out.weight.T
 
     want = explicit(x)
     torch.testing.assert_close(y, want, atol=1e-10, rtol=1e-9)
@@ -263,7 +265,7 @@ def test_gka_lm_uses_the_registry_gka_with_rope_and_qk_norm():
     model = GPT(cfg)
     inner = model.blocks[0].attn.inner
     assert inner.options.rope and inner.options.qk_norm and inner.window == 8 and inner.causal
-    assert not model.value_embeds and not any("c_q" in n or "c_k" in n or "c_v" in n for n, _ in model.named_parameters())
+    assert not model.value_embeds and not any("proj_in" in n for n, _ in model.named_parameters())
     y = model(torch.randint(0, 64, (2, 32)))
     assert y.shape == (2, 32, 64) and torch.isfinite(y).all() and y.abs().max() <= cfg.softcap
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from . import gka, gpa, kernels, linear, softmax  # noqa: F401  (each registers its variants)
 from .base import KernelAttention
-from .registry import AttentionConfigError, available, make_options, option_fields, variant
+from .registry import AttentionConfigError, available, freeze_options, make_options, option_fields, variant, variations
 
 
 def build(
@@ -37,4 +37,4 @@ def describe(name: str) -> dict[str, object]:
     return {k: f.default for k, f in option_fields(name).items()}
 
 
-__all__ = ["AttentionConfigError", "KernelAttention", "available", "build", "describe"]
+__all__ = ["AttentionConfigError", "KernelAttention", "available", "build", "describe", "freeze_options", "variations"]

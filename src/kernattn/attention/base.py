@@ -7,9 +7,17 @@ A variant implements three methods on the output of its own `prepare(x)`:
 - `p.v`: the values being regressed.
 `impl="reference"` runs `reference.nadaraya_watson` on the same parameters, and
 `attention_weights(x)` returns the normalised kernel the forward pass used.
+
+What a model needs to know about a variant without running it lives here too:
+`has_value_projection` (a W_V whose output can take the LM's value embeddings),
+`allows_window(options)`, `position_scheme()` (the 1-D positional form it applies, if any)
+and `mixing_flops(n, keys)` (the matmul FLOPs of mixing tokens, which FLOPs/token adds to
+6 x the linear weights).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -18,9 +26,43 @@ from . import reference
 from .registry import IMPLS, AttentionConfigError
 
 
+@dataclass(frozen=True)
+class MixingFlops:
+    """Matmul FLOPs (2 per multiply-accumulate) of mixing one sequence, all heads.
+
+    `padding_*` are the FLOPs spent on zero channels that a fused kernel needs (GKA's head
+    width padded to a multiple of 8): run, but not part of the algorithm's count."""
+
+    forward: float
+    backward: float
+    padding_forward: float = 0.0
+    padding_backward: float = 0.0
+
+
+def sdpa_flops(n: int, keys: int, heads: int, d_qk: int, d_v: int, width: int | None = None) -> MixingFlops:
+    """softmax(q k^T) v on n queries of `keys` keys each: q k^T and P v forward, four matmuls
+    backward (dq, dk, dP, dv). `width`: the padded head width the kernel actually runs at."""
+    fwd = 2.0 * n * keys * heads * (d_qk + d_v)
+    pad = 0.0 if width is None else 2.0 * n * keys * heads * ((width - d_qk) + (width - d_v))
+    return MixingFlops(fwd, 2 * fwd, pad, 2 * pad)
+
+
 class KernelAttention(nn.Module):
+    registry_name = "?"          # set by registry.register
+    has_value_projection = True  # a W_V: the LM adds its value embeddings to that output
+
+    @classmethod
+    def allows_window(cls, options, causal: bool) -> bool:
+        """Whether the variant has a sliding-window form with these options."""
+        return True
+
     def __init__(self, d_model: int, n_head: int, causal: bool, window: int | None, impl: str, options):
         super().__init__()
+        if window is not None and not self.allows_window(options, causal):
+            raise AttentionConfigError(
+                f"attention {self.registry_name!r} with options {_short(options)} has no "
+                f"{'causal' if causal else 'bidirectional'} sliding-window form; use window=None"
+            )
         if n_head < 1 or d_model % n_head:
             raise AttentionConfigError(
                 f"d_model={d_model} must be a positive multiple of n_head={n_head}"
@@ -56,10 +98,26 @@ class KernelAttention(nn.Module):
     def kernel(self, p, allowed: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def position_scheme(self) -> str | None:
+        """The relative-position form the variant applies along the 1-D token order (None:
+        none; it sees tokens as a set plus whatever the model adds)."""
+        return None
+
+    def mixing_flops(self, n: int, keys: int) -> MixingFlops:
+        """FLOPs of mixing n queries that see `keys` keys each (window or context; nanochat's
+        convention: causal masking does not halve it)."""
+        raise NotImplementedError(f"attention {self.registry_name!r} does not state its FLOPs")
+
+    def forward(self, x: torch.Tensor, v_add: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, N, d_model] -> [B, N, d_model]. `v_add` [B, H, N, dv] is added to the values
+        (the LM's gated value embeddings); only for variants with a value projection."""
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"expected x of shape [B, N, {self.d_model}], got {tuple(x.shape)}")
         p = self.prepare(x)
+        if v_add is not None:
+            if not self.has_value_projection:
+                raise AttentionConfigError(f"attention {self.registry_name!r} has no value projection to add to")
+            p.v = p.v + v_add
         if self.impl == "fast":
             heads = self.fast(p)
         else:
@@ -79,3 +137,10 @@ class KernelAttention(nn.Module):
             f"d_model={self.d_model}, n_head={self.n_head}, causal={self.causal}, "
             f"window={self.window}, impl={self.impl!r}, options={self.options}"
         )
+
+
+def _short(options) -> str:
+    """Options that differ from their defaults, as `k=v` (for one-line messages)."""
+    changed = [f"{f.name}={getattr(options, f.name)!r}" for f in fields(options)
+               if getattr(options, f.name) != f.default]
+    return "{" + ", ".join(changed) + "}"

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import KernelAttention
+from .base import KernelAttention, sdpa_flops
 from .fused import attend
 from .positions import Rope
 from .registry import positive, register
@@ -43,6 +43,11 @@ class GKAOptions:
     rope_base: float = positive(10000.0)
 
 
+def padded_width(d_head: int) -> int:
+    """Head width of the fused call: d + 1 channels rounded up to a multiple of 8."""
+    return 8 * math.ceil((d_head + 1) / 8)
+
+
 def _pad_last(t: torch.Tensor, size: int) -> torch.Tensor:
     return F.pad(t, (0, size - t.shape[-1])) if t.shape[-1] < size else t
 
@@ -50,11 +55,19 @@ def _pad_last(t: torch.Tensor, size: int) -> torch.Tensor:
 @register("gka", GKAOptions, "projection-free Gaussian kernel attention with a learnable bandwidth per head")
 class GKAAttention(KernelAttention):
     window_backend = "auto"
+    has_value_projection = False  # the values are x's head slices
 
     def __init__(self, d_model, n_head, causal, window, impl, options):
         super().__init__(d_model, n_head, causal, window, impl, options)
         self.log_sigma = nn.Parameter(torch.full((n_head,), math.log(options.init_sigma)))
         self.rope = Rope(self.d_head, options.rope_base) if options.rope else None
+
+    def position_scheme(self):
+        return "rope" if self.rope is not None else None
+
+    def mixing_flops(self, n, keys):
+        # Counted at the head width d (seed 003's Table 8); the fused call runs at the padded width.
+        return sdpa_flops(n, keys, self.n_head, self.d_head, self.d_head, width=padded_width(self.d_head))
 
     @property
     def sigma(self) -> torch.Tensor:
@@ -75,7 +88,7 @@ class GKAAttention(KernelAttention):
         ones = torch.ones_like(f[..., :1])
         q = torch.cat((f * inv_s2, ones), dim=-1)
         k = torch.cat((f, -0.5 * f.pow(2).sum(-1, keepdim=True) * inv_s2), dim=-1)
-        width = 8 * math.ceil((self.d_head + 1) / 8)
+        width = padded_width(self.d_head)
         out = attend(_pad_last(q, width), _pad_last(k, width), _pad_last(p.v, width),
                      causal=self.causal, window=self.window, scale=1.0, backend=self.window_backend)
         return out[..., : self.d_head]

@@ -25,9 +25,9 @@ import torch
 from torch import nn
 
 from . import reference
-from .base import KernelAttention
+from .base import KernelAttention, sdpa_flops
 from .fused import attend
-from .positions import LagBias, Rope, lag_index
+from .positions import LagBias, Rope, lag_index, normalise_qk
 from .registry import choice, positive, register
 
 
@@ -47,6 +47,8 @@ class GPAOptions:
     init_sigma: float = positive(1.0)
     init_length: float = positive(150.0)
     init_tau: tuple[float, float] = field(default=(4.0, 192.0), metadata={"check": _tau_range_ok})
+    qk_norm: bool = False  # nanochat's RMS norm of q and k after RoPE (softmax.py)
+    qk_gain: float = positive(1.0, "q and k are multiplied by it after qk_norm")
 
 
 class KernelBank(LagBias):
@@ -125,7 +127,15 @@ class GPAAttention(KernelAttention):
         q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
         if self.rope is not None:
             q, k = self.rope(q, offset), self.rope(k, offset)
+        q, k = normalise_qk(q, k, self.options.qk_norm, self.options.qk_gain)
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
+
+    def position_scheme(self):
+        return f"kernel bank ({self.options.combine})" + (" + rope" if self.rope is not None else "")
+
+    def mixing_flops(self, n, keys):
+        # The bank adds a bias to the logits: elementwise work, no matmul.
+        return sdpa_flops(n, keys, self.n_head, self.d_head, self.d_head)
 
     def fast(self, p):
         table = self.bank.table(p.n, p.q.device)

@@ -24,9 +24,10 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from . import reference
-from .base import KernelAttention
+from .base import KernelAttention, MixingFlops, sdpa_flops
 from .fused import attend
-from .linear import feature_attention
+from .gka import padded_width
+from .linear import feature_attention, feature_attention_flops
 from .registry import choice, positive, register
 
 KERNELS = ("exp_dot", "gaussian", "yat", "linear")
@@ -61,14 +62,26 @@ class NWOptions:
 
 @register("nw", NWOptions, "explicit Nadaraya-Watson attention with kernel exp_dot/gaussian/yat/linear")
 class NWAttention(KernelAttention):
+    @classmethod
+    def allows_window(cls, options, causal):
+        return options.kernel != "linear"  # associativity needs every key: no window form
+
     def __init__(self, d_model, n_head, causal, window, impl, options):
         super().__init__(d_model, n_head, causal, window, impl, options)
         self.proj_in = nn.Linear(d_model, 3 * d_model, bias=options.bias)
-        if options.kernel == "linear" and window is not None:
-            from .registry import AttentionConfigError
 
-            raise AttentionConfigError("nw kernel 'linear' has no sliding-window fast path; use window=None")
-
+    def mixing_flops(self, n, keys):
+        name, d, h = self.options.kernel, self.d_head, self.n_head
+        if name == "exp_dot":
+            return sdpa_flops(n, keys, h, d, d)
+        if name == "gaussian":
+            return sdpa_flops(n, keys, h, d, d, width=padded_width(d))
+        if name == "linear":
+            return feature_attention_flops(n, d, d, h, self.causal)
+        # yat: q k^T and W v against every key (the window only masks); backward recomputes
+        # q k^T only (checkpointing stops once the tensors backward needs are rebuilt).
+        fwd = 2.0 * n * n * h * (d + d)
+        return MixingFlops(fwd, 2 * fwd + fwd / 2)
     def prepare(self, x):
         q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
@@ -82,7 +95,7 @@ class NWAttention(KernelAttention):
             q = p.q - p.k[:, :, :1].detach()
             q_aug = torch.cat((q / d, torch.ones_like(q[..., :1])), dim=-1)
             k_aug = torch.cat((k, -0.5 * k.pow(2).sum(-1, keepdim=True) / d), dim=-1)
-            width = 8 * math.ceil((d + 1) / 8)
+            width = padded_width(d)
             pad = lambda t: F.pad(t, (0, width - t.shape[-1]))  # noqa: E731
             out = attend(pad(q_aug), pad(k_aug), pad(p.v), causal=self.causal, window=self.window, scale=1.0)
             return out[..., :d]

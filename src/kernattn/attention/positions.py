@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -47,6 +48,16 @@ class Rope(nn.Module):
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+def normalise_qk(q: torch.Tensor, k: torch.Tensor, qk_norm: bool, gain: float):
+    """nanochat's QK norm: a parameter-free RMS norm of each head's q and k (after RoPE),
+    then both times `gain` (1.2 in nanochat: the logits' scale is gain^2 / sqrt(d))."""
+    if qk_norm:
+        q, k = F.rms_norm(q, (q.shape[-1],)), F.rms_norm(k, (k.shape[-1],))
+    if gain != 1.0:
+        q, k = q * gain, k * gain
+    return q, k
 
 
 # ----------------------------------------------------------------------------- lag biases

@@ -37,6 +37,7 @@ def register(name: str, options: type, summary: str):
         if name in _REGISTRY:
             raise RuntimeError(f"attention variant {name!r} registered twice")
         _REGISTRY[name] = Variant(name, options, cls, summary)
+        cls.registry_name = name
         return cls
 
     return wrap
@@ -113,6 +114,25 @@ def make_options(name: str, options: dict[str, Any]):
         for k, v in options.items()
     }
     return spec.options(**converted)
+
+
+def freeze_options(options: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """A row's options dict as a sorted, hashable tuple (lists -> tuples), for frozen configs."""
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (options or {}).items()))
+
+
+def variations(name: str) -> list[dict[str, Any]]:
+    """The option sets that change what variant `name` computes, one option at a time: the
+    defaults ({}), every other value of each option with `choices`, and each bool flipped.
+    Tests iterate over these, so a new variant or option is covered without editing them."""
+    out: list[dict[str, Any]] = [{}]
+    for key, f in option_fields(name).items():
+        choices = f.metadata.get("choices")
+        if choices is not None:
+            out += [{key: c} for c in choices if c != f.default]
+        elif isinstance(f.default, bool):
+            out.append({key: not f.default})
+    return out
 
 
 def _type_name(annotation: Any) -> str:

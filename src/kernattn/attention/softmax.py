@@ -2,7 +2,9 @@
 
 Kernel view (seed 000 eq. 2): K_ij = exp(q_i . k_j / sqrt(d) + b(i - j)), where the position
 scheme either rotates q and k (RoPE, learned RoPE) or adds a per-head lag bias b (ALiBi,
-T5 buckets, a free lag table).
+T5 buckets, a free lag table). `qk_norm` + `qk_gain` are nanochat's parameter-free RMS norm of
+each head's rotated q and k and the gain applied after it: `softmax` with position rope,
+qk_norm and qk_gain 1.2 is nanochat's attention.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import torch
 from torch import nn
 
 from . import reference
-from .base import KernelAttention
+from .base import KernelAttention, sdpa_flops
 from .fused import attend
-from .positions import AlibiBias, FreeLagBias, Rope, T5Bias
+from .positions import AlibiBias, FreeLagBias, Rope, T5Bias, normalise_qk
 from .registry import choice, positive, register
 
 POSITIONS = ("none", "rope", "learned_rope", "alibi", "t5", "lag_table")
@@ -31,6 +33,8 @@ class SoftmaxOptions:
     max_len: int = positive(2048, "longest sequence (lag_table)")
     t5_buckets: int = positive(32, "number of T5 buckets")
     t5_max_distance: int = positive(128, "distance of the last T5 bucket")
+    qk_norm: bool = False  # parameter-free RMS norm of each head's q and k, after RoPE (nanochat)
+    qk_gain: float = positive(1.0, "q and k are multiplied by it after qk_norm (nanochat: 1.2)")
 
 
 def make_position(opts, n_head: int, d_head: int, causal: bool):
@@ -64,7 +68,14 @@ class SoftmaxAttention(KernelAttention):
         v = self.split_heads(parts[2]) if self.uses_values else self.split_heads(x)
         if self.rope is not None:
             q, k = self.rope(q), self.rope(k)
+        q, k = normalise_qk(q, k, self.options.qk_norm, self.options.qk_gain)
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
+
+    def position_scheme(self):
+        return None if self.options.position == "none" else self.options.position
+
+    def mixing_flops(self, n, keys):
+        return sdpa_flops(n, keys, self.n_head, self.d_head, self.d_head)
 
     def fast(self, p):
         table = self.lag_bias.table(p.n, p.q.device) if self.lag_bias is not None else None
@@ -83,3 +94,4 @@ class ValuelessAttention(SoftmaxAttention):
     """Values are the head slices of x itself; W_O stays (seed 003, Table 5)."""
 
     uses_values = False
+    has_value_projection = False

@@ -1,10 +1,15 @@
 """Training compute of the LM track: FLOPs per token, steps per matched mode, totals.
 
-FLOPs per token follow nanochat's estimate: 6 x (parameters that take part in matrix
-multiplies: everything but the token and value embeddings, which are lookups, and the
-residual scalars) for forward + backward, plus the attention scores and their weighted sum,
-12 x heads x head_dim x (keys a query sees) per layer, the keys being the window length or the
-context. The GKA attention has the same score/sum cost (its q', k' only add one channel).
+FLOPs per token follow nanochat's estimate: 6 x (the weights of the Linear layers, the only
+parameters that multiply activations: embeddings are lookups, residual scalars, lag-bias
+tables, kernel banks and bandwidths act elementwise) for forward + backward, plus what the
+attention variant spends mixing tokens (`KernelAttention.mixing_flops`): for softmax-shaped
+variants (softmax, valueless, gpa, nw exp_dot) 12 x heads x head_dim x (keys a query sees)
+per layer, the keys being the window length or the context (a lag bias is an addition: no
+matmul); GKA and nw gaussian the same at the head width d (seed 003's Table 8), the zero
+channels of their padded fused call reported apart as `padding`; nw yat against every key,
+recomputed in backward; FAVOR+ its feature maps plus the chunked linear attention; the signed
+linear kernel the latter alone. `total` excludes `padding` (the paper's convention).
 
 Matched modes (the comparison the paper did not make):
 - tokens: every variant trains the baseline's number of steps, so the same tokens;
@@ -18,12 +23,16 @@ from .model import GPT
 
 
 def flops_per_token(model: GPT) -> dict[str, float]:
-    counts = model.param_counts()
-    dense = 6 * (counts["total"] - counts["wte"] - counts["value_embeds"] - counts["scalars"])
-    cfg = model.cfg
-    head_dim = cfg.dim // cfg.n_head
-    attn = sum(12 * cfg.n_head * head_dim * (w if w is not None else cfg.context) for w in model.windows)
-    return {"dense": float(dense), "attention": float(attn), "total": float(dense + attn)}
+    """dense, attention, total (= dense + attention) and padding FLOPs per token, forward +
+    backward, for sequences of the full context."""
+    n = model.cfg.context
+    dense = 6 * sum(w.numel() for w in model.linear_weights().values())
+    attn = pad = 0.0
+    for block, window in zip(model.blocks, model.windows):
+        mix = block.attn.inner.mixing_flops(n, window if window is not None else n)
+        attn += (mix.forward + mix.backward) / n
+        pad += (mix.padding_forward + mix.padding_backward) / n
+    return {"dense": float(dense), "attention": attn, "total": float(dense + attn), "padding": pad}
 
 
 def tokens_per_step(lm) -> int:

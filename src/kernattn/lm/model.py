@@ -1,39 +1,48 @@
-"""A GPT in the nanochat style with a depth knob, and its two attentions (seed 003 section 5).
+"""A GPT in the nanochat style with a depth knob, and any attention of the registry.
 
 Shape from one number: model_dim = aspect_ratio x depth, heads of head_dim (64 x 20 = 1280,
 10 heads of 128 at depth 20). Blocks are pre-norm with parameter-free RMS norms, per-layer
 residual scalars (x <- a_l x + b_l x0, x0 the embedded input), and a ReLU^2 MLP (4x); the
 unembedding is untied and its logits are soft-capped (softcap x tanh(z / softcap)).
 
-Attention per layer, causal, with the sliding-window pattern (e.g. "SSSL" tiled over the
-layers, the last layer always L; S keeps `short_window` keys, L all of them):
-- base: nanochat's: bias-free W_Q, W_K, W_V, W_O; RoPE on q and k, then a parameter-free RMS
-  norm of each head (times QK_GAIN); value embeddings (a vocab x kv_dim table) added to v on
-  alternating layers through a per-head sigmoid gate read from the first VE_GATE_CHANNELS
-  channels of the block input.
-- gka: the registry's `gka` (projection-free Gaussian kernel with a per-head bandwidth) with
-  its LM options rope + qk_norm: no W_Q, W_K, W_V, so no value embeddings either (there is
-  no v to add them to, and the paper's 378M count has none).
-Both run the same fused masked kernel (kernattn.attention.fused.attend): FlexAttention with a
-block mask on CUDA, SDPA per query block with the window's key range on CPU.
+Attention per layer is the registry's variant `cfg.variant` with `cfg.attention_options`,
+causal, with the sliding-window pattern (e.g. "SSSL" tiled over the layers, the last layer
+always L; S keeps `short_window` keys, L all of them). Options a row leaves out take the LM's
+nanochat defaults (`LM_DEFAULTS`): RoPE at cfg.rope_base, parameter-free QK RMS norm and its
+gain 1.2 wherever the variant has those options. So:
+- `softmax` (alias `base`) is nanochat's attention: bias-free W_Q, W_K, W_V, W_O; RoPE on q
+  and k, then the QK norm times QK_GAIN;
+- `gka` is seed 003's GKA-LM (projection-free Gaussian kernel, rope + qk_norm);
+- gpa, alibi / t5 / lag_table (softmax positions), learned RoPE, valueless (VLT), nw and
+  favor run with the same windows (lag biases: FlexAttention block masks on CUDA, the blocked
+  CPU path here; FAVOR+ its chunked window form). A variant without a window form for some
+  layer stops with one line naming lm.window_pattern.
+Value embeddings (a vocab x dim table added to v on alternating layers through a per-head
+sigmoid gate read from the first VE_GATE_CHANNELS channels of the block input) exist for
+variants with a value projection only (not gka, not valueless: there is no v to add them
+to, and the paper's 378M GKA count has none); `GPT.value_embed_layers` says which layers.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .. import attention
-from ..attention.fused import attend
-from ..attention.positions import Rope
+from ..attention import registry
+from ..attention.registry import freeze_options  # noqa: F401  (the trainers' way to fill attention_options)
 
 QK_GAIN = 1.2  # nanochat scales q and k by 1.2 after their RMS norm (notes/anchors.md)
 VE_GATE_CHANNELS = 32
-VARIANTS = ("base", "gka")
+VARIANTS = ("base", "gka")  # the two rows of seed 003's Table 8 (names kept for the trainer)
+ALIASES = {"base": "softmax"}  # the LM's name for nanochat's attention
+# nanochat's flavour, for the options a row does not set (only those the variant has).
+LM_DEFAULTS: dict[str, Any] = {"position": "rope", "rope": True, "qk_norm": True, "qk_gain": QK_GAIN}
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,8 @@ class GPTConfig:
     value_embeds: bool = True
     rope_base: float = 100000.0
     softcap: float = 15.0
-    variant: str = "base"
+    variant: str = "base"  # a registry variant name, or the alias base (= softmax)
+    attention_options: tuple[tuple[str, Any], ...] = ()  # the row's options (freeze_options)
 
     @property
     def dim(self) -> int:
@@ -59,14 +69,23 @@ class GPTConfig:
         return max(1, self.dim // self.head_dim)
 
     @property
+    def attention(self) -> tuple[str, dict[str, Any]]:
+        """(registry name, options): the row's options over the LM defaults the variant has."""
+        name = ALIASES.get(self.variant, self.variant)
+        fields = registry.option_fields(name)  # AttentionConfigError names the valid variants
+        defaults = {k: v for k, v in (LM_DEFAULTS | {"rope_base": self.rope_base}).items() if k in fields}
+        return name, defaults | dict(self.attention_options)
+
+    @property
     def uses_value_embeds(self) -> bool:
-        return self.value_embeds and self.variant == "base"
+        return self.value_embeds and registry.variant(self.attention[0]).module.has_value_projection
 
     @classmethod
-    def from_params(cls, lm, vocab_size: int, variant: str) -> "GPTConfig":
+    def from_params(cls, lm, vocab_size: int, variant: str, options: dict[str, Any] | None = None) -> "GPTConfig":
         return cls(vocab_size=vocab_size, depth=lm.depth, aspect_ratio=lm.aspect_ratio, head_dim=lm.head_dim,
                    context=lm.context, window_pattern=lm.window_pattern, short_window=lm.short_window,
-                   value_embeds=lm.value_embeds, rope_base=lm.rope_base, softcap=lm.softcap, variant=variant)
+                   value_embeds=lm.value_embeds, rope_base=lm.rope_base, softcap=lm.softcap, variant=variant,
+                   attention_options=freeze_options(options))
 
 
 def layer_windows(pattern: str, depth: int, context: int, short: int | None) -> list[int | None]:
@@ -90,43 +109,33 @@ def norm(x: torch.Tensor) -> torch.Tensor:
     return F.rms_norm(x, (x.shape[-1],))
 
 
-class BaseAttention(nn.Module):
+class Attention(nn.Module):
+    """The registry's module (`inner`) plus this layer's value-embedding gate, if any."""
+
     def __init__(self, cfg: GPTConfig, layer: int, window: int | None):
         super().__init__()
-        self.n_head, self.head_dim, self.window = cfg.n_head, cfg.dim // cfg.n_head, window
-        d = cfg.dim
-        self.c_q, self.c_k, self.c_v = (nn.Linear(d, d, bias=False) for _ in range(3))
-        self.c_proj = nn.Linear(d, d, bias=False)
+        name, options = cfg.attention
+        try:
+            self.inner = attention.build(name, d_model=cfg.dim, n_head=cfg.n_head, causal=True, window=window,
+                                         **options)
+        except attention.AttentionConfigError as e:
+            where = (f" (lm.window_pattern={cfg.window_pattern!r} gives layer {layer} a window of {window})"
+                     if window is not None and "window" in str(e) else "")
+            raise attention.AttentionConfigError(f"LM attention {cfg.variant!r}: {e}{where}") from None
+        max_len = getattr(getattr(self.inner, "lag_bias", None), "max_len", None)
+        if max_len is not None and max_len < cfg.context:  # else the first full-length batch fails
+            raise attention.AttentionConfigError(
+                f"LM attention {cfg.variant!r}: option max_len={max_len} is shorter than lm.context={cfg.context}; "
+                f"set max_len >= {cfg.context}")
+        self.n_head = cfg.n_head
         self.ve_gate = (nn.Linear(VE_GATE_CHANNELS, self.n_head, bias=False)
                         if cfg.uses_value_embeds and has_value_embed(layer, cfg.depth) else None)
-        self.rope = Rope(self.head_dim, cfg.rope_base)
-
-    def heads(self, t: torch.Tensor) -> torch.Tensor:
-        b, n, _ = t.shape
-        return t.view(b, n, self.n_head, self.head_dim).transpose(1, 2)
 
     def forward(self, x: torch.Tensor, ve: torch.Tensor | None = None) -> torch.Tensor:
-        q, k, v = self.heads(self.c_q(x)), self.heads(self.c_k(x)), self.heads(self.c_v(x))
-        if ve is not None and self.ve_gate is not None:
-            gate = 2 * torch.sigmoid(self.ve_gate(x[..., :VE_GATE_CHANNELS]))  # [B, N, H]
-            v = v + gate.transpose(1, 2).unsqueeze(-1) * self.heads(ve)
-        q, k = norm(self.rope(q)) * QK_GAIN, norm(self.rope(k)) * QK_GAIN
-        y = attend(q, k, v, causal=True, window=self.window)
-        b, h, n, dh = y.shape
-        return self.c_proj(y.transpose(1, 2).reshape(b, n, h * dh))
-
-
-class GKAAttention(nn.Module):
-    """The registry's gka (rope + qk_norm), ignoring value embeddings (it has no v)."""
-
-    def __init__(self, cfg: GPTConfig, window: int | None):
-        super().__init__()
-        self.inner = attention.build("gka", d_model=cfg.dim, n_head=cfg.n_head, causal=True, window=window,
-                                     rope=True, qk_norm=True, rope_base=cfg.rope_base)
-        self.c_proj = self.inner.proj_out  # the one learned matrix: initialised like base's c_proj
-
-    def forward(self, x: torch.Tensor, ve: torch.Tensor | None = None) -> torch.Tensor:
-        return self.inner(x)
+        if ve is None or self.ve_gate is None:
+            return self.inner(x)
+        gate = 2 * torch.sigmoid(self.ve_gate(x[..., :VE_GATE_CHANNELS]))  # [B, N, H]
+        return self.inner(x, v_add=gate.transpose(1, 2).unsqueeze(-1) * self.inner.split_heads(ve))
 
 
 class MLP(nn.Module):
@@ -142,7 +151,7 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int, window: int | None):
         super().__init__()
-        self.attn = BaseAttention(cfg, layer, window) if cfg.variant == "base" else GKAAttention(cfg, window)
+        self.attn = Attention(cfg, layer, window)
         self.mlp = MLP(cfg.dim)
 
     def forward(self, x, ve=None):
@@ -153,8 +162,6 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        if cfg.variant not in VARIANTS:
-            raise ValueError(f"unknown LM variant {cfg.variant!r}; valid: {', '.join(VARIANTS)}")
         self.cfg = cfg
         self.windows = layer_windows(cfg.window_pattern, cfg.depth, cfg.context, cfg.short_window)
         self.wte = nn.Embedding(cfg.vocab_size, cfg.dim)
@@ -179,7 +186,7 @@ class GPT(nn.Module):
         for block in self.blocks:
             for name, lin in block.named_modules():
                 if isinstance(lin, nn.Linear):
-                    if name.endswith("c_proj") or name.endswith("proj_out"):
+                    if name.endswith("c_proj") or name.endswith("proj_out"):  # W_O and the MLP's output
                         nn.init.zeros_(lin.weight)
                     elif name.endswith("ve_gate"):
                         nn.init.zeros_(lin.weight)
@@ -199,6 +206,18 @@ class GPT(nn.Module):
         logits = self.lm_head(norm(x)).float()
         c = self.cfg.softcap
         return c * torch.tanh(logits / c)
+
+    @property
+    def value_embed_layers(self) -> list[int]:
+        """The layers whose values get a value embedding (none for gka / valueless)."""
+        return sorted(int(i) for i in self.value_embeds)
+
+    def linear_weights(self) -> dict[str, nn.Parameter]:
+        """The weights of every Linear layer (the matrices that multiply activations): the
+        parameters to weight-decay. Embeddings, residual scalars and the attention's
+        elementwise parameters (kernel banks, lag tables, T5 buckets, bandwidths, learned RoPE
+        frequencies, all 2-D or 1-D) are not among them."""
+        return {f"{name}.weight": m.weight for name, m in self.named_modules() if isinstance(m, nn.Linear)}
 
     # ------------------------------------------------------------------ counts
     def param_counts(self) -> dict[str, int]:

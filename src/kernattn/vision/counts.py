@@ -13,7 +13,6 @@ same convention as FlopCounterMode. The checkpoint size is the float32 parameter
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,8 +21,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ..io import atomic_write_json
 from .data import SHAPES
-from .models import SIZES, ViTSpec, build_vit, paper_spec, spec_from_params
-from .params import VARIANTS, add_params_arguments, stage_params
+from .models import SIZES, ViTSpec, attention_modules, build_vit, paper_spec, spec_from_params
+from .params import add_params_arguments, stage_params
 
 HELP = "Tables 2/3/5: parameters, sigma scalars, FLOPs, checkpoint size of the paper's ViTs"
 OUTPUT = "counts.json"
@@ -41,8 +40,8 @@ class Counts:
     sigma: int
     flops: int
     ckpt_bytes: int
-    # FLOPs of GKA's zero padding: the fast path pads the per-head width d + 1 of its SDPA call
-    # to a multiple of 8 (models/attention gka.py), so q k^T and W V run at that width.
+    # FLOPs of zero padding (GKA, nw gaussian): the fast path pads the per-head width d + 1 of
+    # its SDPA call to a multiple of 8 (attention/gka.py), so q k^T and W V run at that width.
     pad_flops: int = 0
 
     def row(self) -> dict:
@@ -90,17 +89,13 @@ def count(spec: ViTSpec, label: str = "") -> Counts:
     model.eval()
     pc = parameter_counts(model)
     return Counts(label or spec.variant, spec.variant, pc["total"], pc["attn"], pc["mlp"], pc["sigma"],
-                  forward_flops(model, spec), checkpoint_bytes(model), gka_pad_flops(spec))
+                  forward_flops(model, spec), checkpoint_bytes(model), pad_flops(model, spec))
 
 
-def gka_pad_flops(spec: ViTSpec) -> int:
-    """FLOPs spent on GKA's zero padding: 2 matmuls x 2 FLOPs x N^2 x (padded - d) x heads x layers."""
-    if VARIANTS[spec.variant][0] != "gka":
-        return 0
+def pad_flops(model: torch.nn.Module, spec: ViTSpec) -> int:
+    """Forward FLOPs spent on zero padding: each block's attention says its own (N = patches + 1)."""
     n = (spec.img_size // spec.patch_size) ** 2 + 1
-    d = spec.embed_dim // spec.n_head
-    width = 8 * math.ceil((d + 1) / 8)
-    return 2 * 2 * n * n * (width - d) * spec.n_head * spec.depth
+    return int(sum(m.inner.mixing_flops(n, n).padding_forward for m in attention_modules(model)))
 
 
 def paper_models() -> list[Counts]:

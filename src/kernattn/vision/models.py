@@ -1,9 +1,18 @@
 """DeiT-style ViTs from timm with the registry's attention in every block.
 
 timm's VisionTransformer takes an `attn_layer` callable; `RegistryAttention` adapts a
-registry module (softmax = DeiT, valueless = VLT, gka = GKA; bidirectional) to the interface
-timm's Block calls, so the ViT itself (patch embedding, class token, position embedding,
-blocks, drop path, head, init) is timm's own.
+registry module (bidirectional) to the interface timm's Block calls, so the ViT itself (patch
+embedding, class token, position embedding, blocks, drop path, head, init) is timm's own.
+
+`ViTSpec.variant` is one of the paper's names (params.VARIANTS: deit = softmax, vlt =
+valueless, gka) or any registry variant, with `ViTSpec.attention_options` over the vision
+defaults (`VISION_DEFAULTS`: no 1-D position scheme, DeiT's qkv biases where the variant has
+a `bias` option). Every variant that is defined on a set of tokens runs: softmax (DeiT), VLT,
+GKA, the NW kernels exp_dot / gaussian / yat / linear, FAVOR+. A variant that applies a
+position scheme along the token order (GPA's kernel banks, ALiBi, T5 buckets, the free lag
+table, RoPE, learned RoPE, GKA's rope) stops with one line: on a patch grid i - j would be a
+raster offset (a patch and the one below it 1 row x grid apart, the class token at lag 0 to
+the first patch), not a spatial lag, and the ViT's positions are timm's learned 2-D embedding.
 
 DeiT's attention has biases on the qkv and output projections: the registry's softmax takes
 `bias=True` for the former, and W_O is swapped for a biased Linear here (the registry's is
@@ -18,7 +27,11 @@ import torch
 from torch import nn
 
 from .. import attention
+from ..attention import registry
+from ..attention.registry import freeze_options
 from .params import VARIANTS
+
+VISION_DEFAULTS = {"position": "none", "bias": True}
 
 # The paper's model sizes (seed 003 Table 2): name -> (embed_dim, depth, heads).
 SIZES = {"Ti": (192, 12, 3), "S": (384, 12, 6), "B": (768, 12, 12)}
@@ -48,7 +61,7 @@ class RegistryAttention(nn.Module):
 
 @dataclass(frozen=True)
 class ViTSpec:
-    variant: str = "deit"       # a key of params.VARIANTS
+    variant: str = "deit"       # a key of params.VARIANTS or a registry variant
     img_size: int = 224
     patch_size: int = 16
     in_chans: int = 3
@@ -59,11 +72,28 @@ class ViTSpec:
     mlp_ratio: float = 4.0
     drop_path: float = 0.0
     gka_init_sigma: float = 1.0
+    attention_options: tuple = ()  # the row's options as sorted (key, value) pairs (freeze_options)
+
+    @property
+    def attention(self) -> tuple[str, dict]:
+        """(registry name, options) after aliases and the vision defaults."""
+        if self.variant in VARIANTS:
+            name, options = VARIANTS[self.variant][0], dict(VARIANTS[self.variant][1])
+        elif self.variant in registry.available():
+            name, fields = self.variant, registry.option_fields(self.variant)
+            options = {k: v for k, v in VISION_DEFAULTS.items() if k in fields}
+        else:
+            raise attention.AttentionConfigError(
+                f"unknown vision attention {self.variant!r}; valid: {', '.join(dict.fromkeys([*VARIANTS, *registry.available()]))}")
+        if name == "gka":
+            options["init_sigma"] = self.gka_init_sigma
+        return name, options | dict(self.attention_options)
 
 
-def spec_from_params(vp, variant: str, in_chans: int, num_classes: int) -> ViTSpec:
+def spec_from_params(vp, variant: str, in_chans: int, num_classes: int, options: dict | None = None) -> ViTSpec:
     return ViTSpec(variant, vp.img_size, vp.patch_size, in_chans, num_classes, vp.embed_dim, vp.depth,
-                   vp.n_head, vp.mlp_ratio, vp.drop_path, vp.gka_init_sigma)
+                   vp.n_head, vp.mlp_ratio, vp.drop_path, vp.gka_init_sigma,
+                   freeze_options(options))
 
 
 def paper_spec(variant: str, size: str) -> ViTSpec:
@@ -74,19 +104,27 @@ def paper_spec(variant: str, size: str) -> ViTSpec:
 def build_vit(spec: ViTSpec) -> nn.Module:
     from timm.models.vision_transformer import VisionTransformer
 
-    if spec.variant not in VARIANTS:
-        raise ValueError(f"unknown vision variant {spec.variant!r}; allowed: {', '.join(VARIANTS)}")
-    name, options = VARIANTS[spec.variant]
-    options = dict(options)
-    if name == "gka":
-        options["init_sigma"] = spec.gka_init_sigma
+    name, options = spec.attention
     layer = type(f"Registry_{name}", (RegistryAttention,), {"variant": name, "options": options})
-    return VisionTransformer(
+    model = VisionTransformer(
         img_size=spec.img_size, patch_size=spec.patch_size, in_chans=spec.in_chans,
         num_classes=spec.num_classes, embed_dim=spec.embed_dim, depth=spec.depth, num_heads=spec.n_head,
         mlp_ratio=spec.mlp_ratio, qkv_bias=True, proj_bias=True, drop_path_rate=spec.drop_path,
         class_token=True, global_pool="token", attn_layer=layer,
     )
+    check_position_free(spec.variant, name, options, attention_modules(model)[0].inner)
+    return model
+
+
+def check_position_free(label: str, name: str, options: dict, module) -> None:
+    """One line naming the option when the ViT's attention applies a 1-D position scheme."""
+    scheme = module.position_scheme()
+    if scheme is not None:
+        hint = ("set option position: none" if "position" in options
+                else "set option rope: false" if options.get("rope") else "use a variant without a lag bias")
+        raise attention.AttentionConfigError(
+            f"vision attention {label!r} ({name}) applies {scheme} along the token order, which on a patch grid "
+            f"is a 1-D raster offset, not a spatial lag; the ViT's positions are its learned 2-D embedding: {hint}")
 
 
 def attention_modules(model: nn.Module) -> list[RegistryAttention]:
