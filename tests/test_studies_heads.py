@@ -3,29 +3,12 @@ fine-tuning, on a tiny char GPT with constructed heads whose costs are known."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import torch
 
 from kernattn.analysis import heads, prune
-from kernattn.models import GPT
-
-SMALL = SimpleNamespace(n_layer=2, n_head=2, d_model=32, context=24, mlp_ratio=2, dropout=0.0)
-V = 20
-
-
-@pytest.fixture(autouse=True)
-def _keep_torch_threads():
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
-
-
-def gpa(**options) -> GPT:
-    torch.manual_seed(0)
-    return GPT(V, SMALL, "gpa", {"n_kernels": 4, **options}).eval()
+from tests.test_analysis import SMALL, V, _keep_torch_threads, gpa  # noqa: F401 (an autouse fixture)
 
 
 def batches(n: int = 3, seed: int = 1):
