@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +23,9 @@ from kernattn.attention.gpa import GPAOptions, KernelBank
 from kernattn.models import GPT
 
 REPO = Path(__file__).resolve().parents[1]
-DICKENS = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
+# the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does
+DICKENS = Path(os.environ.get("KERNATTN_DATA_MIRROR")
+               or REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz")
 PNG = b"\x89PNG\r\n\x1a\n"
 SMALL = SimpleNamespace(n_layer=2, n_head=2, d_model=32, context=24, mlp_ratio=2, dropout=0.0)
 V = 20
