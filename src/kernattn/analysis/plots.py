@@ -114,6 +114,9 @@ def _draw_lengths(ax, counts, summary: dict, xlabel: str, color: str, bin_width:
     x = 1 + np.arange(c.size) * bin_width + (bin_width - 1) / 2
     if c.sum() > 0:
         ax.plot(x, c / c.sum(), color=color, lw=1.2, drawstyle="steps-mid")
+        # show 99.5% of the lengths: the long tail would squeeze the peak into a line
+        last = int(np.searchsorted(np.cumsum(c) / c.sum(), 0.995))
+        ax.set_xlim(0, 1.1 * x[min(last, x.size - 1)] + bin_width)
     for key, ls in (("peak", ":"), ("median", "--")):
         if summary.get(key) is not None:
             ax.axvline(summary[key], color="k", ls=ls, lw=1, label=f"{key} {summary[key]:g}")
