@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +23,9 @@ from kernattn.attention.gpa import GPAOptions, KernelBank
 from kernattn.models import GPT
 
 REPO = Path(__file__).resolve().parents[1]
-DICKENS = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
+# the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does
+DICKENS = Path(os.environ.get("KERNATTN_DATA_MIRROR")
+               or REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz")
 PNG = b"\x89PNG\r\n\x1a\n"
 SMALL = SimpleNamespace(n_layer=2, n_head=2, d_model=32, context=24, mlp_ratio=2, dropout=0.0)
 V = 20
@@ -301,6 +304,11 @@ def test_analyze_gpa_stage_writes_the_folder(micro, capsys):
     # the same validation windows and weights as training's last evaluation
     assert s["heads"]["base_loss"] == pytest.approx(final["val_loss"], abs=1e-6)
     assert len(s["heads"]["per_head"]) == 2 and s["heads"]["n_heads"] == 2
+    heads_csv = pd.read_csv(out / "heads.csv")
+    np.testing.assert_allclose(heads_csv["loss_mean_ablated"] - s["heads"]["base_loss"], heads_csv["cost_mean"],
+                               atol=1e-9)
+    assert np.all(heads_csv["cost_mean"] != heads_csv["cost"]) and "weakest" in s["heads"]["mean_ablation"]
+    assert {"lines.csv", "paragraphs.csv", "lengths.png"} <= {f.name for f in (out.parent / "corpus").iterdir()}
     g = s["generated"]
     assert (g["streams"], g["chars_per_stream"], g["chars"]) == (12, 100, 1200)
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]

@@ -10,10 +10,13 @@ the matrix, and the report shows what they find beside the paper's values:
                                         bumps, 50,000 sampled characters and their newline
                                         histogram, bank strengths and head-removal costs
 
-Modules: banks (shapes, parameters, bump, strength), newlines (separation histograms, main
-peak, bootstrap interval), sampling (batched streams with cached keys), heads (removing a
-head, costs, rank correlation), plots; corpus and analyze_gpa are the stages. Definitions
-are in each module's docstring. This module stays light (no torch): the pipeline imports it.
+Modules: banks (shapes, parameters, bump, strength), newlines (separation, line and
+paragraph-length histograms, main peak, bootstrap interval), sampling (batched streams with
+cached keys), heads (zero- and mean-ablation of a head, costs, rank correlation), plots;
+corpus and analyze_gpa are the stages. The studies of issue 17: wrap (rewrapped and
+unwrapped counterfactual corpora), bumpshift (the bump per corpus and its verdict), prune
+(removing weak heads, then fine-tuning), gka_init (GKA's bandwidth at initialisation).
+Definitions are in each module's docstring. This module stays light (no torch): the pipeline imports it.
 """
 
 from __future__ import annotations

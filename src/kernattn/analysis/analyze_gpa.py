@@ -11,7 +11,8 @@ and writes <analysis.out_dir>/<run_id>/ as one atomic folder:
                      alpha, tau, period = pi tau (kernattn.analysis.banks)
   bumps.csv          per bank, at init and trained: the bump (lag, height, prominence)
   heads.csv          per head: strength (logit span of the bank), mean G, weak (< threshold),
-                     validation loss with the head removed, its cost and cost rank
+                     validation loss with the head removed (zeroed), its cost and cost rank,
+                     and the loss and cost with the head replaced by its mean (mean-ablation)
   newlines_generated.csv   separation, count: the sampled text's histogram
   samples.jsonl      the sampled streams: {"stream", "prompt_start", "text"} per line
   banks_init.png (Figure 3), banks_trained.png (Figure 4), banks_layer1.png (Figure 5a),
@@ -115,7 +116,7 @@ def _prompts(val: torch.Tensor, n: int, context: int, seed: int) -> tuple[torch.
 # ----------------------------------------------------------------------------- the analysis
 def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
     """Run every analysis of one GPA run and write its folder; returns summary.json's content."""
-    from ..train import evaluate, load_data, resolve_device, validation_starts
+    from ..train import load_data, resolve_device
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -153,17 +154,11 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
     gen_ci = newlines.bootstrap_peak(per_stream_hist, a.bootstrap, a.sample_seed)
     timings["sample_s"] = time.perf_counter() - t0
 
-    # ---- 3. head removal
+    # ---- 3. head removal: zeroed, and replaced by its mean
     t0 = time.perf_counter()
-    val = data.val.to(device)
-    starts = validation_starts(data.val.numel(), mp.context, tp.eval_batches, tp.batch_size)
-    use_bf16 = device.type == "cuda" and tp.dtype == "bfloat16"
-
-    def autocast():
-        return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-
-    base, costs = heads.ablation_costs(model, lambda: evaluate(model, model, val, starts, mp.context, autocast))
+    base, costs, mean_costs = _removal_costs(model, data, params, device)
     claim = heads.weakest_head_summary(strength, costs, a.strength_threshold)
+    mean_claim = heads.weakest_head_summary(strength, mean_costs, a.strength_threshold)
     ranks = heads.cost_ranks(costs)
     timings["heads_s"] = time.perf_counter() - t0
 
@@ -172,7 +167,8 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
     names = [f"L{l + 1}H{h + 1}" for l in range(n_layer) for h in range(n_head)]
     head_rows = [{"layer": l + 1, "head": h + 1, "strength": float(strength[l, h]), "mean_G": float(mean_g[l, h]),
                   "weak": bool(strength[l, h] < a.strength_threshold), "loss_removed": float(base + costs[l, h]),
-                  "cost": float(costs[l, h]), "cost_rank": int(ranks[l, h])}
+                  "cost": float(costs[l, h]), "cost_rank": int(ranks[l, h]),
+                  "loss_mean_ablated": float(base + mean_costs[l, h]), "cost_mean": float(mean_costs[l, h])}
                  for l in range(n_layer) for h in range(n_head)]
     summary = {
         "run_id": spec.run_id, "row": spec.row, "seed": spec.seed, "variant": spec.variant,
@@ -190,7 +186,9 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
             "peak_ci": list(gen_ci) if gen_ci else None, "bootstrap": a.bootstrap,
             "lag1_count": int(gen_counts[1]), "overflow": overflow,
         },
-        "heads": {"base_loss": base, "final_val_loss": final.get("val_loss"), "per_head": head_rows, **claim},
+        "heads": {"base_loss": base, "final_val_loss": final.get("val_loss"), "per_head": head_rows, **claim,
+                  "mean_ablation": {k: mean_claim[k] for k in ("spearman_rho", "spearman_p", "weakest",
+                                                               "weakest_is_cheapest", "flagged_among_cheapest")}},
     }
     with atomic_dir(run_dir(params, spec.run_id)) as tmp:
         t0 = time.perf_counter()
@@ -214,6 +212,27 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
         summary["timings"] = timings
         (tmp / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _removal_costs(model, data, params, device) -> tuple[float, np.ndarray, np.ndarray]:
+    """(base loss, [layers, heads] costs of zeroing each head, of replacing it by its mean over
+    the same validation windows)."""
+    from ..train import evaluate, validation_starts
+
+    mp, tp = params.model, params.train
+    val = data.val.to(device)
+    starts = validation_starts(data.val.numel(), mp.context, tp.eval_batches, tp.batch_size)
+    use_bf16 = device.type == "cuda" and tp.dtype == "bfloat16"
+
+    def autocast():
+        return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
+
+    def run():
+        return evaluate(model, model, val, starts, mp.context, autocast)
+
+    base, costs = heads.ablation_costs(model, run)
+    _, mean_costs = heads.ablation_costs(model, run, means=heads.head_means(model, run))
+    return base, costs, mean_costs
 
 
 def _bump(g, min_lag: int) -> dict | None:

@@ -7,6 +7,12 @@ every GPA run: each head is removed in turn and the change of the validation los
 - Removing a head: its output is zeroed before the output projection W_O (a forward
   pre-hook on `proj_out` zeroes that head's slice of the merged heads), so the rest of the
   model is untouched and the hook leaves nothing behind. Only the head goes, not an MLP.
+- Mean-ablation (issue 17): the head's output is replaced by its mean over batch and
+  positions, computed on the validation windows (`head_means`), instead of zeros. Zeroing
+  also removes the head's constant part, which the next layers may rely on (a bias the
+  model could keep for free); mean-ablation removes only what varies with the input, so its
+  cost is the information the head carries. A head with a constant output costs nothing
+  under mean-ablation; one with a zero output costs nothing under both.
 - Cost of removing it: validation loss with the head removed minus without, on the fixed
   validation windows of training (kernattn.train.validation_starts / evaluate).
 - The claim, made testable: banks of lower strength (kernattn.analysis.banks.strength) are
@@ -30,35 +36,73 @@ from scipy import stats
 
 
 @contextlib.contextmanager
-def ablate_head(model, layer: int, head: int):
-    """Within the block, head `head` (0-based) of block `layer` outputs zeros (before W_O)."""
+def replace_head(model, layer: int, head: int, value=None):
+    """Within the block, head `head` (0-based) of block `layer` outputs `value` (a [d_head]
+    tensor, the same at every position and batch row) or, by default, zeros (before W_O)."""
     attn = model.blocks[layer].attn
     if not 0 <= head < attn.n_head:
         raise ValueError(f"head {head} out of range: layer {layer} has {attn.n_head} heads")
 
-    def zero_head(module, args):
+    def set_head(module, args):
         (merged,) = args  # [B, N, H * dv], head h in columns h*dv .. (h+1)*dv - 1 (merge_heads)
         width = merged.shape[-1] // attn.n_head
         merged = merged.clone()
-        merged[..., head * width:(head + 1) * width] = 0
+        merged[..., head * width:(head + 1) * width] = 0 if value is None else value.to(merged.dtype)
         return (merged,)
 
-    handle = attn.proj_out.register_forward_pre_hook(zero_head)
+    handle = attn.proj_out.register_forward_pre_hook(set_head)
     try:
         yield
     finally:
         handle.remove()
 
 
-def ablation_costs(model, evaluate) -> tuple[float, np.ndarray]:
+def ablate_head(model, layer: int, head: int):
+    """Within the block, head `head` (0-based) of block `layer` outputs zeros (before W_O)."""
+    return replace_head(model, layer, head)
+
+
+def mean_ablate_head(model, layer: int, head: int, means):
+    """Within the block, the head outputs its mean (`means` from head_means) (before W_O)."""
+    return replace_head(model, layer, head, means[layer][head])
+
+
+def head_means(model, run) -> list:
+    """Per layer [heads, d_head]: each head's output averaged over batch rows and positions
+    of every forward pass `run()` makes (e.g. the validation evaluation), in float64."""
+    sums, counts, handles = {}, {}, []
+
+    def hook_for(layer, attn):
+        def accumulate(module, args):
+            (merged,) = args
+            flat = merged.detach().double().reshape(-1, attn.n_head, merged.shape[-1] // attn.n_head)
+            sums[layer] = sums.get(layer, 0) + flat.sum(0)
+            counts[layer] = counts.get(layer, 0) + flat.shape[0]
+        return accumulate
+
+    for layer, block in enumerate(model.blocks):
+        handles.append(block.attn.proj_out.register_forward_pre_hook(hook_for(layer, block.attn)))
+    try:
+        run()
+    finally:
+        for h in handles:
+            h.remove()
+    if len(sums) != len(model.blocks):
+        raise ValueError("run() made no forward pass through every block: no head means")
+    return [(sums[layer] / counts[layer]).float() for layer in range(len(model.blocks))]
+
+
+def ablation_costs(model, evaluate, means=None) -> tuple[float, np.ndarray]:
     """(loss of the whole model, [layers, heads] loss with that head removed minus it).
 
-    `evaluate()` returns the validation loss of `model` as it stands."""
+    `evaluate()` returns the validation loss of `model` as it stands. Heads are zeroed, or
+    replaced by their means when `means` (head_means) is given."""
     base = evaluate()
     costs = np.zeros((len(model.blocks), model.blocks[0].attn.n_head))
     for layer in range(costs.shape[0]):
         for head in range(costs.shape[1]):
-            with ablate_head(model, layer, head):
+            value = None if means is None else means[layer][head]
+            with replace_head(model, layer, head, value):
                 costs[layer, head] = evaluate() - base
     return base, costs
 

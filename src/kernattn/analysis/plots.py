@@ -104,3 +104,34 @@ def draw_newline_histograms(ax, series, max_lag: int, paper_peak: int | None = N
     ax.set_ylabel("fraction of separations")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+
+
+def _draw_lengths(ax, counts, summary: dict, xlabel: str, color: str, bin_width: int = 1) -> None:
+    c = np.asarray(counts, dtype=float)[1:]
+    if bin_width > 1:  # paragraphs: bins, as their peak is read (kernattn.analysis.newlines)
+        n_bins = -(-c.size // bin_width)
+        c = np.pad(c, (0, n_bins * bin_width - c.size)).reshape(n_bins, bin_width).sum(1)
+    x = 1 + np.arange(c.size) * bin_width + (bin_width - 1) / 2
+    if c.sum() > 0:
+        ax.plot(x, c / c.sum(), color=color, lw=1.2, drawstyle="steps-mid")
+        # show 99.5% of the lengths: the long tail would squeeze the peak into a line
+        last = int(np.searchsorted(np.cumsum(c) / c.sum(), 0.995))
+        ax.set_xlim(0, 1.1 * x[min(last, x.size - 1)] + bin_width)
+    for key, ls in (("peak", ":"), ("median", "--")):
+        if summary.get(key) is not None:
+            ax.axvline(summary[key], color="k", ls=ls, lw=1, label=f"{key} {summary[key]:g}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction" + (f" per {bin_width}-character bin" if bin_width > 1 else ""))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def length_histograms(line_counts, line_summary: dict, para_counts, para_summary: dict, title: str):
+    """Two panels: non-empty line lengths and paragraph lengths, each with its peak and median."""
+    fig = new_figure(10, 3.8)
+    left, right = fig.subplots(1, 2)
+    _draw_lengths(left, line_counts, line_summary, "line length (characters, newline excluded)", "tab:blue")
+    _draw_lengths(right, para_counts, para_summary, "paragraph length (characters)", "tab:green",
+                  para_summary.get("peak_bin_width", 1))
+    fig.suptitle(wrap(title, 110), fontsize=9)
+    return fig

@@ -1,0 +1,87 @@
+"""Counterfactual corpora for the line-wrap study (issue 17, seed 001 Section 3.2).
+
+The Dickens mirror is hard-wrapped: its lines are 63-68 characters long and the newline
+separations peak at 68 = line length + 1, which seed 001 reads as paragraph length. To see
+whether a trained bank's bump follows the line width or the paragraphs, the same text is
+re-laid out two ways, keeping every word and every paragraph break:
+
+- rewrapped: each paragraph greedily word-wrapped at `width` characters (default 50): a
+  line takes words while they fit; a single word longer than `width` gets a line of its own
+  and is never broken (a line exceeds `width` only then);
+- unwrapped: each paragraph on one line.
+
+Definitions:
+- a paragraph is a maximal run of text without a blank line; paragraph breaks (runs of two
+  or more newlines) are kept exactly, so the paragraph-scale structure is unchanged;
+- inside a paragraph, words are the runs of non-whitespace characters; they are rejoined
+  with single spaces, so runs of spaces (the mirror's double spaces after sentences) become
+  one space. Nothing is added: a counterfactual's characters are a subset of the original's,
+  so it is encoded with the original vocabulary (same ids, same vocab.json).
+- "same split": the train and validation parts of the original are transformed separately
+  (`transform_split`), so a counterfactual's validation text is the original validation text
+  re-laid out and no paragraph crosses the boundary.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import numpy as np
+
+DEFAULT_WIDTH = 50
+KINDS = ("original", "rewrapped", "unwrapped")
+_BREAK = re.compile(r"(\n{2,})")  # a paragraph break: two or more newlines (kept as they are)
+
+
+def _map_paragraphs(text: str, layout) -> str:
+    pieces = _BREAK.split(text)
+    # re.split with a group alternates text, break, text, ...: only the even pieces are paragraphs
+    return "".join(piece if i % 2 else layout(piece.split()) for i, piece in enumerate(pieces))
+
+
+def rewrap(text: str, width: int = DEFAULT_WIDTH) -> str:
+    """Every paragraph greedily word-wrapped at `width` characters (module docstring)."""
+    if width < 1:
+        raise ValueError(f"wrap width must be >= 1, got {width}")
+    wrapper = textwrap.TextWrapper(width=width, break_long_words=False, break_on_hyphens=False)
+    return _map_paragraphs(text, lambda words: "\n".join(wrapper.wrap(" ".join(words))))
+
+
+def unwrap(text: str) -> str:
+    """Every paragraph on one line (module docstring)."""
+    return _map_paragraphs(text, " ".join)
+
+
+def relayout(text: str, kind: str, width: int = DEFAULT_WIDTH) -> str:
+    """`text` laid out as `kind` (one of KINDS; "original" returns it unchanged)."""
+    if kind == "original":
+        return text
+    if kind == "rewrapped":
+        return rewrap(text, width)
+    if kind == "unwrapped":
+        return unwrap(text)
+    raise ValueError(f"unknown corpus layout {kind!r}; allowed: {', '.join(KINDS)}")
+
+
+def encode_with(text: str, chars: list[str]) -> np.ndarray:
+    """`text` as uint8 ids into `chars` (a lookup table: the whole corpus in well under a
+    second); ValueError naming the characters `chars` lacks."""
+    cps = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    table = np.array([ord(c) for c in chars], dtype=np.int64)
+    lut = np.full(max(int(table.max(initial=0)), int(cps.max(initial=0))) + 1, -1, dtype=np.int64)
+    lut[table] = np.arange(len(chars))
+    ids = lut[cps]
+    if (ids < 0).any():
+        missing = sorted({chr(c) for c in np.unique(cps[ids < 0])})
+        raise ValueError(f"characters not in the vocabulary: {', '.join(map(repr, missing[:10]))}")
+    return ids.astype(np.uint8)
+
+
+def transform_split(train_ids, val_ids, chars: list[str], kind: str,
+                    width: int = DEFAULT_WIDTH) -> tuple[np.ndarray, np.ndarray]:
+    """The prepared splits (uint8 ids into `chars`) re-laid out, each split on its own, and
+    encoded with the same vocabulary: what a prepare stage writes for a counterfactual."""
+    from ..data import decode
+
+    return tuple(encode_with(relayout(decode(ids, chars), kind, width), chars) for ids in (train_ids, val_ids))

@@ -1,0 +1,242 @@
+"""Issue 17, the line-wrap study's data side: line and paragraph lengths, the counterfactual
+corpora (rewrapped, unwrapped), analyze-corpus's new outputs, and the bump-per-corpus verdict,
+on constructed inputs with known answers and on the Dickens mirror."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from kernattn import cli
+from kernattn.analysis import bumpshift, newlines, wrap
+from kernattn.data import encode
+from kernattn.data.dickens import build_vocab, clean_characters, normalize_newlines, strip_gutenberg
+
+REPO = Path(__file__).resolve().parents[1]
+# the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does
+DICKENS = Path(os.environ.get("KERNATTN_DATA_MIRROR")
+               or REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def ids_of(text: str):
+    chars = sorted(set(text) | {"\n"})
+    return encode(text, chars), chars, chars.index("\n")
+
+
+def hard_wrapped(n_paragraphs: int, words_per_paragraph: int, word_len: int, seed: int = 0) -> str:
+    """Paragraphs of words of `word_len` letters, hard-wrapped irregularly (3 to 9 words a
+    line, double spaces here and there), blank-line separated: an original to re-lay out."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    paragraphs = []
+    for _ in range(n_paragraphs):
+        words = ["".join(rng.choice(letters, word_len)) for _ in range(words_per_paragraph)]
+        lines, i = [], 0
+        while i < len(words):
+            k = int(rng.integers(3, 10))
+            lines.append(("  " if rng.random() < 0.3 else " ").join(words[i:i + k]))
+            i += k
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs) + "\n"
+
+
+# ----------------------------------------------------------------------------- lines and paragraphs
+def test_line_and_paragraph_lengths_of_a_known_text():
+    ids, _, nl = ids_of("ab\ncde\n\nf\n\n\nghij")
+    assert newlines.line_lengths(ids, nl).tolist() == [2, 3, 0, 1, 0, 0, 4]
+    # "ab\ncde" counts its inner newline: 6; then "f" and "ghij"
+    assert newlines.paragraph_lengths(ids, nl).tolist() == [6, 1, 4]
+    ids, _, nl = ids_of("\n\nxy\n")
+    assert newlines.line_lengths(ids, nl).tolist() == [0, 0, 2, 0]
+    assert newlines.paragraph_lengths(ids, nl).tolist() == [2]
+    ids, _, nl = ids_of("\n\n\n")
+    assert newlines.paragraph_lengths(ids, nl).size == 0
+
+
+def test_binned_peak_and_peak_contrast():
+    counts = np.zeros(41)
+    counts[[3, 12, 13, 14]] = [5, 2, 2, 2]  # the 1-length mode is 3, the 10-wide bin 11..20 holds 6
+    assert newlines.binned_peak(counts, 10) == 15.5
+    assert newlines.binned_peak(counts, 1) == 3.0
+    assert newlines.binned_peak(np.zeros(5), 10) is None
+    flat = np.full(50, 10.0)
+    flat[30] = 12.0
+    assert newlines.peak_contrast(flat, 30) == pytest.approx(12 / np.mean(flat[2:]))
+    assert newlines.sharp_peak(flat) is None  # a flat histogram has no line structure
+    spiky = flat.copy()
+    spiky[30] = 1000.0
+    assert newlines.sharp_peak(spiky) == 30
+
+
+# ----------------------------------------------------------------------------- the counterfactuals
+@pytest.mark.parametrize("width, word_len", [(50, 2), (59, 3), (29, 4)])
+def test_rewrapped_lines_peak_at_the_width_and_newlines_at_width_plus_one(width, word_len):
+    # (width + 1) is a multiple of (word_len + 1): greedy lines are filled to exactly `width`
+    per_line = (width + 1) // (word_len + 1)
+    text = hard_wrapped(12, 3 * per_line + 1, word_len)
+    out = wrap.rewrap(text, width)
+    ids, _, nl = ids_of(out)
+    lines = newlines.line_lengths(ids, nl)
+    assert lines.max() == width
+    assert newlines.main_peak(np.bincount(lines[lines > 0]), min_lag=1) == width
+    counts, _ = newlines.histogram(newlines.separations(ids, nl), 200)
+    assert newlines.main_peak(counts) == width + 1 and newlines.sharp_peak(counts) == width + 1
+    assert set(out) <= set(text)
+    assert out.split() == text.split()  # the same words in the same order
+    assert out.count("\n\n") == text.count("\n\n")  # every paragraph break kept
+
+
+def test_unwrapped_has_one_line_per_paragraph():
+    text = hard_wrapped(10, 25, 3)
+    out = wrap.unwrap(text)
+    paragraphs = [" ".join(p.split()) for p in text.split("\n\n")]
+    ids, _, nl = ids_of(out)
+    seps = newlines.separations(ids, nl)
+    # only paragraph-scale separations: each paragraph's length + 1, and the breaks (1)
+    lengths = {len(p) for p in paragraphs if p}
+    assert set(seps[seps > 1].tolist()) <= {n + 1 for n in lengths} and lengths == {25 * 4 - 1}
+    assert out.split() == text.split() and set(out) <= set(text)
+    assert wrap.unwrap(wrap.rewrap(text, 17)) == out  # rewrapping does not change the paragraphs
+    assert wrap.relayout(text, "original") == text
+    with pytest.raises(ValueError, match="unknown corpus layout"):
+        wrap.relayout(text, "sideways")
+    with pytest.raises(ValueError, match="width"):
+        wrap.rewrap(text, 0)
+
+
+def test_transform_split_keeps_the_vocabulary_and_the_split():
+    text = hard_wrapped(8, 30, 5)
+    ids, chars, _ = ids_of(text)
+    cut = len(ids) // 2
+    train, val = wrap.transform_split(ids[:cut], ids[cut:], chars, "rewrapped", 40)
+    assert train.dtype == np.uint8 and set(np.unique(np.concatenate([train, val]))) <= set(np.unique(ids))
+    assert "".join(chars[i] for i in val) == wrap.rewrap(text[cut:], 40)  # each split on its own
+    np.testing.assert_array_equal(wrap.encode_with(text, chars), encode(text, chars))
+    with pytest.raises(ValueError, match="'!'"):
+        wrap.encode_with("ab!", chars)
+
+
+# ----------------------------------------------------------------------------- the mirror
+@pytest.fixture(scope="module")
+def mirror():
+    assert DICKENS.is_file(), f"{DICKENS} is missing: tests read the shared data beside the repository"
+    with gzip.open(DICKENS, "rb") as fh:
+        raw = fh.read().decode("utf-8", errors="replace")
+    text, _ = normalize_newlines(raw)
+    text, _ = strip_gutenberg(text)
+    text, _ = clean_characters(text)
+    chars, ids = build_vocab(text)
+    return ids, chars, chars.index("\n")
+
+
+def summary_of(ids, nl):
+    from kernattn.analysis.corpus import length_summary
+
+    counts, _ = newlines.histogram(newlines.separations(ids, nl), 400)
+    _, lines = length_summary(newlines.line_lengths(ids, nl), 400, paragraphs=False)
+    _, paras = length_summary(newlines.paragraph_lengths(ids, nl), 3000, paragraphs=True)
+    return newlines.sharp_peak(counts), lines, paras
+
+
+def test_mirror_lines_are_the_newline_peak_and_the_counterfactuals_move_it(mirror):
+    """science.md: lines most often 63-68 characters, median 65; newline peak 68; paragraphs
+    median 184. Rewrapped at 50 the peak goes to 51; unwrapped there is no sharp peak."""
+    ids, chars, nl = mirror
+    peak, lines, paras = summary_of(ids, nl)
+    assert peak == 68 and 63 <= lines["peak"] <= 68 and lines["median"] == 65 and peak == lines["peak"] + 1
+    assert 175 <= paras["median"] <= 195
+    cut = int(0.9 * len(ids))
+    n_paragraphs = summary_of(ids[:cut], nl)[2]["count"]
+    for kind, line_peak, newline_peak in (("rewrapped", 50, 51), ("unwrapped", None, None)):
+        train, val = wrap.transform_split(ids[:cut], ids[cut:], chars, kind)
+        assert set(np.unique(train)) | set(np.unique(val)) <= set(np.unique(ids))
+        peak_c, lines_c, paras_c = summary_of(train, nl)
+        assert peak_c == newline_peak and paras_c["count"] == n_paragraphs
+        if line_peak is not None:
+            assert lines_c["peak"] == line_peak
+
+
+# ----------------------------------------------------------------------------- analyze-corpus
+def test_analyze_corpus_writes_line_and_paragraph_lengths(tmp_path, capsys):
+    """A corpus of paragraphs rewrapped at 30: lines peak at 30, newlines at 31."""
+    text = wrap.rewrap(hard_wrapped(40, 31, 4), 29)  # 30 = 6 x (4 + 1): lines of 29 characters
+    ids, chars, _ = ids_of(text)
+    data = tmp_path / "data"
+    data.mkdir()
+    cut = int(0.8 * len(ids))
+    np.save(data / "train.npy", ids[:cut])
+    np.save(data / "val.npy", ids[cut:])
+    (data / "vocab.json").write_text(json.dumps({"chars": chars, "size": len(chars)}))
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc["scale"] = "micro"
+    doc["scales"]["micro"]["data"]["out_dir"] = str(data)
+    doc["scales"]["micro"]["analysis"]["out_dir"] = str(tmp_path / "analysis")
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(doc))
+    assert cli.main(["analyze-corpus", "--params", str(params)]) == 0
+    out = tmp_path / "analysis" / "corpus"
+    train = json.loads((out / "summary.json").read_text())["splits"]["train"]
+    assert train["peak"] == 30 and train["sharp_peak"] == 30 and train["lines"]["peak"] == 29
+    assert train["paragraphs"]["median"] == 31 * 5 - 1  # 31 words of 4 letters and their spaces
+    lines = pd.read_csv(out / "lines.csv")
+    assert lines["train"].sum() + train["lines"]["overflow"] == train["lines"]["count"]
+    assert int(lines.loc[lines["train"].idxmax(), "length"]) == 29
+    paras = pd.read_csv(out / "paragraphs.csv")
+    assert paras["train"].sum() == train["paragraphs"]["count"] and list(paras.columns) == ["length", "train", "val"]
+    for png in ("newlines.png", "lengths.png"):
+        assert (out / png).read_bytes()[:8] == PNG
+    assert "line lengths peak at 29" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- the verdict
+def bank_with_bump(lag: int, n_lags: int = 129) -> np.ndarray:
+    lags = np.arange(n_lags, dtype=float)
+    return 5 * np.exp(-lags / 40) + np.exp(-((lags - lag) ** 2) / 8.0)
+
+
+def test_run_bump_is_the_median_over_first_layer_heads():
+    heads = np.stack([bank_with_bump(50), bank_with_bump(52), bank_with_bump(70), np.exp(-np.arange(129) / 9)])
+    assert bumpshift.run_bump(heads, min_lag=10) == 52  # the monotone head has no bump
+    assert bumpshift.run_bump(heads[3:], min_lag=10) is None
+
+
+def corpora(orig, rewrapped, unwrapped=(None, None), peaks=(68, 51, None)):
+    return [bumpshift.CorpusBumps(name, peak, dict(enumerate(b)))
+            for name, peak, b in zip(("original", "rewrapped", "unwrapped"), peaks, (orig, rewrapped, unwrapped))]
+
+
+@pytest.mark.parametrize("orig, rewrapped, verdict", [
+    ((69, 70), (52, 53), bumpshift.TRACKS),        # moved by -17 = 51 - 68 on both seeds
+    ((69, 71), (50, 53), bumpshift.TRACKS),        # shifts -19, -18: interval about [-25, -12]
+    ((69, 70), (70, 70), bumpshift.STAYS),         # did not move
+    ((69, 70), (60, 71), bumpshift.INCONCLUSIVE),  # shifts -9, +1: the interval holds 0 and -17
+    ((69, 70), (99, 100), bumpshift.INCONCLUSIVE),  # moved, but away from the line width
+    ((69, 70), (52, None), bumpshift.INCONCLUSIVE),  # one seed without a bump: no interval
+])
+def test_study_verdict_on_constructed_bumps(orig, rewrapped, verdict):
+    out = bumpshift.study_verdict(corpora(orig, rewrapped, (40, 90)))
+    assert out["verdict"] == verdict and out["voting"] == 1
+    rows = {r["corpus"]: r for r in out["corpora"]}
+    assert rows["unwrapped"]["votes"] is False and "no sharp newline peak" in rows["unwrapped"]["reason"]
+    assert rows["rewrapped"]["predicted_shift"] == -17
+    assert rows["original"]["bump"]["mean"] == pytest.approx(np.mean(orig))
+
+
+def test_study_verdict_needs_a_moved_line_width_and_two_seeds():
+    same_width = bumpshift.study_verdict(corpora((69, 70), (52, 53), peaks=(68, 69, None)))
+    assert same_width["verdict"] == bumpshift.INCONCLUSIVE and same_width["voting"] == 0
+    one_seed = bumpshift.study_verdict([bumpshift.CorpusBumps("original", 68, {0: 69.0}),
+                                        bumpshift.CorpusBumps("rewrapped", 51, {0: 52.0})])
+    assert one_seed["verdict"] == bumpshift.INCONCLUSIVE and one_seed["corpora"][0]["bump"]["lo"] is None
+    two = bumpshift.study_verdict(corpora((69, 70), (52, 53)) + [bumpshift.CorpusBumps("w40", 41, {0: 70, 1: 70})])
+    assert two["verdict"] == bumpshift.INCONCLUSIVE  # one counterfactual tracks, the other stays
+    with pytest.raises(ValueError, match="no reference corpus"):
+        bumpshift.study_verdict(corpora((69, 70), (52, 53)), reference="dickens")
