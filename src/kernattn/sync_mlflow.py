@@ -4,11 +4,13 @@
 
 A training run whose tracking server was unreachable (or went away, or whose store was
 replaced) still has its whole record in its run folder: config.json, metrics.jsonl and
-final.json. For every folder under train.out_dir with a final.json (archived `.stale/`
-folders excepted), this makes the MLflow run at tracking.uri (or --tracking-uri) complete:
+final.json. For every folder with a final.json under the run folders of every track
+(train.out_dir, lm.out_dir, vision.out_dir; archived `.stale/` folders excepted), this makes
+the MLflow run at tracking.uri (or --tracking-uri) complete:
 
 - final.json's mlflow_run_id is null, or names no run in the store: a run is created in the
-  scale's experiment (name, tags and params as `kernattn train` gives them) -- or, after a
+  run's experiment (the one config.json names; name, tags and params as training gives
+  them, kernattn.engine.mlrun) -- or, after a
   sync that was interrupted, the run it had created is found again by its `kernattn.sync_key`
   tag (run id, fingerprint, val loss and wall time of the folder) and reused;
 - then whatever the run lacks is added: params, tags, every metric point of metrics.jsonl
@@ -62,6 +64,22 @@ def run_folders(out_dir: Path) -> list[Path]:
                   and (p / "final.json").is_file())
 
 
+def track_out_dirs(params) -> list[Path]:
+    """The run folders' parents of every track the params have (char, LM, vision)."""
+    sections = (getattr(params, "train", None), getattr(params, "lm", None), getattr(params, "vision", None))
+    dirs = [Path(s.out_dir) for s in sections if s is not None]
+    return list(dict.fromkeys(dirs))
+
+
+def experiment_of(run_dir: Path, default: str) -> str:
+    """The experiment training opened the run in (config.json), else `default`."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        return (config.get("tracking") or {}).get("experiment") or default
+    except (OSError, ValueError, AttributeError):
+        return default
+
+
 class Syncer:
     def __init__(self, tracking_params, dry_run: bool = False):
         from .tracking import Tracker
@@ -102,8 +120,10 @@ class Syncer:
         """Make the MLflow run of `run_dir` complete; returns (what was done, whether anything was)."""
         from mlflow.entities import Metric, Param, RunTag
 
+        from .engine.metrics import metric_dict
+        from .engine.mlrun import mlflow_params
+        from .engine.session import TAG_KEYS
         from .io import atomic_write_json
-        from .train import metric_dict, mlflow_params
 
         final = json.loads((run_dir / "final.json").read_text())
         config = json.loads((run_dir / "config.json").read_text())
@@ -120,11 +140,8 @@ class Syncer:
             how = "resumed an interrupted sync" if run is not None else "uploaded"
         if run is None and self.dry_run:
             return f"{name}: would upload it ({len(lines)} lines of metrics.jsonl)", True
-        tags = {"run_id": name, "row": final.get("row"), "seed": final.get("seed"), "variant": final.get("variant"),
-                "source": final.get("source"), "label": final.get("label"), "git_commit": final.get("git_commit"),
-                "params_digest": final.get("params_digest"), "scale": final.get("scale"),
-                "fingerprint": final.get("fingerprint"), "device": final.get("device"),
-                "val_loss": f"{final['val_loss']:.6f}", SYNC_KEY_TAG: key}
+        tags = {**{k: final.get(k) for k in TAG_KEYS}, "run_id": name, SYNC_KEY_TAG: key,
+                "val_loss": f"{final['val_loss']:.6f}" if final.get("val_loss") is not None else None}
         tags = {k: str(v) for k, v in tags.items() if v is not None}
         if run is None:
             run = self.client.create_run(self.experiment_id, start_time=start_ms, run_name=name,
@@ -186,6 +203,17 @@ class Syncer:
         return f"{name}: {run_id} complete in the store", False
 
 
+def _open_syncer(tracking, dry_run: bool) -> Syncer:
+    from .errors import UsageError
+
+    try:
+        return Syncer(tracking, dry_run=dry_run)
+    except Exception as exc:  # noqa: BLE001 (one line: which store, what failed)
+        text = str(exc).strip().splitlines()
+        raise UsageError(f"cannot open the MLflow store {tracking.uri}: {type(exc).__name__}: "
+                         f"{text[0] if text else ''}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from .errors import UsageError
     from .config import load_params
@@ -196,20 +224,19 @@ def run(args: argparse.Namespace) -> int:
         tracking = dataclasses.replace(tracking, uri=args.tracking_uri, enabled=True)
     elif not tracking.enabled:
         raise UsageError("tracking.enabled is false in the params: enable it, or pass --tracking-uri")
-    folders = run_folders(Path(params.train.out_dir))
+    roots = track_out_dirs(params)
+    folders = [f for root in roots for f in run_folders(root)]
     if not folders:
-        print(f"kernattn sync-mlflow: no finished runs under {params.train.out_dir}")
+        print(f"kernattn sync-mlflow: no finished runs under {', '.join(map(str, roots))}")
         return 0
-    try:
-        syncer = Syncer(tracking, dry_run=args.dry_run)
-    except Exception as exc:  # noqa: BLE001 (one line: which store, what failed)
-        text = str(exc).strip().splitlines()
-        raise UsageError(f"cannot open the MLflow store {tracking.uri}: {type(exc).__name__}: "
-                         f"{text[0] if text else ''}") from None
+    syncers: dict[str, Syncer] = {}
     failed = changed = 0
     for folder in folders:
+        experiment = experiment_of(folder, tracking.experiment)
+        if experiment not in syncers:
+            syncers[experiment] = _open_syncer(dataclasses.replace(tracking, experiment=experiment), args.dry_run)
         try:
-            message, did = syncer.sync(folder)
+            message, did = syncers[experiment].sync(folder)
             changed += did
             print(message, flush=True)
         except Exception as exc:  # noqa: BLE001 (report it, go on with the other runs)
