@@ -57,8 +57,9 @@ class Case:
 
 
 CASES = {
+    # a train line every 2 steps: kills after steps 3 and 5 stop mid-interval (a running loss to carry)
     "char": Case("char", "train", "gpa_dp_m8-s0", "train",
-                 {"model": {"dropout": 0.1}, "train": {"max_steps": 10, "eval_every": 5, "checkpoint_every": 3}}, 10),
+                 {"model": {"dropout": 0.1}, "train": {"max_steps": 10, "eval_every": 20, "checkpoint_every": 3}}, 10),
     # grad_accum 2: two micro-batches a step
     "lm": Case("lm", "train-lm", "lm-gka-tokens-s0", "lm",
                {"lm": {"steps": 10, "eval_every": 5, "checkpoint_every": 3, "grad_accum": 2}}, 10),
@@ -274,6 +275,8 @@ def test_divergence_exits_3_with_one_line_and_a_failed_record(tmp_path, prepared
 
 @pytest.mark.parametrize("track", TRACKS)
 def test_a_folder_from_other_params_is_refused_then_archived(tmp_path, prepared, track, capsys):
+    """Refused in one line naming the file and the changed key; --stale archive moves it to
+    .stale/ and trains afresh; a finished run is not retrained, unless --fresh."""
     case = CASES[track]
     params = write_params(case, tmp_path, prepared(track))
     run_dir = tmp_path / "runs" / case.run
@@ -292,6 +295,8 @@ def test_a_folder_from_other_params_is_refused_then_archived(tmp_path, prepared,
     assert final["steps"] == case.steps and final["fingerprint"] != old_ckpt["fingerprint"]
     capsys.readouterr()
     assert train(case, params) == 0 and "already finished" in capsys.readouterr().out
+    assert train(case, params, "--fresh") == 0 and "from scratch" in capsys.readouterr().out
+    assert json.loads((run_dir / "final.json").read_text())["fingerprint"] == final["fingerprint"]
 
 
 def assert_complete_in(client, run, run_dir: Path, case: Case) -> None:
