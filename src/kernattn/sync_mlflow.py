@@ -116,11 +116,47 @@ class Syncer:
         return runs[0] if runs else None
 
     # ------------------------------------------------------------------ one run folder
-    def sync(self, run_dir: Path) -> tuple[str, bool]:
-        """Make the MLflow run of `run_dir` complete; returns (what was done, whether anything was)."""
-        from mlflow.entities import Metric, Param, RunTag
+    def _missing_metrics(self, run, lines: list[dict], start_ms: int) -> list:
+        """The metric points of metrics.jsonl, (key, step) pairs the run does not hold yet."""
+        from mlflow.entities import Metric
 
         from .engine.metrics import metric_dict
+
+        wanted: dict[str, list[tuple[int, float, int]]] = {}
+        for rec in lines:
+            ts = start_ms + int(1000 * float(rec.get("elapsed_s") or 0.0))
+            for k, v in metric_dict(rec).items():
+                wanted.setdefault(k, []).append((int(rec["step"]), float(v), ts))
+        metrics = []
+        for k, points in wanted.items():
+            held = ({m.step for m in self.client.get_metric_history(run.info.run_id, k)}
+                    if k in run.data.metrics else set())
+            metrics += [Metric(k, v, ts, step) for step, v, ts in points if step not in held]
+        return metrics
+
+    def _send(self, run_id: str, params: list, tags: list, metrics: list) -> None:
+        for i in range(0, len(params), BATCH_PARAMS):
+            self.client.log_batch(run_id, params=params[i:i + BATCH_PARAMS])
+        if tags:
+            self.client.log_batch(run_id, tags=tags)
+        for i in range(0, len(metrics), BATCH_METRICS):
+            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH_METRICS])
+
+    def _send_artifacts(self, run_id: str, run_dir: Path, names: list[str], final: dict) -> None:
+        """The folder's files; final.json as it will be once the run's id is written into it."""
+        for artifact in names:
+            if artifact != "final.json":
+                self.client.log_artifact(run_id, str(run_dir / artifact))
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                staged = Path(tmp) / "final.json"
+                staged.write_text(json.dumps(final, indent=2) + "\n")
+                self.client.log_artifact(run_id, str(staged))
+
+    def sync(self, run_dir: Path) -> tuple[str, bool]:
+        """Make the MLflow run of `run_dir` complete; returns (what was done, whether anything was)."""
+        from mlflow.entities import Param, RunTag
+
         from .engine.mlrun import mlflow_params
         from .engine.session import TAG_KEYS
         from .io import atomic_write_json
@@ -147,7 +183,6 @@ class Syncer:
             run = self.client.create_run(self.experiment_id, start_time=start_ms, run_name=name,
                                          tags={**tags, "kernattn.synced_by": "kernattn sync-mlflow"})
         run_id = run.info.run_id
-        done: list[str] = []
 
         # params (immutable in MLflow: only the missing keys are sent)
         have = set(run.data.params)
@@ -155,17 +190,7 @@ class Syncer:
                   if k[:PARAM_KEY_MAX] not in have]
         # tags that are missing or differ (a run created by training lacks the sync key)
         new_tags = [RunTag(k, v) for k, v in tags.items() if run.data.tags.get(k) != v]
-        # metric points: (key, step) pairs the run does not hold yet
-        wanted: dict[str, list[tuple[int, float, int]]] = {}
-        for rec in lines:
-            ts = start_ms + int(1000 * float(rec.get("elapsed_s") or 0.0))
-            for k, v in metric_dict(rec).items():
-                if v is not None:
-                    wanted.setdefault(k, []).append((int(rec["step"]), float(v), ts))
-        metrics = []
-        for k, points in wanted.items():
-            held = {m.step for m in self.client.get_metric_history(run_id, k)} if k in run.data.metrics else set()
-            metrics += [Metric(k, v, ts, step) for step, v, ts in points if step not in held]
+        metrics = self._missing_metrics(run, lines, start_ms)
         artifacts = {a.path for a in self.client.list_artifacts(run_id)}
         missing_artifacts = [a for a in (*ARTIFACTS, "final.json") if a not in artifacts]
 
@@ -179,20 +204,8 @@ class Syncer:
             return (f"{name}: {run_id}: would add {len(params)} params, {len(metrics)} metric points, "
                     f"{len(missing_artifacts)} artifacts{'' if finished else ', mark it FINISHED'}"
                     f"{', write its id into final.json' if rewrite else ''}"), True
-        for i in range(0, len(params), BATCH_PARAMS):
-            self.client.log_batch(run_id, params=params[i:i + BATCH_PARAMS])
-        if new_tags:
-            self.client.log_batch(run_id, tags=new_tags)
-        for i in range(0, len(metrics), BATCH_METRICS):
-            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH_METRICS])
-        for artifact in missing_artifacts:
-            if artifact == "final.json":
-                with tempfile.TemporaryDirectory() as tmp:
-                    staged = Path(tmp) / "final.json"
-                    staged.write_text(json.dumps(final_new, indent=2) + "\n")
-                    self.client.log_artifact(run_id, str(staged))
-            else:
-                self.client.log_artifact(run_id, str(run_dir / artifact))
+        self._send(run_id, params, new_tags, metrics)
+        self._send_artifacts(run_id, run_dir, missing_artifacts, final_new)
         if not finished:
             self.client.set_terminated(run_id, status="FINISHED", end_time=max(end_ms, start_ms))
         if rewrite:
