@@ -157,8 +157,7 @@ class Syncer:
         """Make the MLflow run of `run_dir` complete; returns (what was done, whether anything was)."""
         from mlflow.entities import Param, RunTag
 
-        from .engine.mlrun import mlflow_params
-        from .engine.session import TAG_KEYS
+        from .engine.mlrun import TAG_KEYS, mlflow_params
         from .io import atomic_write_json
 
         final = json.loads((run_dir / "final.json").read_text())

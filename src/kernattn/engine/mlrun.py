@@ -19,6 +19,11 @@ from ..tracking import flatten
 SESSION_KEYS = ("tracking", "resumed_from_step", "params_path", "device_name", "effective", "python_version",
                 "git_dirty")
 
+# The identity fields of a run (its head in final.json) that become MLflow tags, the same
+# for the runs training opens and the runs sync-mlflow creates.
+TAG_KEYS = ("track", "run_id", "row", "seed", "variant", "source", "label", "matched", "git_commit",
+            "params_digest", "scale", "fingerprint", "device")
+
 
 def experiment_name(section: Any, track: str, scale: str) -> str:
     name = getattr(section, "experiment", None)

@@ -12,13 +12,9 @@ from pathlib import Path
 from ..io import atomic_write_json
 from ..tracking import Tracker
 from .metrics import MetricsLog
-from .mlrun import experiment_name, mlflow_params, tracking_for
+from .mlrun import TAG_KEYS, experiment_name, mlflow_params, tracking_for
 from .rundir import CONFIG, FINAL, METRICS
 from .runtime import git_info
-
-# final.json keys every track writes (beside the track's own results).
-TAG_KEYS = ("track", "run_id", "row", "seed", "variant", "source", "label", "matched", "git_commit",
-            "params_digest", "scale", "fingerprint", "device")
 
 
 def _previous_mlflow_run(run_dir: Path, fingerprint: str) -> str | None:
