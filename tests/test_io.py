@@ -194,7 +194,7 @@ def test_atomic_torch_save_replaces_whole_or_not_at_all(tmp_path):
     atomic_torch_save(path, {"step": 2, "w": torch.arange(4)})
     got = load_torch(path)
     assert got["step"] == 2 and torch.equal(got["w"], torch.arange(4))
-    with pytest.raises(pickle.PicklingError):
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # "can't pickle local object"
         atomic_torch_save(path, {"step": 3, "bad": lambda: None})  # a lambda cannot be pickled
     assert load_torch(path)["step"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
