@@ -299,6 +299,23 @@ def test_a_folder_from_other_params_is_refused_then_archived(tmp_path, prepared,
     assert json.loads((run_dir / "final.json").read_text())["fingerprint"] == final["fingerprint"]
 
 
+def test_a_checkpoint_without_a_part_of_its_track_is_one_line(tmp_path, prepared, capsys):
+    """A vision checkpoint without its EMA (as if written by another track): refused in one
+    line naming the file and the part, not a traceback."""
+    case = CASES["vision"]
+    params = write_params(case, tmp_path, prepared("vision"))
+    path = tmp_path / "runs" / case.run / "ckpt.pt"
+    assert train(case, params, "--stop-after", "1") == 0
+    ckpt = ckpt_of(path.parent)
+    del ckpt["ema"]
+    torch.save(ckpt, path)
+    capsys.readouterr()
+    assert train(case, params) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"kernattn train-vision: error: {path}: not a vision checkpoint (no ema); rerun with --fresh "
+                   f"to train {case.run} from scratch")
+
+
 def assert_complete_in(client, run, run_dir: Path, case: Case) -> None:
     """The MLflow run holds what the folder does: params, tags, every metric point, artifacts."""
     config = json.loads((run_dir / "config.json").read_text())

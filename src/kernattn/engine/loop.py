@@ -29,10 +29,11 @@ from typing import Any
 
 import torch
 
+from ..errors import UsageError
 from ..io import atomic_torch_save
 from .rundir import CKPT, CKPT_FORMAT, open_run_dir
 from .runtime import autocast_factory, digest, resolve_device, rng_state, seed_everything, set_rng_state
-from .session import open_session
+from .session import Session
 from .signals import EXIT_SIGTERM, StopSignal, hold, hold_at_step
 from .track import Track
 
@@ -111,6 +112,10 @@ class Loop:
     # ------------------------------------------------------------------ checkpoints
     def _restore(self, ckpt: dict[str, Any]) -> None:
         track, st = self.track, self.st
+        missing = [name for name in track.parts() if name not in ckpt]
+        if missing:  # open_run_dir checked the engine's keys; the track's parts are known only now
+            raise UsageError(f"{track.run_dir / CKPT}: not a {track.name} checkpoint (no {', '.join(missing)}); "
+                             f"rerun with --fresh to train {track.run_id} from scratch")
         for name, part in track.parts().items():
             part.load_state_dict(ckpt[name])
         set_rng_state(ckpt["rng"], track.generators())
@@ -145,7 +150,7 @@ class Loop:
 
     # ------------------------------------------------------------------ the session
     def run(self) -> int:
-        self.session = open_session(self, self.track)
+        self.session = Session(self, self.track)
         status = "FAILED"
         try:
             code = self._train()

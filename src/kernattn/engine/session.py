@@ -108,7 +108,3 @@ def _progress_bar(track, initial: int, enabled: bool):
     return tqdm(total=track.max_steps, initial=initial, desc=track.run_id, disable=not enabled,
                 mininterval=0.5 if tty else 30.0, dynamic_ncols=True, file=sys.stderr)
 
-
-def open_session(loop, track) -> Session:
-    return Session(loop, track)
-
