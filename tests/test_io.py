@@ -178,3 +178,23 @@ def test_load_torch_is_weights_only_and_one_line(tmp_path):
         assert message.startswith(f"{tmp_path / name}: {text}") and message.endswith("; retrain it")
         assert "\n" not in message and "weights_only=False" not in message
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_atomic_torch_save_replaces_whole_or_not_at_all(tmp_path):
+    """A checkpoint is the old one or the new one: a save that fails leaves the old file and
+    no temporary beside it."""
+    import pickle
+
+    import torch
+
+    from kernattn.io import atomic_torch_save, load_torch
+
+    path = tmp_path / "ckpt.pt"
+    atomic_torch_save(path, {"step": 1, "w": torch.arange(3)})
+    atomic_torch_save(path, {"step": 2, "w": torch.arange(4)})
+    got = load_torch(path)
+    assert got["step"] == 2 and torch.equal(got["w"], torch.arange(4))
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # "can't pickle local object"
+        atomic_torch_save(path, {"step": 3, "bad": lambda: None})  # a lambda cannot be pickled
+    assert load_torch(path)["step"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]

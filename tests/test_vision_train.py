@@ -1,6 +1,7 @@
 """The vision stages at micro scale: Fashion-MNIST preparation from the idx files (sha256
-pinned), one-line errors, training with EMA and the final files, bit-exact resume, a
-non-finite loss, the section 7 figures and the report section."""
+pinned), one-line errors, training with EMA and the final files, the section 7 figures and
+the report section. Resume, SIGTERM and divergence of train-vision are test_engine.py's,
+shared by every track."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from kernattn.data.fetch import DataError
 from kernattn.vision import data as vdata
 
 REPO = Path(__file__).resolve().parents[1]
-FASHION = REPO.parent / "shared" / "data" / "images" / "fashion_mnist"
+# the shared data beside the checkout (a worktree's parent may not hold it: then the workspace's)
+SHARED = next((p for p in (REPO.parent / "shared", Path("/work/shared")) if (p / "data").is_dir()),
+              REPO.parent / "shared")
+FASHION = SHARED / "data" / "images" / "fashion_mnist"
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +98,7 @@ def _state(run_dir: Path) -> dict:
     return torch.load(run_dir / "ckpt.pt", weights_only=True)
 
 
-def test_train_resume_analyze_and_report(prepared, tmp_path):
+def test_train_analyze_and_report(prepared, tmp_path):
     params = str(prepared)
     vp = load_params(prepared).vision
     assert cli.main(["train-vision", "--params", params, "--run", "gka-s0"]) == 0
@@ -108,19 +112,6 @@ def test_train_resume_analyze_and_report(prepared, tmp_path):
     full = _state(run_dir)
     # EMA weights differ from the raw ones after training
     assert not torch.equal(full["ema"]["blocks.0.attn.inner.log_sigma"], full["model"]["blocks.0.attn.inner.log_sigma"])
-
-    # stopped after one step, then resumed: the same weights, EMA and metrics as uninterrupted
-    other = make_params(tmp_path / "resume", data_dir=vp.data_dir)
-    assert cli.main(["train-vision", "--params", str(other), "--run", "gka-s0", "--stop-after", "1"]) == 0
-    resumed_dir = tmp_path / "resume" / "runs" / "gka-s0"
-    assert not (resumed_dir / "final.json").exists() and _state(resumed_dir)["step"] == 1
-    assert cli.main(["train-vision", "--params", str(other), "--run", "gka-s0"]) == 0
-    again = _state(resumed_dir)
-    for key in ("model", "ema"):
-        for name, t in full[key].items():
-            assert torch.equal(t, again[key][name]), (key, name)
-    strip = lambda ls: [{k: v for k, v in x.items() if k not in ("elapsed_s", "img_per_s")} for x in ls]  # noqa: E731
-    assert strip(lines) == strip([json.loads(x) for x in (resumed_dir / "metrics.jsonl").read_text().splitlines()])
 
     # section 7 from the trained model, and the report section
     assert cli.main(["analyze-vision", "--params", params, "--run", "gka-s0"]) == 0
@@ -140,14 +131,6 @@ def test_train_resume_analyze_and_report(prepared, tmp_path):
     # deit and vlt were not trained here: listed as missing with the command that makes them
     assert any("--run deit-s0" in cmd for _, cmd in ctx["missing"])
     assert (tmp_path / "report" / "assets" / "vision" / "gka-s0" / "rollout.png").is_file()
-
-
-def test_non_finite_loss_stops_naming_the_step(prepared, tmp_path, capsys):
-    vp = load_params(prepared).vision
-    params = make_params(tmp_path, data_dir=vp.data_dir, lr=1.0e30, grad_clip=0.0, epochs=3)
-    assert cli.main(["train-vision", "--params", str(params), "--run", "deit-s0"]) == 1
-    err = capsys.readouterr().err
-    assert "at step" in err and not (tmp_path / "runs" / "deit-s0" / "final.json").exists()
 
 
 def test_imagefolder_with_the_full_deit_recipe(tmp_path):
@@ -173,29 +156,3 @@ def test_imagefolder_with_the_full_deit_recipe(tmp_path):
     assert cli.main(["train-vision", "--params", str(params), "--run", "vlt-s0"]) == 0
     final = json.loads((tmp_path / "p" / "runs" / "vlt-s0" / "final.json").read_text())
     assert final["steps"] == 2 and final["n_val"] == 4
-
-
-def test_sigterm_checkpoints_and_exits_143(prepared, tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    vp = load_params(prepared).vision
-    params = make_params(tmp_path, data_dir=vp.data_dir, epochs=2000)
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING": "false"}
-    proc = subprocess.Popen([sys.executable, "-m", "kernattn.cli", "train-vision", "--params", str(params),
-                             "--run", "deit-s0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    metrics = tmp_path / "runs" / "deit-s0" / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if metrics.is_file() and any('"train"' in x for x in metrics.read_text().splitlines()):
-            break
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 143, out[-2000:]
-    ckpt = torch.load(tmp_path / "runs" / "deit-s0" / "ckpt.pt", weights_only=True)
-    assert 0 < ckpt["step"] < 6000 and "SIGTERM" in out
-    assert not (tmp_path / "runs" / "deit-s0" / "final.json").exists()

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_dir",
-           "LineAppender", "read_lines", "LoadError", "load_torch"]
+           "LineAppender", "read_lines", "LoadError", "load_torch", "atomic_torch_save"]
 
 
 def _temp_name(path: Path, kind: str = "tmp") -> Path:
@@ -80,6 +80,15 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
     """Write `text` to `path` atomically (no newline translation); returns the path."""
     return atomic_write_bytes(path, text.encode(encoding))
+
+
+def atomic_torch_save(path: str | os.PathLike, obj: Any) -> Path:
+    """torch.save(obj) to `path`, atomically (a checkpoint is the old one or the new one)."""
+    import torch  # io is imported by modules that never touch torch: load it only here
+
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+    return Path(path)
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2,

@@ -4,11 +4,13 @@
 
 A training run whose tracking server was unreachable (or went away, or whose store was
 replaced) still has its whole record in its run folder: config.json, metrics.jsonl and
-final.json. For every folder under train.out_dir with a final.json (archived `.stale/`
-folders excepted), this makes the MLflow run at tracking.uri (or --tracking-uri) complete:
+final.json. For every folder with a final.json under the run folders of every track
+(train.out_dir, lm.out_dir, vision.out_dir; archived `.stale/` folders excepted), this makes
+the MLflow run at tracking.uri (or --tracking-uri) complete:
 
 - final.json's mlflow_run_id is null, or names no run in the store: a run is created in the
-  scale's experiment (name, tags and params as `kernattn train` gives them) -- or, after a
+  run's experiment (the one config.json names; name, tags and params as training gives
+  them, kernattn.engine.mlrun) -- or, after a
   sync that was interrupted, the run it had created is found again by its `kernattn.sync_key`
   tag (run id, fingerprint, val loss and wall time of the folder) and reused;
 - then whatever the run lacks is added: params, tags, every metric point of metrics.jsonl
@@ -62,6 +64,22 @@ def run_folders(out_dir: Path) -> list[Path]:
                   and (p / "final.json").is_file())
 
 
+def track_out_dirs(params) -> list[Path]:
+    """The run folders' parents of every track the params have (char, LM, vision)."""
+    sections = (getattr(params, "train", None), getattr(params, "lm", None), getattr(params, "vision", None))
+    dirs = [Path(s.out_dir) for s in sections if s is not None]
+    return list(dict.fromkeys(dirs))
+
+
+def experiment_of(run_dir: Path, default: str) -> str:
+    """The experiment training opened the run in (config.json), else `default`."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        return (config.get("tracking") or {}).get("experiment") or default
+    except (OSError, ValueError, AttributeError):
+        return default
+
+
 class Syncer:
     def __init__(self, tracking_params, dry_run: bool = False):
         from .tracking import Tracker
@@ -98,12 +116,49 @@ class Syncer:
         return runs[0] if runs else None
 
     # ------------------------------------------------------------------ one run folder
+    def _missing_metrics(self, run, lines: list[dict], start_ms: int) -> list:
+        """The metric points of metrics.jsonl, (key, step) pairs the run does not hold yet."""
+        from mlflow.entities import Metric
+
+        from .engine.metrics import metric_dict
+
+        wanted: dict[str, list[tuple[int, float, int]]] = {}
+        for rec in lines:
+            ts = start_ms + int(1000 * float(rec.get("elapsed_s") or 0.0))
+            for k, v in metric_dict(rec).items():
+                wanted.setdefault(k, []).append((int(rec["step"]), float(v), ts))
+        metrics = []
+        for k, points in wanted.items():
+            held = ({m.step for m in self.client.get_metric_history(run.info.run_id, k)}
+                    if k in run.data.metrics else set())
+            metrics += [Metric(k, v, ts, step) for step, v, ts in points if step not in held]
+        return metrics
+
+    def _send(self, run_id: str, params: list, tags: list, metrics: list) -> None:
+        for i in range(0, len(params), BATCH_PARAMS):
+            self.client.log_batch(run_id, params=params[i:i + BATCH_PARAMS])
+        if tags:
+            self.client.log_batch(run_id, tags=tags)
+        for i in range(0, len(metrics), BATCH_METRICS):
+            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH_METRICS])
+
+    def _send_artifacts(self, run_id: str, run_dir: Path, names: list[str], final: dict) -> None:
+        """The folder's files; final.json as it will be once the run's id is written into it."""
+        for artifact in names:
+            if artifact != "final.json":
+                self.client.log_artifact(run_id, str(run_dir / artifact))
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                staged = Path(tmp) / "final.json"
+                staged.write_text(json.dumps(final, indent=2) + "\n")
+                self.client.log_artifact(run_id, str(staged))
+
     def sync(self, run_dir: Path) -> tuple[str, bool]:
         """Make the MLflow run of `run_dir` complete; returns (what was done, whether anything was)."""
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Param, RunTag
 
+        from .engine.mlrun import TAG_KEYS, mlflow_params
         from .io import atomic_write_json
-        from .train import metric_dict, mlflow_params
 
         final = json.loads((run_dir / "final.json").read_text())
         config = json.loads((run_dir / "config.json").read_text())
@@ -120,17 +175,13 @@ class Syncer:
             how = "resumed an interrupted sync" if run is not None else "uploaded"
         if run is None and self.dry_run:
             return f"{name}: would upload it ({len(lines)} lines of metrics.jsonl)", True
-        tags = {"run_id": name, "row": final.get("row"), "seed": final.get("seed"), "variant": final.get("variant"),
-                "source": final.get("source"), "label": final.get("label"), "git_commit": final.get("git_commit"),
-                "params_digest": final.get("params_digest"), "scale": final.get("scale"),
-                "fingerprint": final.get("fingerprint"), "device": final.get("device"),
-                "val_loss": f"{final['val_loss']:.6f}", SYNC_KEY_TAG: key}
+        tags = {**{k: final.get(k) for k in TAG_KEYS}, "run_id": name, SYNC_KEY_TAG: key,
+                "val_loss": f"{final['val_loss']:.6f}" if final.get("val_loss") is not None else None}
         tags = {k: str(v) for k, v in tags.items() if v is not None}
         if run is None:
             run = self.client.create_run(self.experiment_id, start_time=start_ms, run_name=name,
                                          tags={**tags, "kernattn.synced_by": "kernattn sync-mlflow"})
         run_id = run.info.run_id
-        done: list[str] = []
 
         # params (immutable in MLflow: only the missing keys are sent)
         have = set(run.data.params)
@@ -138,17 +189,7 @@ class Syncer:
                   if k[:PARAM_KEY_MAX] not in have]
         # tags that are missing or differ (a run created by training lacks the sync key)
         new_tags = [RunTag(k, v) for k, v in tags.items() if run.data.tags.get(k) != v]
-        # metric points: (key, step) pairs the run does not hold yet
-        wanted: dict[str, list[tuple[int, float, int]]] = {}
-        for rec in lines:
-            ts = start_ms + int(1000 * float(rec.get("elapsed_s") or 0.0))
-            for k, v in metric_dict(rec).items():
-                if v is not None:
-                    wanted.setdefault(k, []).append((int(rec["step"]), float(v), ts))
-        metrics = []
-        for k, points in wanted.items():
-            held = {m.step for m in self.client.get_metric_history(run_id, k)} if k in run.data.metrics else set()
-            metrics += [Metric(k, v, ts, step) for step, v, ts in points if step not in held]
+        metrics = self._missing_metrics(run, lines, start_ms)
         artifacts = {a.path for a in self.client.list_artifacts(run_id)}
         missing_artifacts = [a for a in (*ARTIFACTS, "final.json") if a not in artifacts]
 
@@ -162,20 +203,8 @@ class Syncer:
             return (f"{name}: {run_id}: would add {len(params)} params, {len(metrics)} metric points, "
                     f"{len(missing_artifacts)} artifacts{'' if finished else ', mark it FINISHED'}"
                     f"{', write its id into final.json' if rewrite else ''}"), True
-        for i in range(0, len(params), BATCH_PARAMS):
-            self.client.log_batch(run_id, params=params[i:i + BATCH_PARAMS])
-        if new_tags:
-            self.client.log_batch(run_id, tags=new_tags)
-        for i in range(0, len(metrics), BATCH_METRICS):
-            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH_METRICS])
-        for artifact in missing_artifacts:
-            if artifact == "final.json":
-                with tempfile.TemporaryDirectory() as tmp:
-                    staged = Path(tmp) / "final.json"
-                    staged.write_text(json.dumps(final_new, indent=2) + "\n")
-                    self.client.log_artifact(run_id, str(staged))
-            else:
-                self.client.log_artifact(run_id, str(run_dir / artifact))
+        self._send(run_id, params, new_tags, metrics)
+        self._send_artifacts(run_id, run_dir, missing_artifacts, final_new)
         if not finished:
             self.client.set_terminated(run_id, status="FINISHED", end_time=max(end_ms, start_ms))
         if rewrite:
@@ -184,6 +213,17 @@ class Syncer:
             done = f"{len(params)} params, {len(metrics)} metric points, {len(missing_artifacts)} artifacts"
             return f"{name}: {how if how != 'complete in the store' else 'completed'} {run_id} ({done})", True
         return f"{name}: {run_id} complete in the store", False
+
+
+def _open_syncer(tracking, dry_run: bool) -> Syncer:
+    from .errors import UsageError
+
+    try:
+        return Syncer(tracking, dry_run=dry_run)
+    except Exception as exc:  # noqa: BLE001 (one line: which store, what failed)
+        text = str(exc).strip().splitlines()
+        raise UsageError(f"cannot open the MLflow store {tracking.uri}: {type(exc).__name__}: "
+                         f"{text[0] if text else ''}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,20 +236,19 @@ def run(args: argparse.Namespace) -> int:
         tracking = dataclasses.replace(tracking, uri=args.tracking_uri, enabled=True)
     elif not tracking.enabled:
         raise UsageError("tracking.enabled is false in the params: enable it, or pass --tracking-uri")
-    folders = run_folders(Path(params.train.out_dir))
+    roots = track_out_dirs(params)
+    folders = [f for root in roots for f in run_folders(root)]
     if not folders:
-        print(f"kernattn sync-mlflow: no finished runs under {params.train.out_dir}")
+        print(f"kernattn sync-mlflow: no finished runs under {', '.join(map(str, roots))}")
         return 0
-    try:
-        syncer = Syncer(tracking, dry_run=args.dry_run)
-    except Exception as exc:  # noqa: BLE001 (one line: which store, what failed)
-        text = str(exc).strip().splitlines()
-        raise UsageError(f"cannot open the MLflow store {tracking.uri}: {type(exc).__name__}: "
-                         f"{text[0] if text else ''}") from None
+    syncers: dict[str, Syncer] = {}
     failed = changed = 0
     for folder in folders:
+        experiment = experiment_of(folder, tracking.experiment)
+        if experiment not in syncers:
+            syncers[experiment] = _open_syncer(dataclasses.replace(tracking, experiment=experiment), args.dry_run)
         try:
-            message, did = syncer.sync(folder)
+            message, did = syncers[experiment].sync(folder)
             changed += did
             print(message, flush=True)
         except Exception as exc:  # noqa: BLE001 (report it, go on with the other runs)

@@ -1,0 +1,110 @@
+"""A training session's outputs around the loop: config.json, the MLflow run, metrics.jsonl,
+the progress bar, final.json (last) and the one-line divergence report."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from ..io import atomic_write_json
+from ..tracking import Tracker
+from .metrics import MetricsLog
+from .mlrun import TAG_KEYS, experiment_name, mlflow_params, tracking_for
+from .rundir import CONFIG, FINAL, METRICS
+from .runtime import git_info
+
+
+def _previous_mlflow_run(run_dir: Path, fingerprint: str) -> str | None:
+    """The MLflow run of a session that died before its first checkpoint (same fingerprint
+    only): reused, and the replayed steps it already holds are not logged twice."""
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        old = json.loads((run_dir / CONFIG).read_text())
+        if old.get("fingerprint") == fingerprint:
+            return (old.get("tracking") or {}).get("mlflow_run_id")
+    return None
+
+
+class Session:
+    def __init__(self, loop, track):
+        self.loop, self.track, self.run_dir = loop, track, track.run_dir
+        params, st = track.params, loop.st
+        self.commit, dirty = git_info()
+        self.ident = {"track": track.name, **track.identity(), "scale": params.scale,
+                      "params_digest": params.digest(), "fingerprint": loop.fingerprint,
+                      "git_commit": self.commit, "device": loop.device.type}
+        experiment = experiment_name(track.experiment_section, track.name, params.scale)
+        self.tracking = tracking_for(params.tracking, experiment)
+        self.tracker = Tracker(self.tracking)
+        self.log = MetricsLog(self.run_dir / METRICS, st.metrics_lines if loop.resumed else 0, self.tracker)
+        config = {"track": track.name, "scale": params.scale, "params_path": str(params.path),
+                  "params_digest": self.ident["params_digest"], "fingerprint": loop.fingerprint,
+                  **track.config(), **loop.machine(), "git_commit": self.commit, "git_dirty": dirty,
+                  "resumed_from_step": st.step if loop.resumed else None}
+        if st.mlflow_run_id is None and not loop.resumed:
+            st.mlflow_run_id = _previous_mlflow_run(self.run_dir, loop.fingerprint)
+        tags = {k: v for k, v in self.ident.items() if k in TAG_KEYS}
+        rid = self.tracker.start(name=track.run_id, tags=tags, params=mlflow_params(config),
+                                 resume_run_id=st.mlflow_run_id)
+        if rid is not None:
+            st.mlflow_run_id = rid
+            self.log.replay_to_tracker()
+        config["tracking"] = {"enabled": self.tracking.enabled, "uri": self.tracking.uri,
+                              "experiment": experiment, "mlflow_run_id": st.mlflow_run_id}
+        atomic_write_json(self.run_dir / CONFIG, config, sort_keys=False)
+        where = f"resuming at step {st.step}" if loop.resumed else "from scratch"
+        print(f"kernattn {track.command}: {track.run_id}: {track.describe_start()}, device {loop.device.type}, "
+              f"{where}", flush=True)
+        self.bar = _progress_bar(track, st.step, loop.progress)
+
+    def say(self, message: str) -> None:
+        self.bar.write(message)
+
+    def finish(self) -> None:
+        """Artifacts, the MLflow run FINISHED, then final.json (the stage's output) last."""
+        st, track = self.loop.st, self.track
+        self.log.close()
+        track.finish(self.run_dir)
+        final = {**self.ident, **track.final(st), "steps": st.step, "wall_s": st.elapsed_s, "train_s": st.train_s,
+                 "mlflow_run_id": st.mlflow_run_id,
+                 "tracking_uri": self.tracking.uri if st.mlflow_run_id else None}
+        self.tracker.set_tags(track.final_tags(final))
+        self.tracker.log_artifacts([self.run_dir / CONFIG, self.run_dir / METRICS])
+        with tempfile.TemporaryDirectory() as tmp:
+            staged = Path(tmp) / FINAL
+            staged.write_text(json.dumps(final, indent=2) + "\n")
+            self.tracker.log_artifact(staged)
+        self.tracker.end("FINISHED")
+        atomic_write_json(self.run_dir / FINAL, final, sort_keys=False)
+        self.say(f"kernattn {track.command}: {track.run_id}: done, {track.describe_final(final)} after "
+                 f"{st.step} steps, {st.elapsed_s:.1f} s")
+
+    def fail(self, exc, ckpt_step: int | None, ckpt_path: Path) -> None:
+        """A divergence: one line on stderr, a FAILED record, the MLflow run tagged `failure`."""
+        track = self.track
+        kept = (f"the last good checkpoint (step {ckpt_step}) is kept at {ckpt_path}" if ckpt_step is not None
+                else "no checkpoint had been written")
+        message = (f"{track.run_id}: {exc}; training stopped, {kept}; {track.divergence_fix()}, "
+                   f"then rerun with --fresh")
+        self.log.write_failure({"step": exc.step, "status": "FAILED", "error": str(exc),
+                                "checkpoint_step": ckpt_step})
+        self.tracker.set_tags({"failure": message[:500]})
+        self.bar.close()
+        print(f"kernattn {track.command}: error: {message}", file=sys.stderr, flush=True)
+
+    def close(self, status: str) -> None:
+        self.log.close()
+        self.bar.close()
+        if status != "FINISHED":
+            self.tracker.end(status)
+
+
+def _progress_bar(track, initial: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    tty = sys.stderr.isatty()
+    return tqdm(total=track.max_steps, initial=initial, desc=track.run_id, disable=not enabled,
+                mininterval=0.5 if tty else 30.0, dynamic_ncols=True, file=sys.stderr)
+

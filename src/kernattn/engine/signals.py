@@ -1,0 +1,51 @@
+"""The one place that installs the SIGTERM handler, for every track.
+
+SIGTERM (SLURM's time limit, a preemption) asks the loop to finish its step, checkpoint and
+exit 143; the rerun resumes. KERNATTN_DEBUG_HOLD_AT_STEP=N (tests) makes a run wait after
+step N until it is killed or gets SIGTERM, so a crash can be placed at a known step.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+HOLD_ENV = "KERNATTN_DEBUG_HOLD_AT_STEP"
+EXIT_SIGTERM = 143
+
+
+class StopSignal:
+    """`with StopSignal() as stop:` ... `stop.requested` turns True on SIGTERM (main thread only:
+    Python delivers signals there, and a handler cannot be installed from another thread)."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> "StopSignal":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc) -> bool:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+        return False
+
+
+def hold_at_step() -> int | None:
+    value = os.environ.get(HOLD_ENV, "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def hold(command: str, run_id: str, step: int, stop: StopSignal) -> None:
+    """Wait (tests) until SIGKILL or SIGTERM, after saying so on stderr."""
+    print(f"kernattn {command}: {run_id}: holding after step {step} ({HOLD_ENV})", file=sys.stderr, flush=True)
+    while not stop.requested:
+        time.sleep(0.02)

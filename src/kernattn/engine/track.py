@@ -1,0 +1,113 @@
+"""The protocol a track implements; the engine (loop.py) does everything else.
+
+A track is built from the params and one run id; it loads its data in __init__ (the data's
+digest is part of the fingerprint), then supplies:
+
+  identity()            run_id, seed, variant and the track's own fields (row, label, ...):
+                        the head of final.json, and the MLflow tags
+  fingerprint_config()  what a checkpoint must share with this command to be resumed
+  build(device)         model, optimizer (and any other part) on `device`
+  parts()               the named state parts of a checkpoint: {"model": m, "optimizer": o, ...}
+  generators()          the track's own RNGs (batch order), saved with the global ones
+  set_lr(step)          the learning rate of optimizer step `step` (0-based), applied; returned
+  batch(step, micro)    micro-batch `micro` of step `step` (the data position is the step and
+                        the generators' state, both in the checkpoint)
+  loss(fwd, batch)      a float32 scalar
+  after_step(step)      after the optimizer (an EMA update)
+  evaluate(fwd)         {"loss": ..., ...} on the fixed validation set
+  line_fields(split, step, values)  a metrics line's track fields
+  config()              the track's sections of config.json
+  final(state)          the track's results in final.json; finish(run_dir) writes any other
+                        output before final.json (which the engine writes last)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class Track:
+    command = "train"      # the CLI command (messages: "kernattn <command>: ...")
+    name = "char"          # the track's name: config.json, MLflow tag and experiment rule
+    section_name = "train"  # the params section holding lr, grad_clip, device, ... (error hints)
+    rate_unit = "tokens"   # train lines carry '<rate_unit>_per_s'
+    fingerprint_format = 1  # bump when the same params would train other weights
+
+    # set by the track's __init__
+    params: Any
+    section: Any
+    experiment_section: Any = None  # the section whose `experiment` names the MLflow experiment
+    run_id: str
+    seed: int
+    variant: str
+    run_dir: Path
+    max_steps: int
+    items_per_step: int
+    log_every: int = 1
+    eval_every: int = 1
+    checkpoint_every: int = 1
+    grad_accum: int = 1
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+
+    def identity(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "seed": self.seed, "variant": self.variant}
+
+    def fingerprint_config(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def build(self, device: torch.device) -> None:
+        raise NotImplementedError
+
+    def parts(self) -> dict[str, Any]:
+        return {"model": self.model, "optimizer": self.optimizer}
+
+    def generators(self) -> dict[str, torch.Generator]:
+        return {}
+
+    def set_lr(self, step: int) -> float:
+        raise NotImplementedError
+
+    def batch(self, step: int, micro: int) -> Any:
+        raise NotImplementedError
+
+    def loss(self, fwd, batch: Any) -> torch.Tensor:
+        raise NotImplementedError
+
+    def after_step(self, step: int) -> None:
+        pass
+
+    def evaluate(self, fwd, autocast) -> dict[str, float]:
+        raise NotImplementedError
+
+    def line_fields(self, split: str, step: int, values: dict[str, float]) -> dict[str, Any]:
+        return dict(values)
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def final(self, state) -> dict[str, Any]:
+        return {}
+
+    def final_tags(self, final: dict[str, Any]) -> dict[str, str]:
+        return {"val_loss": f"{final['val_loss']:.6f}"} if final.get("val_loss") is not None else {}
+
+    def finish(self, run_dir: Path) -> None:
+        pass
+
+    def describe_start(self) -> str:
+        n = sum(p.numel() for p in self.model.parameters())
+        return f"{n:,} params, {self.max_steps} steps"
+
+    def describe_val(self, step: int, values: dict[str, float]) -> str:
+        return f"{self.run_id} step {step}: val loss {values['loss']:.4f}"
+
+    def describe_final(self, final: dict[str, Any]) -> str:
+        return f"val loss {final['val_loss']:.4f}"
+
+    def divergence_fix(self) -> str:
+        s = self.section_name
+        return f"lower {s}.lr (now {self.section.lr:g}) or set {s}.grad_clip"

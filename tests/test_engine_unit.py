@@ -1,0 +1,130 @@
+"""The engine's loop on a toy track, in float64, against an explicit reference: gradient
+accumulation over k micro-batches is the full batch's step; train lines carry the mean loss
+of the steps since the last line; the first non-finite loss is reported at its own step even
+though it is read only at the log cadence; the MLflow metric rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernattn.engine import EXIT_DIVERGED, Track, metric_dict, train_run
+
+BATCH, STEPS, LR = 8, 4, 0.05
+
+
+class ToyTrack(Track):
+    """Linear regression on fixed data: step s sees rows [s x BATCH, (s + 1) x BATCH)."""
+    command, name, section_name, rate_unit = "train-toy", "toy", "toy", "rows"
+
+    def __init__(self, folder: Path, grad_accum: int, log_every: int = 1, poison_step: int | None = None):
+        self.section = SimpleNamespace(lr=LR, grad_clip=0.0, device="cpu", threads=None, compile=False)
+        tracking = SimpleNamespace(enabled=False, uri=f"sqlite:///{folder}/m.db", experiment="toy",
+                                   artifact_root=str(folder / "a"))
+        self.params = SimpleNamespace(scale="unit", path=folder / "params.yaml", digest=lambda: "toy",
+                                      tracking=tracking)
+        self.run_id, self.seed, self.variant = "toy-s0", 0, "linear"
+        self.run_dir = folder / "runs" / self.run_id
+        self.max_steps, self.grad_accum, self.log_every = STEPS, grad_accum, log_every
+        self.eval_every, self.checkpoint_every, self.items_per_step = STEPS, STEPS, BATCH
+        gen = torch.Generator().manual_seed(0)
+        self.x = torch.randn(STEPS * BATCH, 3, dtype=torch.float64, generator=gen)
+        self.y = self.x @ torch.tensor([[1.0], [-2.0], [0.5]], dtype=torch.float64) + 0.3
+        self.y_val = self.y.clone()  # validation stays clean
+        if poison_step is not None:  # a nan in the rows of that step (1-based)
+            self.y[(poison_step - 1) * BATCH] = float("nan")
+
+    def fingerprint_config(self) -> dict:
+        return {"grad_accum": self.grad_accum}
+
+    def build(self, device) -> None:
+        self.model = torch.nn.Linear(3, 1, dtype=torch.float64)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LR)
+
+    def set_lr(self, step: int) -> float:
+        return LR
+
+    def batch(self, step: int, micro: int):
+        per = BATCH // self.grad_accum
+        rows = slice(step * BATCH + micro * per, step * BATCH + (micro + 1) * per)
+        return self.x[rows], self.y[rows]
+
+    def loss(self, fwd, batch) -> torch.Tensor:
+        x, y = batch
+        return F.mse_loss(fwd(x), y)
+
+    @torch.no_grad()
+    def evaluate(self, fwd, autocast) -> dict:
+        return {"loss": float(F.mse_loss(self.model(self.x), self.y_val))}
+
+    def final(self, st) -> dict:
+        return {"val_loss": st.last_val["loss"], "train_loss": st.last_train}
+
+
+def reference(track: ToyTrack) -> tuple[torch.nn.Linear, list[float]]:
+    """Plain SGD on each step's whole batch, from the engine's initialisation (seed 0)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1, dtype=torch.float64)
+    losses = []
+    for step in range(STEPS):
+        rows = slice(step * BATCH, (step + 1) * BATCH)
+        loss = F.mse_loss(model(track.x[rows]), track.y[rows])
+        model.zero_grad()
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= LR * p.grad
+        losses.append(float(loss.detach()))
+    return model, losses
+
+
+def lines(track: ToyTrack) -> list[dict]:
+    return [json.loads(x) for x in (track.run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("accum", [1, 2, 4])
+def test_accumulated_micro_batches_make_the_full_batch_step(tmp_path, accum):
+    track = ToyTrack(tmp_path, accum)
+    assert train_run(track, progress=False) == 0
+    model, losses = reference(track)
+    for got, want in zip(track.model.parameters(), model.parameters()):
+        torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-12, atol=1e-12)
+    train = [r for r in lines(track) if r["split"] == "train"]
+    assert [r["step"] for r in train] == [1, 2, 3, 4]
+    assert [r["loss"] for r in train] == pytest.approx(losses, rel=1e-12)
+
+
+def test_a_train_line_holds_the_mean_loss_since_the_last_one(tmp_path):
+    track = ToyTrack(tmp_path, 1, log_every=2)
+    assert train_run(track, progress=False) == 0
+    _, losses = reference(track)
+    train = [r for r in lines(track) if r["split"] == "train"]
+    assert [r["step"] for r in train] == [2, 4]
+    assert [r["loss"] for r in train] == pytest.approx([(losses[0] + losses[1]) / 2, (losses[2] + losses[3]) / 2],
+                                                     rel=1e-12)
+    final = json.loads((track.run_dir / "final.json").read_text())
+    assert final["train_loss"] == train[-1]["loss"] and final["steps"] == STEPS and final["track"] == "toy"
+
+
+def test_the_first_non_finite_loss_is_named_at_its_own_step(tmp_path, capsys):
+    """The loss of step 3 is nan; the flag is read at step 4's train line (log_every 2 ... 4),
+    yet the record names step 3: the device keeps the step, not the reading."""
+    track = ToyTrack(tmp_path, 2, log_every=4, poison_step=3)
+    assert train_run(track, progress=False) == EXIT_DIVERGED
+    failed = lines(track)[-1]
+    assert failed == {"step": 3, "status": "FAILED", "error": "step 3: training loss is nan", "checkpoint_step": None}
+    assert "lower toy.lr (now 0.05) or set toy.grad_clip" in capsys.readouterr().err
+
+
+def test_metric_names_are_one_rule_for_every_track():
+    char = {"step": 3, "split": "train", "loss": 2.0, "bpc": 2.9, "lr": 1e-3, "tokens": 96, "elapsed_s": 1.0,
+            "tokens_per_s": 50.0}
+    assert metric_dict(char) == {"train_loss": 2.0, "train_bpc": 2.9, "lr": 1e-3, "tokens_per_s": 50.0}
+    val = {"step": 3, "split": "val", "epoch": 1, "top1": 50.0, "loss": 1.5, "elapsed_s": 2.0, "img_per_s": 9.0}
+    assert metric_dict(val) == {"val_top1": 50.0, "val_loss": 1.5}
+    assert metric_dict({"step": 3, "status": "FAILED", "error": "x", "checkpoint_step": 2}) == {}
