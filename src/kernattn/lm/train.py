@@ -120,8 +120,9 @@ class LMTrack(Track):
         lm = self.section
         self.model = GPT(GPTConfig.from_params(lm, self.vocab, self.variant)).to(device)
         self.device = device
-        decayed = {n for n, p in self.model.named_parameters()
-                   if p.dim() == 2 and "wte" not in n and "value_embeds" not in n}
+        # Decay only the matrices that multiply activations: never embeddings, residual scalars
+        # or an attention's kernel banks, lag tables and bandwidths (2-D too, but not weights).
+        decayed = set(self.model.linear_weights())
         groups = [{"params": [p for n, p in self.model.named_parameters() if n in decayed],
                    "weight_decay": lm.weight_decay},
                   {"params": [p for n, p in self.model.named_parameters() if n not in decayed], "weight_decay": 0.0}]
