@@ -91,17 +91,131 @@ def test_welch_agrees_with_scipy():
     assert (ci.lo, ci.hi) == (pytest.approx(lo), pytest.approx(hi))
 
 
-def test_verdicts_less_and_equiv():
+def test_verdicts_less():
     assert stats.compare_less("a", [1, 2, 3], "b", [4, 5, 6]).verdict == stats.REPRODUCED  # hi = -0.73 < 0
     assert stats.compare_less("b", [4, 5, 6], "a", [1, 2, 3]).verdict == stats.CONTRADICTED
     assert stats.compare_less("a", [1, 2, 3], "b", [2, 3, 4]).verdict == stats.INCONCLUSIVE
     assert stats.compare_less("a", [1], "b", [4, 5, 6]).verdict == stats.ONE_SEED
-    # equivalence: margin 1% of the mean of the means (= 0.02 at 2.0)
-    eq = stats.compare_equiv("a", [2.000, 2.002, 1.998], "b", [2.001, 1.999, 2.000])
-    assert eq.margin == pytest.approx(0.02) and eq.verdict == stats.REPRODUCED
-    assert stats.compare_equiv("a", [2.0, 2.01, 1.99], "b", [2.5, 2.51, 2.49]).verdict == stats.CONTRADICTED
-    assert stats.compare_equiv("a", [2.0, 2.1, 1.9], "b", [2.0, 2.1, 1.9]).verdict == stats.INCONCLUSIVE
-    assert stats.compare_equiv("a", [2.0], "b", [2.0, 2.1]).verdict == stats.ONE_SEED
+    assert stats.compare_less("a", [1], "b", [4], paired=True).verdict == stats.ONE_SEED
+
+
+def test_paired_interval_hand_computed_and_against_scipy():
+    # per-seed differences -0.1, -0.1, -0.11: mean -0.10333, s = 0.0057735, se = s / sqrt(3), df 2
+    a, b = [1.0, 2.0, 3.0], [1.1, 2.1, 3.11]
+    ci = stats.paired_diff_ci(a, b)
+    se = 0.01 / math.sqrt(3) / math.sqrt(3)  # s = 0.01 / sqrt(3)
+    assert ci.paired and ci.df == 2 and ci.diff == pytest.approx(-0.31 / 3)
+    assert ci.se == pytest.approx(se, rel=1e-9) and ci.half == pytest.approx(T975[2] * se, rel=1e-6)
+    from scipy.stats import ttest_rel
+
+    lo, hi = ttest_rel(a, b).confidence_interval(0.95)
+    assert (ci.lo, ci.hi) == (pytest.approx(lo), pytest.approx(hi))
+    assert ci.p_two_sided() == pytest.approx(ttest_rel(a, b).pvalue)
+    # the seed effect (1, 2, 3) hides the difference from Welch; pairing by seed removes it
+    assert stats.compare_less("a", a, "b", b, paired=True).verdict == stats.REPRODUCED
+    assert stats.compare_less("a", a, "b", b, paired=False).verdict == stats.INCONCLUSIVE
+    with pytest.raises(ValueError):
+        stats.paired_diff_ci([1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+def test_noninferiority_one_sided_with_a_fixed_margin():
+    # paired differences 0.01, 0.03: mean 0.02, se 0.01, df 1; one-sided 95% bounds 0.02 -+ 6.313752 * 0.01
+    t95_df1 = 6.313752
+    lo, hi = stats.paired_diff_ci([1.01, 2.03], [1.0, 2.0]).one_sided_bounds()
+    assert (lo, hi) == (pytest.approx(0.02 - t95_df1 * 0.01, rel=1e-6), pytest.approx(0.02 + t95_df1 * 0.01, rel=1e-6))
+    ni = stats.compare_noninferior
+    assert ni("a", [1.01, 2.03], "b", [1.0, 2.0], margin=0.1, paired=True).verdict == stats.REPRODUCED  # 0.083 < 0.1
+    assert ni("a", [1.01, 2.03], "b", [1.0, 2.0], margin=0.05, paired=True).verdict == stats.INCONCLUSIVE
+    # a far better than b is never a contradiction (the old two-sided equivalence test called it one)
+    better = ni("a", [1.5, 2.5, 3.5], "b", [2.0, 3.0, 4.01], margin=0.02, paired=True)
+    assert better.verdict == stats.REPRODUCED and better.ci.hi < -0.02
+    # surely worse by more than the margin: the one-sided lower bound above it
+    worse = ni("a", [1.50, 2.52], "b", [1.0, 2.0], margin=0.1, paired=True)  # 0.51 - 0.063 > 0.1
+    assert worse.verdict == stats.CONTRADICTED and worse.margin == 0.1
+    assert ni("a", [2.0], "b", [2.0, 2.1], margin=0.02).verdict == stats.ONE_SEED
+    with pytest.raises(ValueError):
+        ni("a", [1.0, 2.0], "b", [1.0, 2.0], margin=0.0)
+
+
+def _pair_with_p(p: float, sign: float, base: float) -> tuple[list[float], list[float]]:
+    """Rows a, b over 3 seeds whose paired t test of a - b has two-sided p-value p (df 2)."""
+    from scipy.stats import t
+
+    e = 0.01  # differences m - e, m, m + e: s = e, se = e / sqrt(3)
+    m = sign * t.isf(p / 2, 2) * e / math.sqrt(3)
+    b = [base, base + 1.0, base + 2.0]
+    return [x + m + d for x, d in zip(b, (-e, 0.0, e))], b
+
+
+def test_holm_hand_computed():
+    rejected, adjusted = stats.holm([0.01, 0.04, 0.03])  # 0.01 < 0.05/3; then 0.03 > 0.05/2: stop
+    assert rejected == [True, False, False]
+    assert adjusted == [pytest.approx(0.03), pytest.approx(0.06), pytest.approx(0.06)]
+    rejected, adjusted = stats.holm([0.02, 0.001])  # 0.001 < 0.025, 0.02 < 0.05
+    assert rejected == [True, True] and adjusted == [pytest.approx(0.02), pytest.approx(0.002)]
+
+
+def test_ordering_is_corrected_with_holm():
+    """Two pairs at p = 0.03 (a worse than b) and p = 0.04 (b better than c): each test alone
+    is significant, so uncorrected the ordering would be contradicted; Holm compares 0.03 with
+    0.05 / 2 and stops, so both pairs and the claim are inconclusive."""
+    a, b = _pair_with_p(0.03, +1, 2.0)   # a - b > 0: against "a < b"
+    c_minus, c = _pair_with_p(0.04, -1, 2.0)
+    b2 = c_minus  # b2 - c < 0 at p = 0.04: for "b2 < c"
+    assert stats.paired_diff_ci(a, b).p_two_sided() == pytest.approx(0.03)
+    assert stats.compare_less("a", a, "b", b, paired=True).verdict == stats.CONTRADICTED
+    assert stats.compare_less("b", b2, "c", c, paired=True).verdict == stats.REPRODUCED
+    comps = stats.compare_ordering([("a", a, "b", b), ("b", b2, "c", c)], paired=True)
+    assert [x.verdict for x in comps] == [stats.INCONCLUSIVE, stats.INCONCLUSIVE]
+    assert comps[0].p == pytest.approx(0.03) and comps[1].p == pytest.approx(0.04)
+    assert comps[0].p_holm == pytest.approx(0.06) and comps[1].p_holm == pytest.approx(0.06)
+    assert stats.combine([x.verdict for x in comps]) == stats.INCONCLUSIVE
+    # at p = 0.01 the contradiction survives (0.01 < 0.025), then 0.04 < 0.05: both calls stand
+    a, b = _pair_with_p(0.01, +1, 2.0)
+    comps = stats.compare_ordering([("a", a, "b", b), ("b", b2, "c", c)], paired=True)
+    assert [x.verdict for x in comps] == [stats.CONTRADICTED, stats.REPRODUCED]
+    assert stats.combine([x.verdict for x in comps]) == stats.CONTRADICTED
+
+
+def test_scale_label():
+    assert stats.at_scale("reproduced", "paper") == "reproduced"
+    assert stats.at_scale("reproduced", "tiny") == "at scale tiny: reproduced"
+    for v in (stats.REPRODUCED, stats.not_comparable("architecture differs: x: y")):
+        assert stats.base_verdict(stats.at_scale(v, "micro")) == v and stats.base_verdict(v) == v
+    assert build._verdict_class("at scale tiny: contradicted") == "bad"
+    assert build._verdict_class("at scale tiny: holds by construction") == "ok"
+    assert build._verdict_class("not comparable (architecture differs: x)") == "na"
+
+
+def test_paired_bootstrap_hand_case_and_coverage():
+    """The percentile interval on a degenerate case, then its coverage of the true centered
+    difference over 400 simulated data sets of 100 paired items (seeded, so the count is fixed)."""
+    import numpy as np
+
+    stat = stats.centered_diff_statistic([0.5])
+    same = stats.paired_bootstrap([([1, 0, 1, 0], [1, 0, 1, 0])], stat, resamples=200)
+    assert (same.estimate, same.lo, same.hi) == (0.0, 0.0, 0.0)  # paired: identical rows never differ
+    shift = stats.paired_bootstrap([([1, 1, 1, 1], [0, 0, 0, 0])], stat, resamples=200)
+    assert (shift.estimate, shift.lo, shift.hi) == (2.0, 2.0, 2.0)  # (1 - 0) / (1 - 0.5)
+    rng = np.random.default_rng(123)
+    p_a, p_b, base, n, trials = 0.62, 0.55, 0.5, 100, 400
+    truth = (p_a - p_b) / (1 - base)
+    covered, widths = 0, []
+    for k in range(trials):
+        u = rng.random(n)  # correlated items: both rows right on the easy ones
+        a, b = (u < p_a).astype(float), (u < p_b).astype(float)
+        flip = rng.random(n) < 0.3  # ... plus independent noise on some items
+        b[flip] = (rng.random(flip.sum()) < p_b).astype(float)
+        ci = stats.paired_bootstrap([(a, b)], stat, resamples=500, seed=k)
+        covered += ci.lo <= truth <= ci.hi
+        widths.append(ci.hi - ci.lo)
+    assert 0.91 <= covered / trials <= 0.985, covered
+    # a two-stratum mean: the statistic averages the strata's centered differences
+    two = stats.paired_bootstrap([([1, 1], [0, 0]), ([1, 0, 1, 0], [1, 0, 1, 0])],
+                                 stats.centered_diff_statistic([0.5, 0.0]), resamples=100)
+    assert two.estimate == pytest.approx((2.0 + 0.0) / 2) and two.n_items == 6
+    with pytest.raises(ValueError):
+        stats.paired_bootstrap([([1, 0], [1])], stat)
 
 
 def test_combine_and_ordering_pairs():
