@@ -685,7 +685,7 @@ def page_context(params, params_file, papers, runs, runs_df, main_df, claims, me
     for _, r in main_df.iterrows():
         g = runs_df[runs_df["row"] == r["row"]]
         rows.append({
-            **{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()},
+            **{k: (None if v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v) for k, v in r.items()},
             "sources": _sources(r["source"], papers),
             "seeds": [{"run_id": s["run_id"], "seed": s["seed"], "url": s["mlflow_url"],
                        "mlflow_run_id": s["mlflow_run_id"], "val_loss": s["val_loss"]} for _, s in g.iterrows()],
