@@ -674,3 +674,111 @@ def test_paper_scale_numbers(tmp_path, n_params, verdict):
     index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[],
                                paper_numbers=numbers)
     assert parse(index).verdicts["001-model-size"] == verdict
+
+
+# ----------------------------------------------------------------------------- LM uncertainty
+def test_core_keeps_per_item_results():
+    """eval-lm's CORE keeps each item's correctness: with uniform logits every continuation has
+    the same loss, so the first choice is predicted and an item is right iff its gold is 0."""
+    import torch
+
+    from kernattn.lm import core
+
+    items = [core.Item("multiple_choice", context="ab", choices=("cd", "ef"), gold=g) for g in (0, 1, 0, 1, 1)]
+    uniform = lambda x: torch.zeros(*x.shape, 64)  # noqa: E731
+    encode = lambda s: [ord(c) % 60 + 1 for c in s]  # noqa: E731
+    assert core.score_task(uniform, items, encode, 0, 64, 1, 7) == [True, False, True, False, False]
+    assert core.evaluate_task(uniform, items, encode, 0, 64, 1, 7) == pytest.approx(2 / 5)
+
+
+def _write_lm_evals(params, val_bpb: dict, copa_right: dict) -> None:
+    """Evaluations of every LM run: all tasks right on every item, except COPA on the first
+    copa_right[key] of 50 items; val BPB per (key, seed) from val_bpb."""
+    from kernattn.lm.core import KINDS, RANDOM_BASELINE
+    from kernattn.lm.runs import eval_path, lm_runs
+
+    for r in lm_runs(params.lm):
+        key = "base" if r.variant == "base" else f"{r.variant}-{r.matched}"
+        tasks = {}
+        for t in KINDS:
+            correct = [1] * 50 if t != "copa" else [1] * copa_right[key] + [0] * (50 - copa_right[key])
+            acc = sum(correct) / 50
+            tasks[t] = {"kind": KINDS[t], "items": 50, "fewshot": 0, "accuracy": acc,
+                        "random_baseline": RANDOM_BASELINE[t], "centered": (acc - RANDOM_BASELINE[t]) / (1 - RANDOM_BASELINE[t]),
+                        "correct": correct}
+        ev = {"run_id": r.run_id, "variant": r.variant, "matched": r.matched, "seed": r.seed, "label": r.label,
+              "train_bpb": val_bpb[key][r.seed] - 0.01, "val_bpb": val_bpb[key][r.seed],
+              "core": {"tasks": tasks, "core": sum(x["centered"] for x in tasks.values()) / 6},
+              "n_params": 1000, "flops_per_token": 6000.0, "train_tokens": 4096, "train_flops": 6000.0 * 4096,
+              "steps": 2, "train_wall_s": 1.0, "eval_s": 1.0, "scale": params.scale}
+        path = eval_path(params.lm, r.run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(ev))
+
+
+def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
+    params_path = write_params(tmp_path, seeds=(0,), only=["rope"])
+    doc = yaml.safe_load(params_path.read_text())
+    doc["lm"]["out_dir"] = str(tmp_path / "lm" / "runs")
+    doc["lm"]["data_dir"] = str(tmp_path / "lm" / "data")
+    doc["scales"]["tiny"]["lm"]["seeds"] = [0, 1]
+    params_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    write_runs(params_path)
+    params = load_params(params_path)
+    # base better in BPB by 0.10 and 0.11 (paired: mean -0.105, se 0.005, df 1); COPA: base 50/50, GKA 40/50
+    _write_lm_evals(params, {"base": {0: 2.50, 1: 2.60}, "gka-tokens": {0: 2.60, 1: 2.71},
+                             "gka-flops": {0: 2.55, 1: 2.65}},
+                    {"base": 50, "gka-tokens": 40, "gka-flops": 50})
+    index = build.build_report(params, params_file=str(params_path), bench_dirs=[])
+    import pandas as pd
+
+    csv = pd.read_csv(index.parent / "tables" / "claims.csv", keep_default_na=False).set_index("claim")
+    bpb = csv.loc["003-lm-bpb"]
+    half = T975[1] * 0.005
+    assert bpb["verdict"] == "at scale tiny: reproduced"
+    assert float(bpb["estimate"]) == pytest.approx(0.105)
+    assert (float(bpb["ci_lo"]), float(bpb["ci_hi"])) == (pytest.approx(0.105 - half, rel=1e-6),
+                                                          pytest.approx(0.105 + half, rel=1e-6))
+    core_claim = csv.loc["003-lm-core"]
+    assert core_claim["verdict"] == "at scale tiny: reproduced"  # GKA's mean centered score surely lower
+    assert float(core_claim["estimate"]) == pytest.approx(-0.4 / 6)  # COPA: (0.8 - 1) / (1 - 0.5), 6 tasks
+    # every resample has GKA at most as good as the baseline, and at least one of the 10 COPA misses
+    # in all but ~(40/50)^50 of them: the interval lies below 0, above the all-misses -2/6
+    assert -2 / 6 < float(core_claim["ci_lo"]) <= float(core_claim["estimate"]) <= float(core_claim["ci_hi"]) < 0
+    assert csv.loc["003-lm-size", "verdict"] == "holds by construction" and csv.loc["003-lm-size", "scale"] == "paper"
+    boot = pd.read_csv(index.parent / "tables" / "lm-core-bootstrap.csv")
+    tok = boot[boot["row"] == "gka-tokens"].set_index("task")
+    assert tok.loc["copa", "centered_diff"] == pytest.approx(-0.4) and tok.loc["copa", "ci_hi"] < 0
+    same = tok.drop(index=["copa", "mean"])
+    assert (same["centered_diff"] == 0).all() and (same["ci_lo"] == 0).all() and (same["ci_hi"] == 0).all()
+    assert (tok["seeds"] == "0 1").all()
+    flops = boot[boot["row"] == "gka-flops"].set_index("task")
+    assert (flops["centered_diff"] == 0).all()  # the same items right: no difference, an interval of width 0
+    html = index.read_text()
+    assert 'id="lm-core-bootstrap"' in html and "2 (0, 1)" in html
+
+
+def test_one_colour_per_matrix_row():
+    from kernattn.report.palette import row_colors
+
+    for scale in ("paper", "tiny", "micro"):
+        params = load_params(PARAMS, scale)
+        colours = row_colors(params)
+        assert list(colours) == [r.name for r in params.matrix.rows]
+        assert len(set(colours.values())) == len(colours), colours  # static RoPE and GKA no longer share blue
+    assert row_colors(load_params(PARAMS, "tiny")) == row_colors(load_params(PARAMS, "paper"))
+
+
+def test_four_epochs_read_both_ways():
+    """200k x 256 windows of 256 over the 90% training split of 13M characters: 4.4 passes over
+    window starts (the papers' "4 epochs"), 1,120 over characters; ours from meta.json."""
+    papers = build.load_paper_numbers()
+    params = load_params(PARAMS, "tiny")
+    rows = build.epochs_rows(papers, params, {"n_chars": 10_000_000, "n_train": 9_000_000})
+    n_train = 13_000_000 * 0.9
+    assert rows[0]["paper"] == f"4 (stated); {200_000 * 256 / (n_train - 256):.1f} computed" == "4 (stated); 4.4 computed"
+    assert rows[1]["paper"] == f"{200_000 * 256 * 256 / n_train:,.0f} computed" == "1,120 computed"
+    t, m = params.train, params.model
+    assert rows[0]["ours (tiny)"] == f"{t.max_steps * t.batch_size / (9_000_000 - m.context):.2f}"
+    assert rows[1]["ours (tiny)"] == f"{t.max_steps * t.batch_size * m.context / 9_000_000:,.2f}"
+    assert build.epochs_rows({**papers, "epochs": None}, params, None) == []
