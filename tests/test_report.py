@@ -369,6 +369,44 @@ def leftovers(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if p.name.startswith((".report.tmp", ".report.old"))]
 
 
+def check_summary_and_outline(page: Tables, html: str, folder: Path) -> None:
+    """The summary: one row per claim of paper_numbers.yaml, equal to tables/claims.csv; every
+    part and section of the table of contents present, in the fixed order."""
+    import pandas as pd
+
+    summary = page.tables["summary-table"]
+    csv = pd.read_csv(folder / "tables" / "claims.csv", keep_default_na=False, dtype=str)
+    assert [r["_attrs"]["data-claim"] for r in summary] == list(csv["claim"])
+    assert list(csv["claim"]) == [c["id"] for c in build.load_paper_numbers()["claims"]]
+    assert set(csv["scale"]) <= {"tiny", "paper"}
+    for r, (_, c) in zip(summary, csv.iterrows()):
+        for col in ("paper", "where", "statement", "paper_value", "ours"):
+            assert r[col][0] == " ".join(str(c[col]).split()), (col, r[col][0], c[col])
+        assert r["verdict-cell"][0] == c["verdict"] and r["_attrs"]["data-section"] == c["section"]
+        assert f'id="{c["section"]}"' in html  # the row's link lands on a section of the page
+        assert c["verdict"].startswith("at scale tiny: ") == (c["scale"] == "tiny")
+    # the table of contents: every part and section present
+    for part in build.OUTLINE:
+        assert f'href="#{part[0]}"' in html and f'id="{part[0]}"' in html
+        for sid, _ in part[2]:
+            assert f'href="#{sid}"' in html and f'id="{sid}"' in html
+    order = [html.index(f'id="{x}"') for x in ("summary", "toc", "part-char", "part-lm", "part-vision",
+                                                "part-bench", "part-provenance")]
+    assert order == sorted(order)
+
+
+def check_curve_columns(main_rows: list) -> None:
+    """Best and final validation loss with their steps, and the step reaching rope's final loss
+    (the synthetic curves are val + (300 - step) / 100 at steps 0, 100, 200, 300)."""
+    for r in main_rows:
+        row = r["_attrs"]["data-row"]
+        mean = sum(LOSSES[row]) / 3
+        assert float(r["best_val_mce"][1]["data-value"]) == pytest.approx(mean)
+        assert r["best_val_mce"][1]["data-step"] == "300" and r["final_step"][0] == "300"
+        reach = [st for st in (0, 100, 200, 300) if mean + (300 - st) / 100 <= 2.0 + 1e-12]
+        assert r["reach_step"][0] == (f"{reach[0]:,}" if reach else "—"), row
+
+
 # ----------------------------------------------------------------------------- the stage
 def test_report_end_to_end(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # no results/cpu here: the bench section says so
@@ -426,41 +464,13 @@ def test_report_end_to_end(tmp_path, monkeypatch, capsys):
     assert all(v == "at scale tiny: not measured here" for k, v in page.verdicts.items() if k.startswith("002"))
     assert "below-paper" in html
 
-    # the summary: one row per claim of paper_numbers.yaml, equal to tables/claims.csv
-    import pandas as pd
-
-    summary = page.tables["summary-table"]
-    csv = pd.read_csv(tmp_path / "report" / "tables" / "claims.csv", keep_default_na=False, dtype=str)
-    assert [r["_attrs"]["data-claim"] for r in summary] == list(csv["claim"])
-    assert list(csv["claim"]) == [c["id"] for c in build.load_paper_numbers()["claims"]]
-    assert set(csv["scale"]) <= {"tiny", "paper"}
-    for r, (_, c) in zip(summary, csv.iterrows()):
-        for col in ("paper", "where", "statement", "paper_value", "ours"):
-            assert r[col][0] == " ".join(str(c[col]).split()), (col, r[col][0], c[col])
-        assert r["verdict-cell"][0] == c["verdict"] and r["_attrs"]["data-section"] == c["section"]
-        assert f'id="{c["section"]}"' in html  # the row's link lands on a section of the page
-        assert c["verdict"].startswith("at scale tiny: ") == (c["scale"] == "tiny")
-    # the table of contents: every part and section present
-    for part in build.OUTLINE:
-        assert f'href="#{part[0]}"' in html and f'id="{part[0]}"' in html
-        for sid, _ in part[2]:
-            assert f'href="#{sid}"' in html and f'id="{sid}"' in html
-    order = [html.index(f'id="{x}"') for x in ("summary", "toc", "part-char", "part-lm", "part-vision",
-                                                "part-bench", "part-provenance")]
-    assert order == sorted(order)
-
-    # best and final validation loss with their steps, and the step reaching rope's final loss
-    # (the synthetic curves are val + (300 - step) / 100 at steps 0, 100, 200, 300)
-    for r in main_rows:
-        row = r["_attrs"]["data-row"]
-        mean = sum(LOSSES[row]) / 3
-        assert float(r["best_val_mce"][1]["data-value"]) == pytest.approx(mean)
-        assert r["best_val_mce"][1]["data-step"] == "300" and r["final_step"][0] == "300"
-        reach = [st for st in (0, 100, 200, 300) if mean + (300 - st) / 100 <= 2.0 + 1e-12]
-        assert r["reach_step"][0] == (f"{reach[0]:,}" if reach else "—"), row
+    check_summary_and_outline(page, html, tmp_path / "report")
+    check_curve_columns(main_rows)
 
     folder = tmp_path / "report"
     assert {p.name for p in (folder / "tables").iterdir()} >= {"main.csv", "runs.csv", "claims.csv", "setup.csv"}
+    import pandas as pd
+
     main_csv = pd.read_csv(folder / "tables" / "main.csv")
     assert {"best_val_mce", "best_step", "final_step", "reach_step"} <= set(main_csv.columns)
     assert list(main_csv["row"]) == [r.name for r in params.matrix.rows]
