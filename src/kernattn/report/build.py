@@ -14,17 +14,20 @@ Also reads the GPA analyses (kernattn analyze-corpus / analyze-gpa; report/gpa.p
 as warnings naming the command when missing.
 
 Writes `<report.out_dir>/` (default report/):
-    index.html           header, main table (mean and 95% interval over seeds), validation
-                         curves, the papers' claims with a verdict, the GPA kernel-bank
-                         readings (shapes, bump, redundant heads, bank size), provenance,
-                         benchmarks
-    assets/*.png         the figures (matplotlib, Agg)
+    index.html           read from the top down: a summary table of every claim of the four
+                         documents (paper, where, the paper's number, ours with its interval,
+                         the verdict at this scale; rows = tables/claims.csv), a table of
+                         contents, then one numbered part per track (char GPT / GPA: main
+                         table, curves, claims pair by pair, setup, kernel-bank readings;
+                         LM; vision), benchmarks, provenance (OUTLINE)
+    assets/*.png         the figures (matplotlib, Agg), one colour per matrix row (palette.py)
     tables/*.csv         every table of the page, as CSV
 The folder is filled under a temporary name next to it and then renamed into place, so it
 is either complete or absent. The path of index.html is printed at the end.
 
 The claims and the papers' numbers live in paper_numbers.yaml (next to this module); the
-statistics and the verdict rules in stats.py.
+statistics and every verdict rule in stats.py; the claims are judged in claims.py (char
+track), lm.py and vision.py (seed 003).
 """
 
 from __future__ import annotations
@@ -519,7 +522,8 @@ def _draw_curves(ax, runs, rows_colors: dict[str, str | None], labels: dict[str,
         if c is None:
             continue
         n = int(c["n"].max())
-        line, = ax.plot(c.index, c["mean"], color=color, lw=1.6,
+        # a marker on every evaluated step: how many points the curve rests on shows
+        line, = ax.plot(c.index, c["mean"], color=color, lw=1.6, marker="o", ms=2.5,
                         label=f"{labels.get(row, row)} (n={n})")
         if n > 1:
             ax.fill_between(c.index, c["min"], c["max"], color=line.get_color(), alpha=0.2, lw=0)
