@@ -120,7 +120,8 @@ def section(folder: Path, params) -> dict:
 def _tables(rows: list[dict], paper: dict, d20: dict) -> dict[str, pd.DataFrame]:
     t6 = [{"model": f"paper: {k}", "train_bpb": v["train_bpb"], "val_bpb": v["val_bpb"], "gap": v["gap"]}
           for k, v in paper["table6"].items()]
-    t6 += [{"model": r["label"], "train_bpb": r["train_bpb"], "val_bpb": r["val_bpb"], "gap": r["gap"]} for r in rows]
+    t6 += [{"model": r["label"], "seeds": " ".join(map(str, r["seeds"])), "train_bpb": r["train_bpb"],
+            "val_bpb": r["val_bpb"], "val_bpb_ci_half": r["val_bpb_ci"].half, "gap": r["gap"]} for r in rows]
     t7 = []
     for t in (*TASKS, "mean"):
         rec = {"task": t, "paper_base": paper["table7"][t]["base"], "paper_gka": paper["table7"][t]["gka"]}
