@@ -117,7 +117,11 @@ def _comparison_claim(claim: dict, values, missing_note, scale: str) -> ClaimRes
         comps = [stats.compare_noninferior(a, va, b, vb, margin=float(claim["margin"]), paired=paired)]
     res = ClaimResult(claim, stats.combine([c.verdict for c in comps]), comps, scale=scale,
                       interval=_interval_text(comps))
-    res.ours = "; ".join(f"{c.a} − {c.b}: " + (fmt_diff(c.ci) if c.ci else "(1 seed)") for c in comps)
+    def point(a: str, b: str) -> str:  # one seed: the difference without an interval
+        va, vb = values[a], values[b]
+        return f"{sum(va.values()) / len(va) - sum(vb.values()) / len(vb):+.4f} (1 seed, no interval)"
+
+    res.ours = "; ".join(f"{c.a} − {c.b}: " + (fmt_diff(c.ci) if c.ci else point(c.a, c.b)) for c in comps)
     if kind == "noninferior":
         res.ours += f"; margin {float(claim['margin']):.4f}"
     if len(comps) == 1 and comps[0].ci is not None:

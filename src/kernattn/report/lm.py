@@ -219,7 +219,7 @@ def _bpb_claim(claim: dict, groups: dict, scale: str) -> ClaimResult:
     seeds = sorted(set(base) & set(gka))
     comp = stats.compare_less("base", [base[s] for s in seeds], "gka-tokens", [gka[s] for s in seeds], paired=True)
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale,
-                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}")
+                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if comp.ci else "")
     if comp.ci is None:
         res.ours = f"GKA − base val BPB: {sum(gka[s] - base[s] for s in seeds) / len(seeds):+.4f} (1 seed)"
     else:  # stated as GKA - base, the paper's direction
