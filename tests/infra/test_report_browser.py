@@ -1,10 +1,13 @@
 """report/index.html of the micro pipeline (trained through the MLflow server) in headless
-Chromium: every image loaded, every section and table present and non-empty, no console
-errors, readable at laptop width, and every link to an MLflow run opens that run in the
-MLflow UI while the server runs. A full-page screenshot goes to the test's output folder."""
+Chromium: the summary table read back equals tables/claims.csv, every entry of the table of
+contents leads to a section that is present and non-empty, every image loaded, every section
+and table present and non-empty, no console errors, readable at laptop width, and every link
+to an MLflow run opens that run in the MLflow UI while the server runs. A full-page
+screenshot goes to the test's output folder."""
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import urllib.parse
@@ -17,8 +20,9 @@ pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
 
 # The report's fixed skeleton (src/kernattn/report/templates/index.html.j2); any further
 # <section> or <table> it grows is checked the same way (present and non-empty).
-SECTIONS = ("header", "main", "figures", "claims", "provenance")
-TABLES = ("main-table", "claims-table", "runs-table")
+SECTIONS = ("header", "summary", "toc", "main", "figures", "claims", "provenance")
+TABLES = ("summary-table", "main-table", "claims-table", "runs-table")
+SUMMARY_COLUMNS = ("paper", "where", "statement", "paper_value", "ours", "verdict")
 LAPTOP = {"width": 1366, "height": 768}
 
 
@@ -70,6 +74,28 @@ def test_report_in_chromium(chromium, micro_pipeline, mlflow_server, tmp_path, i
             assert page.locator(f"#{tid}").count() == 1, f"table #{tid} missing"
         assert tables and all(t["rows"] > 0 and t["text"] > 0 for t in tables), tables
         assert all(n > 0 for _, n in sections), sections
+        # the summary table, read back as the browser renders it, equals tables/claims.csv
+        shown = page.eval_on_selector_all(
+            "#summary-table tbody tr", "trs => trs.map(tr => ({claim: tr.dataset.claim, section: tr.dataset.section, "
+                                       "cells: [...tr.cells].map(td => td.innerText.trim())}))")
+        with open(micro_pipeline.ws / "report" / "tables" / "claims.csv", newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        assert [r["claim"] for r in shown] == [r["claim"] for r in rows]
+        for got, want in zip(shown, rows):
+            assert got["cells"] == [" ".join(want[c].split()) for c in SUMMARY_COLUMNS], (got, want)
+            assert got["section"] == want["section"]
+            assert want["verdict"].startswith("at scale micro: ") == (want["scale"] == "micro")
+        # every entry of the table of contents leads to a section that is there and not empty
+        toc = page.eval_on_selector_all("#toc a", "as => as.map(a => a.getAttribute('href'))")
+        assert toc and all(h.startswith("#") for h in toc), toc
+        for href in toc:
+            target = page.locator(href)
+            assert target.count() == 1, f"table of contents entry {href}: no such element"
+            assert len(target.inner_text().strip()) > 40, f"table of contents entry {href}: empty"
+        # each summary row's link lands on a section the table of contents lists
+        links = page.eval_on_selector_all("#summary-table a", "as => as.map(a => a.getAttribute('href'))")
+        assert len(links) == len(rows) and all(page.locator(h).count() == 1 for h in set(links)), links
+
         main_text = page.locator("#main-table").inner_text()
         assert "static RoPE" in main_text and "decaying periodic kernel" in main_text
         runs_text = page.locator("#runs-table").inner_text()

@@ -16,7 +16,9 @@ continuation tokens are found from the token lists: the common prefix of the cho
 
 Centered score: (accuracy - b) / (1 - b), b the task's random-guess accuracy (RANDOM_BASELINE:
 1/choices for the multiple-choice and schema tasks, 0 for LAMBADA's exact match, as in DCLM's
-eval metadata); the CORE subset score is the mean of the six centered scores.
+eval metadata); the CORE subset score is the mean of the six centered scores. Each task's
+result also keeps `correct`, 0/1 per item in file order, so that two models can be compared
+item by item (the report's paired bootstrap).
 
 HellaSwag: the shared copy is the validation set in llama.cpp's text format, lower-cased
 `ctx_b` kept (DCLM's jsonl capitalises it); items are `activity: ctx` with four endings.
@@ -210,13 +212,18 @@ def score_item(model_fn, item: Item, seqs: list[list[int]], ranges: list[tuple[i
     return min(range(len(losses)), key=losses.__getitem__) == item.gold
 
 
-def evaluate_task(model_fn, items: list[Item], encode, bos: int, context: int, k: int, seed: int) -> float:
-    correct = 0
+def score_task(model_fn, items: list[Item], encode, bos: int, context: int, k: int, seed: int) -> list[bool]:
+    """Per item, in file order: is the model right? (the report's paired bootstrap needs them)"""
+    out = []
     for idx, item in enumerate(items):
         shots = [items[j] for j in fewshot_indices(len(items), idx, k, seed)]
         seqs, ranges = _crop(*spans(item, render(item, shots), encode, bos), context)
-        correct += score_item(model_fn, item, seqs, ranges, pad=bos)
-    return correct / len(items)
+        out.append(score_item(model_fn, item, seqs, ranges, pad=bos))
+    return out
+
+
+def evaluate_task(model_fn, items: list[Item], encode, bos: int, context: int, k: int, seed: int) -> float:
+    return sum(score_task(model_fn, items, encode, bos, context, k, seed)) / len(items)
 
 
 def evaluate_core(model_fn, enc, eval_dir, context: int, limit: int | None, fewshot: dict[str, int],
@@ -224,8 +231,9 @@ def evaluate_core(model_fn, enc, eval_dir, context: int, limit: int | None, fews
     tasks = {}
     for task in KINDS:
         items = load_task(eval_dir, task, limit)
-        acc = evaluate_task(model_fn, items, enc.encode_ordinary, bos, context, fewshot.get(task, 0), seed)
+        correct = score_task(model_fn, items, enc.encode_ordinary, bos, context, fewshot.get(task, 0), seed)
+        acc = sum(correct) / len(items)
         b = RANDOM_BASELINE[task]
         tasks[task] = {"kind": KINDS[task], "items": len(items), "fewshot": fewshot.get(task, 0), "accuracy": acc,
-                       "random_baseline": b, "centered": centered(acc, b)}
+                       "random_baseline": b, "centered": centered(acc, b), "correct": [int(c) for c in correct]}
     return {"tasks": tasks, "core": sum(t["centered"] for t in tasks.values()) / len(tasks)}

@@ -6,7 +6,7 @@ Reads lm.out_dir/<run_id>/model.pt (and final.json), the tokenizer and token str
 lm.data_dir, and writes <lm.out_dir>/../eval/<run_id>.json atomically:
   {"run_id", "variant", "matched", "train_bpb", "val_bpb", "bpb": {split: {bpb, nats, bytes,
    tokens}}, "core": {"tasks": {task: {kind, items, fewshot, accuracy, random_baseline,
-   centered}}, "core": mean centered}, "n_params", "flops_per_token", "train_tokens",
+   centered, correct: [0/1 per item]}}, "core": mean centered}, "n_params", "flops_per_token", "train_tokens",
    "train_flops", "steps", "eval_s"}
 BPB scores the first lm.bpb_tokens tokens of each split (bpb.py); CORE the first
 lm.core_items items of each task with lm.core_fewshot shots (core.py).

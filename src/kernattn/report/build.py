@@ -14,17 +14,20 @@ Also reads the GPA analyses (kernattn analyze-corpus / analyze-gpa; report/gpa.p
 as warnings naming the command when missing.
 
 Writes `<report.out_dir>/` (default report/):
-    index.html           header, main table (mean and 95% interval over seeds), validation
-                         curves, the papers' claims with a verdict, the GPA kernel-bank
-                         readings (shapes, bump, redundant heads, bank size), provenance,
-                         benchmarks
-    assets/*.png         the figures (matplotlib, Agg)
+    index.html           read from the top down: a summary table of every claim of the four
+                         documents (paper, where, the paper's number, ours with its interval,
+                         the verdict at this scale; rows = tables/claims.csv), a table of
+                         contents, then one numbered part per track (char GPT / GPA: main
+                         table, curves, claims pair by pair, setup, kernel-bank readings;
+                         LM; vision), benchmarks, provenance (OUTLINE)
+    assets/*.png         the figures (matplotlib, Agg), one colour per matrix row (palette.py)
     tables/*.csv         every table of the page, as CSV
 The folder is filled under a temporary name next to it and then renamed into place, so it
 is either complete or absent. The path of index.html is printed at the end.
 
 The claims and the papers' numbers live in paper_numbers.yaml (next to this module); the
-statistics and the verdict rules in stats.py.
+statistics and every verdict rule in stats.py; the claims are judged in claims.py (char
+track), lm.py and vision.py (seed 003).
 """
 
 from __future__ import annotations
@@ -49,8 +52,9 @@ import pandas as pd
 import yaml
 
 from ..config import Params, ParamsError, RunSpec, load_params, run_matrix
-from . import bench_models, gpa, stats
+from . import bench_models, claims as claims_mod, gpa, stats
 from . import vision
+from .palette import row_colors
 from . import lm as lm_report
 
 HELP = "render report/index.html: results beside the papers' claims, with 95% intervals over seeds"
@@ -111,11 +115,11 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
     runs = load_runs(params, params_file)
     runs_df = runs_table(runs, params)
     main_df = main_table(params, runs_df)
-    claims = evaluate_claims(papers, params, runs_df)
+    main_df = add_curve_columns(main_df, runs, papers)
     meta_path = Path(params.data.out_dir) / "meta.json"
     meta = _read_meta(meta_path)
     bench = bench_tables(bench_dirs)
-    context = page_context(params, params_file, papers, runs, runs_df, main_df, claims, meta,
+    context = page_context(params, params_file, papers, runs, runs_df, main_df, [], meta,
                            meta_path, bench, now or datetime.now(timezone.utc))
 
     def fill(folder: Path) -> None:
@@ -126,9 +130,13 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
         context["bench_models"] = bench_models.section(folder, params)
         context["vision"] = vision.section(folder, params)  # GKA on vision (issue 5)
         context["lm"] = lm_report.section(folder, params)
+        claims = evaluate_claims(papers, params, runs_df, context["lm"], context["vision"])
+        context["claims"] = claims
+        context["summary"] = claims_csv(claims)
         main_df.to_csv(folder / "tables" / "main.csv", index=False)
         runs_df.drop(columns=["mlflow_url"]).to_csv(folder / "tables" / "runs.csv", index=False)
-        claims_csv(claims).to_csv(folder / "tables" / "claims.csv", index=False)
+        context["summary"].to_csv(folder / "tables" / "claims.csv", index=False)
+        claims_mod.pairs_frame(claims).to_csv(folder / "tables" / "claims-pairs.csv", index=False)
         context["setup_table"].to_csv(folder / "tables" / "setup.csv", index=False)
         for b in bench:
             for name, df in b["csv"].items():
@@ -158,11 +166,10 @@ def load_paper_numbers(path: str | os.PathLike | None = None) -> dict:
     doc.setdefault("interpretability", {})
     for i, claim in enumerate(doc["claims"]):
         kind = claim.get("kind")
-        need = {"order": ("order",), "equivalent": ("rows",), "count": ("row", "field", "formula"),
-                "number": ("row", "field", "paper_value")}.get(kind)
+        need = claims_mod.NEEDS.get(kind)
         if need is None:
-            raise ReportError(f"{where}: claims[{i}].kind must be one of order, equivalent, count, "
-                              f"number; got {kind!r}")
+            raise ReportError(f"{where}: claims[{i}].kind must be one of {', '.join(claims_mod.NEEDS)}; "
+                              f"got {kind!r}")
         for key in ("id", "paper", "where", "statement", *need):
             if key not in claim:
                 raise ReportError(f"{where}: claims[{i}] ({claim.get('id', '?')}) lacks key {key!r}")
@@ -350,90 +357,79 @@ def main_table(params: Params, runs_df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(recs, columns=MAIN_COLUMNS)
 
 
-@dataclass
-class ClaimResult:
-    claim: dict
-    verdict: str
-    comparisons: list[stats.Comparison] = field(default_factory=list)
-    detail: str = ""
+ClaimResult = claims_mod.ClaimResult  # kept importable from here
 
 
-def evaluate_claims(papers: dict, params: Params, runs_df: pd.DataFrame) -> list[ClaimResult]:
-    values = {row: g["val_loss"].tolist() for row, g in runs_df.groupby("row", sort=False)}
-    rows = {r.name: r for r in params.matrix.rows}
-
-    def missing_note(name: str) -> str:
-        if name in rows:
-            return f"{name} is not in the matrix of scale {params.scale!r} (matrix.only)"
-        return f"{name} is not a row of {params.path}"
-
-    results = []
-    for claim in papers["claims"]:
-        kind = claim["kind"]
-        if kind in ("order", "equivalent"):
-            pairs = stats.ordering_pairs(claim["order"]) if kind == "order" else [tuple(claim["rows"])]
-            comps = []
-            for a, b in pairs:
-                rel = "<" if kind == "order" else "~"
-                absent = [x for x in (a, b) if x not in values]
-                if absent:
-                    comps.append(stats.Comparison(a, rel, b, stats.NOT_RUN,
-                                                  note="; ".join(missing_note(x) for x in absent)))
-                elif kind == "order":
-                    comps.append(stats.compare_less(a, values[a], b, values[b]))
-                else:
-                    comps.append(stats.compare_equiv(
-                        a, values[a], b, values[b],
-                        margin_rel=float(claim.get("margin_rel", stats.DEFAULT_MARGIN_REL))))
-            results.append(ClaimResult(claim, stats.combine([c.verdict for c in comps]), comps))
-        else:
-            row = claim["row"]
-            if row not in values:
-                results.append(ClaimResult(claim, stats.NOT_RUN, detail=missing_note(row)))
-                continue
-            ours = _unique(runs_df.loc[runs_df["row"] == row, claim["field"]].tolist())
-            if kind == "count":
-                formula = claim["formula"]
-                m = rows[row].options.get("n_kernels", formula.get("n_kernels"))
-                per = int(formula["per_kernel"])
-                layers, heads = params.model.n_layer, params.model.n_head
-                expected = per * int(m) * layers * heads
-                verdict = stats.REPRODUCED if ours == expected else stats.CONTRADICTED
-                detail = (f"expected {per}·M·layers·heads = {per}·{m}·{layers}·{heads} = {expected:,} at scale "
-                          f"{params.scale!r}; ours: {_fmt_int(ours)}; paper: {_fmt_int(claim.get('paper_value'))}")
-            else:  # number: compared at paper scale only
-                paper_value = float(claim["paper_value"])
-                tol = float(claim.get("rel_tol", 0.0))
-                if params.scale != "paper":
-                    verdict = f"not comparable (scale {params.scale})"
-                elif _num(ours) is None:
-                    verdict = stats.INCONCLUSIVE
-                else:
-                    ok = abs(float(ours) - paper_value) <= tol * abs(paper_value)
-                    verdict = stats.REPRODUCED if ok else stats.CONTRADICTED
-                rel = (f" ({(float(ours) - paper_value) / paper_value:+.1%})" if _num(ours) is not None else "")
-                detail = (f"paper: {_fmt_int(claim['paper_value'])}; ours: {_fmt_int(ours)}{rel}; "
-                          f"tolerance ±{tol:.0%} at paper scale")
-            results.append(ClaimResult(claim, verdict, detail=detail))
-    return results
+def evaluate_claims(papers: dict, params: Params, runs_df: pd.DataFrame,
+                    lm_ctx: dict | None = None, vision_ctx: dict | None = None) -> list[ClaimResult]:
+    """Every claim of paper_numbers.yaml judged, in file order (claims.py, lm.py, vision.py)."""
+    char = {id(r.claim): r for r in claims_mod.evaluate_char_claims(papers, params, runs_df)}
+    lm_claims = [c for c in papers["claims"] if c["kind"].startswith("lm_")]
+    vis_claims = [c for c in papers["claims"] if c["kind"].startswith("vision_")]
+    other = {}
+    if lm_ctx is not None:
+        other.update({id(r.claim): r for r in lm_report.claims(lm_ctx, lm_claims, params.scale)})
+    if vision_ctx is not None:
+        other.update({id(r.claim): r for r in vision.claims(vision_ctx, vis_claims, params.scale)})
+    out = []
+    for c in papers["claims"]:
+        res = char.get(id(c)) or other.get(id(c))
+        out.append(res or ClaimResult(c, stats.NOT_RUN, scale=params.scale, ours="—",
+                                      detail="its section was not built"))
+    return out
 
 
 def claims_csv(claims: list[ClaimResult]) -> pd.DataFrame:
-    recs = []
-    for c in claims:
-        base = {"claim": c.claim["id"], "paper": c.claim["paper"], "where": c.claim["where"],
-                "statement": c.claim["statement"], "claim_verdict": c.verdict}
-        if not c.comparisons:
-            recs.append({**base, "detail": c.detail})
-        for comp in c.comparisons:
-            ci = comp.ci
-            recs.append({**base, "a": comp.a, "relation": comp.relation, "b": comp.b,
-                         "diff": ci.diff if ci else None, "ci_lo": ci.lo if ci else None,
-                         "ci_hi": ci.hi if ci else None, "df": ci.df if ci else None,
-                         "margin": comp.margin, "verdict": comp.verdict, "detail": comp.note})
-    cols = ["claim", "paper", "where", "statement", "a", "relation", "b", "diff", "ci_lo", "ci_hi", "df",
-            "margin", "verdict", "claim_verdict", "detail"]
-    return pd.DataFrame.from_records(recs, columns=cols)
+    """tables/claims.csv: one row per claim, the summary table's rows."""
+    return claims_mod.summary_frame(claims)
+
+
+def curve_stats(curve: pd.DataFrame | None, target: float | None) -> dict:
+    """Best and final point of a mean validation curve, and the first step at or below `target`."""
+    if curve is None or curve.empty:
+        return {"best_val_mce": None, "best_step": None, "final_step": None, "reach_step": None}
+    mean = curve["mean"]
+    reached = mean[mean <= target] if target is not None else mean.iloc[:0]
+    return {"best_val_mce": float(mean.min()), "best_step": int(mean.idxmin()), "final_step": int(mean.index[-1]),
+            "reach_step": int(reached.index[0]) if len(reached) else None}
+
+
+def add_curve_columns(main_df: pd.DataFrame, runs: list[Run], papers: dict) -> pd.DataFrame:
+    """Per row: best and final validation MCE of the mean curve over seeds (with steps), and the
+    step at which it first reaches the baseline row's final mean validation MCE."""
+    baseline = (papers.get("curves") or {}).get("baseline")
+    target = main_df.loc[main_df["row"] == baseline, "val_mce_mean"]
+    target = float(target.iloc[0]) if len(target) else None
+    extra = pd.DataFrame([curve_stats(_curves(runs, row), target) for row in main_df["row"]],
+                         columns=["best_val_mce", "best_step", "final_step", "reach_step"], index=main_df.index)
+    out = pd.concat([main_df, extra], axis=1)
+    out["baseline_row"] = baseline if target is not None else None
+    for col in ("best_step", "final_step", "reach_step"):
+        out[col] = out[col].astype("Int64")
+    return out
+
+
+def epochs_rows(papers: dict, params: Params, meta: dict | None) -> list[dict]:
+    """The papers' "4 epochs" read two ways, for the paper's setup and ours: passes over the
+    training split's window start positions (steps x batch / (n_train - context)) and over its
+    characters (steps x batch x context / n_train)."""
+    ep = papers.get("epochs")
+    n_chars = (meta or {}).get("n_chars") or papers.get("setup", {}).get("values", {}).get("data.n_chars")
+    if not ep or not n_chars:
+        return []
+    val = float(papers.get("setup", {}).get("values", {}).get("data.val_fraction", 0.1))
+
+    def both(steps, batch, context, n_train):
+        return steps * batch / (n_train - context), steps * batch * context / n_train
+
+    sv = papers["setup"]["values"]
+    paper = both(sv["train.max_steps"], sv["train.batch_size"], sv["model.context"], sv["data.n_chars"] * (1 - val))
+    t, m = params.train, params.model
+    ours = both(t.max_steps, t.batch_size, m.context, float((meta or {}).get("n_train") or n_chars * (1 - val)))
+    return [{"setting": "epochs over window starts (steps x batch / training windows)",
+             "paper": f"{ep['paper_value']} (stated); {paper[0]:.1f} computed", f"ours ({params.scale})": f"{ours[0]:.2f}"},
+            {"setting": "epochs over characters (steps x batch x context / training characters)",
+             "paper": f"{paper[1]:,.0f} computed", f"ours ({params.scale})": f"{ours[1]:,.2f}"}]
 
 
 def setup_table(papers: dict, params: Params, meta: dict | None) -> pd.DataFrame:
@@ -444,6 +440,7 @@ def setup_table(papers: dict, params: Params, meta: dict | None) -> pd.DataFrame
         if ours is None and section == "data" and meta:
             ours = meta.get(name)
         recs.append({"setting": key, "paper": paper_value, f"ours ({params.scale})": ours})
+    recs += epochs_rows(papers, params, meta)
     cols = ["setting", "paper", f"ours ({params.scale})"]
     return pd.DataFrame([[r[c] for c in cols] for r in recs], columns=cols, dtype=object)
 
@@ -525,7 +522,8 @@ def _draw_curves(ax, runs, rows_colors: dict[str, str | None], labels: dict[str,
         if c is None:
             continue
         n = int(c["n"].max())
-        line, = ax.plot(c.index, c["mean"], color=color, lw=1.6,
+        # a marker on every evaluated step: how many points the curve rests on shows
+        line, = ax.plot(c.index, c["mean"], color=color, lw=1.6, marker="o", ms=2.5,
                         label=f"{labels.get(row, row)} (n={n})")
         if n > 1:
             ax.fill_between(c.index, c["min"], c["max"], color=line.get_color(), alpha=0.2, lw=0)
@@ -542,6 +540,7 @@ def plot_figures(assets: Path, params: Params, papers: dict, runs: list[Run], ma
     """Writes the PNGs; returns [{file, title, caption}] for the page."""
     labels = {r.spec.row: r.spec.label for r in runs}
     present = [r.name for r in params.matrix.rows if r.name in labels]
+    colours = row_colors(params)  # one colour per row in every figure
     figures = []
     shade = "shaded: min-max over seeds"
 
@@ -550,7 +549,7 @@ def plot_figures(assets: Path, params: Params, papers: dict, runs: list[Run], ma
         fig = _new_figure(5.5 * len(panels), 4.2)
         axes = fig.subplots(1, len(panels), squeeze=False)[0]
         for ax, spec in zip(axes, panels):
-            _draw_curves(ax, runs, {row: color for row, color in spec["rows"].items() if row in labels}, labels)
+            _draw_curves(ax, runs, {row: colours[row] for row in spec["rows"] if row in labels}, labels)
             ax.set_title(textwrap.fill(spec["title"] + f" [scale {params.scale}]", 62), fontsize=9)
         fig.savefig(assets / "val_curves_papers.png", dpi=110)
         missing = {f["id"]: [r for r in f["rows"] if r not in labels] for f in panels}
@@ -558,13 +557,12 @@ def plot_figures(assets: Path, params: Params, papers: dict, runs: list[Run], ma
         figures.append({"file": "assets/val_curves_papers.png",
                         "title": "The papers' Figure 2, redrawn from our runs",
                         "caption": "Validation mean cross-entropy vs training step, mean over seeds "
-                                   f"({shade}), in the papers' colours. " + (miss_txt + "." if miss_txt else "")})
+                                   f"({shade}), in the report's colour for each row (the same in every "
+                                   "figure; the papers' own colours differ between 000 and 001). " + (miss_txt + "." if miss_txt else "")})
 
     fig = _new_figure(8, 4.8)
     ax = fig.subplots()
-    cmap = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
-            "tab:gray", "tab:olive", "tab:cyan"]
-    _draw_curves(ax, runs, {row: cmap[i % len(cmap)] for i, row in enumerate(present)}, labels)
+    _draw_curves(ax, runs, {row: colours[row] for row in present}, labels)
     ax.set_title(f"All rows of the matrix [scale {params.scale}]", fontsize=10)
     fig.savefig(assets / "val_curves_all.png", dpi=110)
     figures.append({"file": "assets/val_curves_all.png", "title": "Every row",
@@ -575,7 +573,7 @@ def plot_figures(assets: Path, params: Params, papers: dict, runs: list[Run], ma
     ys = list(range(len(main_df)))[::-1]
     for y, (_, r) in zip(ys, main_df.iterrows()):
         err = None if pd.isna(r["val_mce_ci_half"]) else [[r["val_mce_ci_half"]], [r["val_mce_ci_half"]]]
-        ax.errorbar([r["val_mce_mean"]], [y], xerr=err, fmt="o", color="tab:blue", capsize=3)
+        ax.errorbar([r["val_mce_mean"]], [y], xerr=err, fmt="o", color=colours[r["row"]], capsize=3)
         seeds = runs_values(runs, r["row"])
         ax.plot(seeds, [y] * len(seeds), "x", color="tab:gray", ms=5)
     ax.set_yticks(ys)
@@ -618,12 +616,53 @@ def _fmt_dur(x) -> str:
     return f"{v / 3600:.2f} h"
 
 
+# The page's parts and sections, in reading order: (id, title, [(id, title), ...]). The table
+# of contents, the headings and their numbers all come from here.
+OUTLINE = (
+    ("part-char", "Char-level GPT with GPA kernel banks (seeds 000 and 001)", (
+        ("main", "Validation loss per configuration"),
+        ("figures", "Validation curves"),
+        ("claims", "The papers' claims, pair by pair, and the setup"),
+        ("gpa-banks", "GPA kernel banks: shapes at initialisation and after training (seed 001, Section 3.1, Figures 3 and 4)"),
+        ("gpa-bump", "The bump and the newline histogram (seed 001, Section 3.2, Figure 5)"),
+        ("gpa-heads", "Redundant heads: is a weak bank a head that can go? (seed 001, Sections 3.1 and 4)"),
+        ("gpa-bank-size", "Bank-size ablation: validation loss against M (the reviewers' request)"))),
+    ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", (
+        ("lm", "Baseline vs GKA-LM: Tables 6-8"),)),
+    ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)", (
+        ("vision", "GKA on vision: counts, top-1 and attention maps"),)),
+    ("part-bench", "Benchmarks", (
+        ("bench", "Attention kernels: speed and memory"),
+        ("bench-models", "Whole models: throughput, memory and MFU (GKA paper Table 4)"))),
+    ("part-provenance", "Provenance", (
+        ("provenance", "Corpus, software, tracking and every run"),)),
+)
+
+
+def outline() -> tuple[list[dict], dict[str, str]]:
+    """(table of contents, heading text by id), numbered: parts 1..n, sections 1.1, 1.2, ..."""
+    toc = [{"id": "summary", "title": "Summary: every claim and its verdict", "children": []}]
+    heads = {"summary": "Summary: every claim and its verdict",
+             "blog": "Seed 002: claims checked by the test suite, not by runs"}
+    for i, (pid, ptitle, sections) in enumerate(OUTLINE, 1):
+        heads[pid] = f"{i}. {ptitle}"
+        children = []
+        for j, (sid, stitle) in enumerate(sections, 1):
+            heads[sid] = f"{i}.{j} {stitle}"
+            children.append({"id": sid, "title": heads[sid]})
+        toc.append({"id": pid, "title": heads[pid], "children": children})
+    return toc, heads
+
+
 def _verdict_class(v: str) -> str:
+    v = stats.base_verdict(v)
+    if v.startswith(stats.BY_CONSTRUCTION):
+        return "ok"
     if v.startswith(stats.REPRODUCED):
         return "ok"
     if v.startswith(stats.CONTRADICTED):
         return "bad"
-    if v.startswith(stats.NOT_RUN) or v.startswith("not comparable"):
+    if v.startswith((stats.NOT_RUN, stats.NOT_COMPARABLE, stats.NOT_MEASURED)):
         return "na"
     return "unk"
 
@@ -650,7 +689,7 @@ def page_context(params, params_file, papers, runs, runs_df, main_df, claims, me
     for _, r in main_df.iterrows():
         g = runs_df[runs_df["row"] == r["row"]]
         rows.append({
-            **{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()},
+            **{k: (None if v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v) for k, v in r.items()},
             "sources": _sources(r["source"], papers),
             "seeds": [{"run_id": s["run_id"], "seed": s["seed"], "url": s["mlflow_url"],
                        "mlflow_run_id": s["mlflow_run_id"], "val_loss": s["val_loss"]} for _, s in g.iterrows()],
@@ -679,7 +718,7 @@ def page_context(params, params_file, papers, runs, runs_df, main_df, claims, me
         "setup_source": papers.get("setup", {}).get("source", ""),
         "bench": bench, "mlflow_ui": params.report.mlflow_ui,
         "tracking_uris": list(dict.fromkeys(str(u) for u in runs_df["tracking_uri"] if u)),
-        "margin_default": stats.DEFAULT_MARGIN_REL, "level": stats.LEVEL,
+        "level": stats.LEVEL, "toc": outline()[0], "heads": outline()[1],
         "figures": [], "tables": [], "bench_models": {"entries": [], "paper_source": "", "command": ""},
     }
 
@@ -699,6 +738,7 @@ def render(context: dict) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=_fmt, fmt_int=_fmt_int, fmt_dur=_fmt_dur, verdict_class=_verdict_class,
+                       at_scale=stats.at_scale,
                        num=lambda x: "" if _num(x) is None else repr(float(x)))
     return env.get_template("index.html.j2").render(**context)
 

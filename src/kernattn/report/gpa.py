@@ -29,10 +29,12 @@ import pandas as pd
 from ..analysis import SUMMARY, corpus_dir, gpa_runs, plots, run_dir
 from ..config import Params, RunSpec
 from . import stats
+from .palette import row_colors
 
 FULL_KERNEL_TABLE_MAX = 64  # show every kernel on the page up to this many (else: CSV + summary)
 HIST_MAX_LAG = 200
-ROW_COLOURS = ["tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
+SEED_COLOURS = [  # the seeds of one row (figure 5b); rows use palette.row_colors
+               "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
                "tab:cyan", "tab:gray", "tab:blue"]
 
 
@@ -205,7 +207,7 @@ def _figure5(name, label, ok, assets, corpus_counts, corpus_summary, interp) -> 
     for i, r in enumerate(ok):
         counts = pd.read_csv(r.folder / "newlines_generated.csv")["count"].to_numpy()
         series.append((f"sampled, {r.spec.run_id}", counts, r.summary["generated"]["peak"],
-                       ROW_COLOURS[i % len(ROW_COLOURS)]))
+                       SEED_COLOURS[i % len(SEED_COLOURS)]))
     max_lag = min(HIST_MAX_LAG, min(len(c) for _, c, _, _ in series) - 1)
     plots.draw_newline_histograms(ax2, series, max_lag, (interp.get("generated_newline_peak") or {}).get("value"))
     ax2.set_title("(b) separations between newlines: corpus and sampled text", fontsize=9)
@@ -222,11 +224,11 @@ def _heads_figure(ok, assets, params) -> dict:
 
     fig = plots.new_figure(13, 4.8)
     ax, ax2 = fig.subplots(1, 2, width_ratios=[1.25, 1])
-    rows = list(dict.fromkeys(a.spec.row for a in ok))
+    colours = row_colors(params)  # the row's colour in every figure of the report
     markers = ["o", "s", "^", "D", "v"]
     jitter = np.random.default_rng(0)
     for a in ok:
-        style = {"color": ROW_COLOURS[rows.index(a.spec.row) % len(ROW_COLOURS)],
+        style = {"color": colours[a.spec.row],
                  "marker": markers[a.spec.seed % len(markers)], "alpha": 0.8, "s": 22}
         ph = a.summary["heads"]["per_head"]
         strength, cost = [p["strength"] for p in ph], [p["cost"] for p in ph]
@@ -301,9 +303,11 @@ def _bank_size(params, papers, main_df, runs, assets, tables) -> dict:
         fig = plots.new_figure(6.5, 4.2)
         ax = fig.subplots()
         ms = [r["M"] for r in done]
-        ax.errorbar(ms, [r["mean"] for r in done], yerr=[r["half"] or 0 for r in done], fmt="o-", color="tab:blue",
-                    capsize=4, label="mean ± 95% CI over seeds")
+        colours = row_colors(params)  # each M is a row of the matrix: its colour in every figure
+        ax.plot(ms, [r["mean"] for r in done], "-", color="0.6", lw=1)
         for r in done:
+            ax.errorbar([r["M"]], [r["mean"]], yerr=[r["half"] or 0], fmt="o", color=colours[r["row"]], capsize=4,
+                        label=f"{r['row']}: mean ± 95% CI over seeds")
             ax.plot([r["M"]] * len(r["seeds"]), r["seeds"], "x", color="tab:gray", ms=6)
         ax.plot([], [], "x", color="tab:gray", label="seeds")
         ax.set_xscale("log", base=2)

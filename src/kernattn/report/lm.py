@@ -6,6 +6,12 @@ warning naming the command that makes it) and the paper's numbers (paper_lm.yaml
 training FLOPs; with several seeds the numbers are means over seeds (n shown). The depth-20
 parameter counts and FLOPs/token are computed here on the meta device (nothing allocated)
 and set beside the paper's Table 8, whatever the scale.
+
+Uncertainty: BPB per row is the mean over seeds with its t interval; the CORE difference of
+each GKA row from the baseline (per task and the mean centered score) gets a paired bootstrap
+interval over items (stats.paired_bootstrap: the same items resampled for both rows, per task
+for the mean; each item's score is its correctness averaged over the seeds both rows share).
+`claims` judges seed 003's section 5 claims of paper_numbers.yaml on these numbers.
 """
 
 from __future__ import annotations
@@ -18,10 +24,14 @@ import pandas as pd
 import yaml
 
 from ..lm.core import KINDS, RANDOM_BASELINE
+from . import stats
+from .claims import ClaimResult
 from ..lm.runs import eval_path, lm_runs
 
 PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
 TASKS = tuple(KINDS)
+BOOT_RESAMPLES = 4000
+BOOT_SEED = 0
 
 
 def paper_numbers() -> dict:
@@ -88,14 +98,20 @@ def section(folder: Path, params) -> dict:
         r["flops_ratio"] = None if base is None else r["train_flops"] / base["train_flops"]
         r["tokens_ratio"] = None if base is None else r["train_tokens"] / base["train_tokens"]
         r["params_ratio"] = None if base is None else r["params_m"] / base["params_m"]
+    boot = core_bootstrap(groups)
+    for r in rows:
+        r["boot"] = boot.get(r["key"])
+        r["val_bpb_ci"] = stats.mean_ci([x["val_bpb"] for x in groups[r["key"]]])
     d20 = depth20_counts()
     tables = _tables(rows, paper, d20)
+    tables["core-bootstrap"] = _boot_table(rows)
     (folder / "tables").mkdir(exist_ok=True)
     for name, df in tables.items():
         df.to_csv(folder / "tables" / f"lm-{name}.csv", index=False)
     meta_path = Path(lm.data_dir) / "meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
-    return {"present": bool(rows), "rows": rows, "warnings": warnings, "paper": paper, "d20": d20,
+    return {"present": bool(rows), "rows": rows, "groups": groups, "warnings": warnings, "paper": paper, "d20": d20,
+            "boot_resamples": BOOT_RESAMPLES,
             "tasks": TASKS, "baselines": RANDOM_BASELINE, "kinds": KINDS, "lm": lm, "meta": meta,
             "is_paper": params.scale == "paper", "model_dim": lm.model_dim(),
             "n_head": max(1, lm.model_dim() // lm.head_dim)}
@@ -104,7 +120,8 @@ def section(folder: Path, params) -> dict:
 def _tables(rows: list[dict], paper: dict, d20: dict) -> dict[str, pd.DataFrame]:
     t6 = [{"model": f"paper: {k}", "train_bpb": v["train_bpb"], "val_bpb": v["val_bpb"], "gap": v["gap"]}
           for k, v in paper["table6"].items()]
-    t6 += [{"model": r["label"], "train_bpb": r["train_bpb"], "val_bpb": r["val_bpb"], "gap": r["gap"]} for r in rows]
+    t6 += [{"model": r["label"], "seeds": " ".join(map(str, r["seeds"])), "train_bpb": r["train_bpb"],
+            "val_bpb": r["val_bpb"], "val_bpb_ci_half": r["val_bpb_ci"].half, "gap": r["gap"]} for r in rows]
     t7 = []
     for t in (*TASKS, "mean"):
         rec = {"task": t, "paper_base": paper["table7"][t]["base"], "paper_gka": paper["table7"][t]["gka"]}
@@ -118,3 +135,107 @@ def _tables(rows: list[dict], paper: dict, d20: dict) -> dict[str, pd.DataFrame]
     t8 += [{"model": r["label"], "params_m": r["params_m"], "flops_per_token": r["flops_per_token"],
             "train_tokens": r["train_tokens"], "train_flops": r["train_flops"]} for r in rows]
     return {"table6": pd.DataFrame(t6), "table7": pd.DataFrame(t7), "table8": pd.DataFrame(t8)}
+
+
+# ----------------------------------------------------------------------------- uncertainty
+def _item_scores(results: list[dict], task: str, seeds: list[int]) -> list[float] | None:
+    """Per item: correctness averaged over `seeds`; None if an evaluation lacks per-item output."""
+    by_seed = {x["seed"]: x["core"]["tasks"][task].get("correct") for x in results}
+    cols = [by_seed.get(s) for s in seeds]
+    if any(c is None for c in cols) or len({len(c) for c in cols}) != 1:
+        return None
+    return [sum(v) / len(v) for v in zip(*cols)]
+
+
+def core_bootstrap(groups: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per non-baseline row: paired bootstrap of (row - baseline) centered CORE, per task and mean."""
+    base = groups.get("base")
+    out = {}
+    for key, rs in groups.items():
+        if key == "base" or base is None:
+            continue
+        seeds = sorted({x["seed"] for x in rs} & {x["seed"] for x in base})
+        pairs = {t: (_item_scores(rs, t, seeds), _item_scores(base, t, seeds)) for t in TASKS}
+        if not seeds or any(a is None or b is None or len(a) != len(b) for a, b in pairs.values()):
+            continue
+        res = {"seeds": seeds}
+        for i, t in enumerate(TASKS):
+            res[t] = stats.paired_bootstrap([pairs[t]], stats.centered_diff_statistic([RANDOM_BASELINE[t]]),
+                                            BOOT_RESAMPLES, seed=BOOT_SEED + i)
+        res["mean"] = stats.paired_bootstrap([pairs[t] for t in TASKS],
+                                             stats.centered_diff_statistic([RANDOM_BASELINE[t] for t in TASKS]),
+                                             BOOT_RESAMPLES, seed=BOOT_SEED + len(TASKS))
+        out[key] = res
+    return out
+
+
+def _boot_table(rows: list[dict]) -> pd.DataFrame:
+    recs = []
+    for r in rows:
+        if not r.get("boot"):
+            continue
+        for t in (*TASKS, "mean"):
+            b = r["boot"][t]
+            recs.append({"row": r["key"], "against": "base", "task": t, "seeds": " ".join(map(str, r["boot"]["seeds"])),
+                         "items": b.n_items, "centered_diff": b.estimate, "ci_lo": b.lo, "ci_hi": b.hi,
+                         "resamples": b.resamples})
+    return pd.DataFrame(recs, columns=["row", "against", "task", "seeds", "items", "centered_diff", "ci_lo", "ci_hi",
+                                       "resamples"])
+
+
+# ----------------------------------------------------------------------------- claims
+PRIMARY = "gka-tokens"  # the GKA row set against the paper's: the baseline's training tokens
+
+
+def claims(ctx: dict, claim_list: list[dict], scale: str) -> list[ClaimResult]:
+    """Seed 003's LM claims (kinds lm_bpb, lm_core, lm_count) judged on the section's numbers."""
+    rows = {r["key"]: r for r in ctx.get("rows", [])}
+    out = []
+    for claim in claim_list:
+        kind = claim["kind"]
+        if kind == "lm_count":
+            out.append(_count_claim(claim, ctx["d20"]))
+        elif "base" not in rows or PRIMARY not in rows:
+            out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+                                   detail="no evaluation of the baseline and GKA (matched tokens)"))
+        elif kind == "lm_bpb":
+            out.append(_bpb_claim(claim, ctx["groups"], scale))
+        else:
+            out.append(_core_claim(claim, rows[PRIMARY], scale))
+    return out
+
+
+def _count_claim(claim: dict, d20: dict) -> ClaimResult:
+    ratio = d20["gka"]["total"] / d20["base"]["total"]
+    ok = round(ratio, 2) == float(claim["paper_value"])
+    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+                       ours=f"{ratio:.4f} ({d20['gka']['total']:,} / {d20['base']['total']:,}, depth 20 on the meta device)",
+                       estimate=ratio, detail="a parameter count of the depth-20 models, not a training result")
+
+
+def _bpb_claim(claim: dict, groups: dict, scale: str) -> ClaimResult:
+    base = {x["seed"]: x["val_bpb"] for x in groups["base"]}
+    gka = {x["seed"]: x["val_bpb"] for x in groups[PRIMARY]}
+    seeds = sorted(set(base) & set(gka))
+    comp = stats.compare_less("base", [base[s] for s in seeds], "gka-tokens", [gka[s] for s in seeds], paired=True)
+    res = ClaimResult(claim, comp.verdict, [comp], scale=scale,
+                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if comp.ci else "")
+    if comp.ci is None:
+        res.ours = f"GKA − base val BPB: {sum(gka[s] - base[s] for s in seeds) / len(seeds):+.4f} (1 seed)"
+    else:  # stated as GKA - base, the paper's direction
+        res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
+        res.ours = f"GKA − base val BPB: {res.estimate:+.4f} [{res.lo:+.4f}, {res.hi:+.4f}]"
+    return res
+
+
+def _core_claim(claim: dict, row: dict, scale: str) -> ClaimResult:
+    boot = row.get("boot")
+    if not boot:
+        return ClaimResult(claim, stats.INCONCLUSIVE, scale=scale, ours="no per-item results",
+                           detail="rerun eval-lm: its output lacks per-item correctness")
+    b = boot["mean"]
+    verdict = stats.REPRODUCED if b.hi < 0 else stats.CONTRADICTED if b.lo > 0 else stats.INCONCLUSIVE
+    return ClaimResult(claim, verdict, scale=scale, estimate=b.estimate, lo=b.lo, hi=b.hi,
+                       ours=f"GKA − base mean centered: {b.estimate:+.4f} [{b.lo:+.4f}, {b.hi:+.4f}]",
+                       interval=f"95% paired bootstrap over {b.n_items} items ({b.resamples} resamples), "
+                                f"seeds {', '.join(map(str, boot['seeds']))}")

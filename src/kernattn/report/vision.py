@@ -20,6 +20,7 @@ import yaml
 from ..vision import stages
 from ..vision.params import LABELS
 from . import stats
+from .claims import ClaimResult
 
 PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
 FIGURES = [  # (file or prefix, caption); seed 003 section 7
@@ -123,7 +124,8 @@ def section(folder: Path, params) -> dict:
     (folder / "tables").mkdir(parents=True, exist_ok=True)
     top1.to_csv(folder / "tables" / "vision-top1.csv", index=False)
     ctx = {"enabled": True, "paper": paper, "missing": missing, "top1": _records(top1), "meta": meta,
-           "vp": vp, "counts_table": [], "table5": [], "runs": [], "configured_shape": None}
+           "vp": vp, "counts_table": [], "table5": [], "runs": [], "configured_shape": None,
+           "finals": finals}
     if counts is not None:
         ct = counts_table(counts, paper)
         t5 = table5(counts, top1, paper)
@@ -151,3 +153,54 @@ def section(folder: Path, params) -> dict:
                             "label_name": summary["label_name"], "predicted": summary["predicted"],
                             "classes": (meta or {}).get("classes"), "layers": layers, "grid": summary["grid"]})
     return ctx
+
+
+# ----------------------------------------------------------------------------- claims
+def claims(ctx: dict, claim_list: list[dict], scale: str) -> list[ClaimResult]:
+    """Seed 003's vision claims (kinds vision_count, vision_top1) on the section's numbers."""
+    out = []
+    for claim in claim_list:
+        if not ctx.get("enabled"):
+            out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no vision section"))
+        elif claim["kind"] == "vision_count":
+            out.append(_count_claim(claim, ctx["counts_table"]))
+        else:
+            out.append(_top1_claim(claim, ctx, scale))
+    return out
+
+
+def _count_claim(claim: dict, table: list[dict]) -> ClaimResult:
+    if not table:
+        return ClaimResult(claim, stats.NOT_RUN, scale=stats.PAPER_SCALE, ours="—",
+                           detail="no counts: run kernattn count-vision")
+    ok = all(r["params_ok"] for r in table)
+    worst = max(abs(r["total_rel"]) for r in table)
+    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+                       estimate=worst, ours=", ".join(f"{r['model']} {r['total_m']:.2f}M" for r in table)
+                       + f" (largest gap {worst:.2%})",
+                       detail="parameter totals of the six models built on the meta device at 224 px")
+
+
+def _top1_claim(claim: dict, ctx: dict, scale: str) -> ClaimResult:
+    finals, vp = ctx["finals"], ctx["vp"]
+    seeds = [s for s in vp.seeds if f"gka-s{s}" in finals and f"deit-s{s}" in finals]
+    gka = [finals[f"gka-s{s}"]["top1_ema"] for s in seeds]
+    deit = [finals[f"deit-s{s}"]["top1_ema"] for s in seeds]
+    if not seeds:
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no DeiT and GKA runs")
+    ci = stats.paired_diff_ci(gka, deit)
+    res = ClaimResult(claim, stats.NOT_COMPARABLE, scale=scale,
+                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if ci else "")
+    if ci is None:
+        res.ours = f"GKA − DeiT top-1 EMA: {sum(gka) / len(gka) - sum(deit) / len(deit):+.2f} pp (1 seed)"
+    else:
+        res.estimate, res.lo, res.hi = ci.diff, ci.lo, ci.hi
+        res.ours = f"GKA − DeiT top-1 EMA: {ci.diff:+.2f} pp [{ci.lo:+.2f}, {ci.hi:+.2f}]"
+    if vp.dataset != "imagenet":
+        res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k; "
+                                           f"{vp.depth} blocks x {vp.n_head} heads, d={vp.embed_dim}")
+    else:  # "trails modestly": GKA below DeiT, by less than 2 pp (the paper's largest gap, 1.57, rounded up)
+        res.verdict = (stats.CONTRADICTED if ci is not None and (ci.lo > 0 or ci.hi < -2.0) else
+                       stats.REPRODUCED if ci is not None and ci.hi < 0 and ci.lo > -2.0 else
+                       stats.INCONCLUSIVE if ci is not None else stats.ONE_SEED)
+    return res
