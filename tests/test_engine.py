@@ -34,11 +34,11 @@ import yaml
 from kernattn import cli
 from kernattn.engine import HOLD_ENV, is_timing, metric_dict, mlflow_params
 from tests.test_train import _keep_torch_threads, corpus  # noqa: F401 (fixtures)
+from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
 # The shared data beside the checkout (a worktree's parent may not hold it: then the workspace's).
-SHARED = next((p for p in (REPO.parent / "shared", Path("/work/shared")) if (p / "data").is_dir()),
-              REPO.parent / "shared") / "data"
+SHARED = paths.SHARED / "data"
 BIN = Path(sys.executable).parent
 # final.json keys that differ between two runs of the same training: timings, the MLflow run,
 # and the params digest (each test's params name its own folders).

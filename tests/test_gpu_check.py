@@ -21,9 +21,10 @@ from kernattn.cli import main
 from kernattn.gpu_check import checks, kernels
 from kernattn.gpu_check.common import Context
 from kernattn.report.bench_models import lm_table
+from tests import paths
 
 ROOT = Path(__file__).resolve().parents[1]
-DICKENS = Path("/work/shared/data/dickens/silesia_dickens.txt.gz")
+DICKENS = paths.DICKENS
 BLOCKED = ("mlflow", "snakemake", "dvc", "rustbpe", "tiktoken")
 
 

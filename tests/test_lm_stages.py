@@ -13,11 +13,11 @@ import torch
 import yaml
 
 from kernattn.cli import main
+from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
 # the shared data beside the checkout (a worktree's parent may not hold it: then the workspace's)
-SHARED = next((p for p in (REPO.parent / "shared", Path("/work/shared")) if (p / "data").is_dir()),
-              REPO.parent / "shared") / "data"
+SHARED = paths.SHARED / "data"
 pytestmark = pytest.mark.xdist_group("lm_stages")
 
 

@@ -17,9 +17,10 @@ import torch
 import yaml
 
 from kernattn import cli, train
+from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
-DICKENS = Path("/work/shared/data/dickens/silesia_dickens.txt.gz")
+DICKENS = paths.DICKENS
 LISTED_FINAL_KEYS = {
     "run_id", "row", "seed", "variant", "options", "label", "source", "val_loss", "val_bpc",
     "train_loss", "n_params", "extra_params", "tokens_seen", "steps", "wall_s", "tokens_per_s",

@@ -17,11 +17,11 @@ from kernattn import cli
 from kernattn.config import ParamsError, load_params
 from kernattn.data.fetch import DataError
 from kernattn.vision import data as vdata
+from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
 # the shared data beside the checkout (a worktree's parent may not hold it: then the workspace's)
-SHARED = next((p for p in (REPO.parent / "shared", Path("/work/shared")) if (p / "data").is_dir()),
-              REPO.parent / "shared")
+SHARED = paths.SHARED
 FASHION = SHARED / "data" / "images" / "fashion_mnist"
 
 
