@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from ..errors import ParamsError
-from . import char, lm, schema, vision
+from . import char, lm, vision  # submodules of this package (not its __init__)
+from .schema import build, deep_merge, fill_scale
 
 SCALE_ENV = "KERNATTN_SCALE"
 MIRROR_ENV = "KERNATTN_DATA_MIRROR"
@@ -96,7 +97,7 @@ def _finish(merged: dict, scale: str, path: Path, sources: list[tuple[str, dict]
     for source, over in sources:
         if unknown := [k for k in over if k not in SECTIONS]:
             raise ParamsError(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(SECTIONS)}")
-        merged = schema.deep_merge(merged, over)
+        merged = deep_merge(merged, over)
         _params(merged, scale, source)  # each source's keys and values checked as it comes
     if mirror := os.environ.get(MIRROR_ENV):
         merged = {**merged, "data": {**merged["data"], "mirror": mirror}}
@@ -104,7 +105,7 @@ def _finish(merged: dict, scale: str, path: Path, sources: list[tuple[str, dict]
 
 
 def _params(merged: dict, scale: str, where) -> Params:
-    sections = {sec: schema.fill_scale(schema.build(cls, merged[sec], sec, where), scale)
+    sections = {sec: fill_scale(build(cls, merged[sec], sec, where), scale)
                 for sec, cls in SECTIONS.items()}
     return Params(scale=scale, path=str(where), raw={"scale": scale, **merged}, **sections)
 
@@ -147,7 +148,7 @@ def _resolve(doc: dict, scales: dict, name: str, path: Path) -> dict:
             allowed = list(SECTIONS[key].__dataclass_fields__)
             if unknown := [sub for sub in value if sub not in allowed]:
                 raise ParamsError(f"{path}: unknown key '{where}.{unknown[0]}'; allowed: {', '.join(allowed)}")
-        merged[key] = schema.deep_merge(merged[key], value)
+        merged[key] = deep_merge(merged[key], value)
     prefix = "" if name == "paper" else f"scales.{name} -> "
     try:
         _params(merged, name, path)
@@ -181,5 +182,5 @@ def nest_dotted(over: Any, source: str) -> dict:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ParamsError(f"{source}: key {key!r} sets inside a value that is not a mapping")
-        node[last] = schema.deep_merge(node.get(last), value) if last in node else value
+        node[last] = deep_merge(node.get(last), value) if last in node else value
     return out
