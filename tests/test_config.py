@@ -173,7 +173,7 @@ OVERRIDE_BAD = [
     ({"train": {"lrr": 1}}, "--config: unknown key 'train.lrr'; allowed: batch_size"),
     ({"train": {"lr": "fast"}}, "--config: train.lr must be float, got 'fast'"),
     ({"train": {"lr": -1}}, "--config: train.lr must be > 0"),
-    ({"lm": {"head_dim": 100}}, "scale tiny: lm.head_dim=100 must divide"),
+    ({"lm": {"head_dim": 100}}, "--config: scale tiny: lm.head_dim=100 must divide"),
     ({"train": 3}, "--config: train must be a mapping"),
 ]
 

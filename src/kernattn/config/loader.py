@@ -93,15 +93,19 @@ def load_params(path: str | os.PathLike = "params.yaml", scale: str | None = Non
 
 
 def _finish(merged: dict, scale: str, path: Path, sources: list[tuple[str, dict]]) -> Params:
-    """The chosen scale with the overrides and the mirror variable applied, checked."""
+    """The chosen scale with the overrides and the mirror variable applied, checked: the file
+    first, then each source as it comes, so that an error names where the bad value is."""
+    params = _checked(_params(merged, scale, path), f"{path}: scale {scale}: ")
     for source, over in sources:
         if unknown := [k for k in over if k not in SECTIONS]:
             raise ParamsError(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(SECTIONS)}")
         merged = deep_merge(merged, over)
-        _params(merged, scale, source)  # each source's keys and values checked as it comes
+        _checked(_params(merged, scale, source), f"{source}: scale {scale}: ")
     if mirror := os.environ.get(MIRROR_ENV):
         merged = {**merged, "data": {**merged["data"], "mirror": mirror}}
-    return _checked(_params(merged, scale, path), f"{path}: scale {scale}: ")
+    if sources or mirror:
+        params = _params(merged, scale, path)
+    return params
 
 
 def _params(merged: dict, scale: str, where) -> Params:
