@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from kernattn.cli import main
+from kernattn.config import load_params
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
@@ -184,7 +185,10 @@ def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(workspace):
     assert jobs == ["analyze_gpa@gpa_dp_m8-s0", "report", "train@gpa_dp_m8-s0", "train@rope-s0"]
     [overrides] = set(re.findall(r"--overrides (\S+)", proc.stdout))
     assert yaml.safe_load((workspace / overrides).read_text()) == {"train": {"lr": 0.5}}
-    jobs, _ = dry_run_jobs(workspace, "--config", "lm={lr: 0.01}")
+    lr = load_params(workspace / "params.yaml").lm.lr
+    jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr}}}")
+    assert jobs == []  # the value it has: nothing changes
+    jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr * 2}}}")
     assert jobs == sorted(["bench", "prepare_lm", "report", *(f"{s}@lm-{r}-s0" for s in ("train_lm", "eval_lm")
                                                  for r in ("base", "gka-tokens", "gka-flops"))])
 
@@ -220,7 +224,6 @@ def test_install_profile_fills_site_values(tmp_path):
 
 def test_profiles_name_only_stages_of_the_table():
     """profiles/ key resources by rule name: every name there is a stage (one name everywhere)."""
-    from kernattn.config import load_params
     from kernattn.dag.stages import stage_table
 
     names = set(stage_table(load_params(REPO / "params.yaml")))
