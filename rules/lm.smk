@@ -1,51 +1,49 @@
-# The nanochat-style LM track (seed 003 section 5): tokenizer + token streams, one training
-# and one evaluation per LM run (baseline; GKA at matched tokens and at matched FLOPs).
-from kernattn.lm import pipeline as lm_pipeline
-
-LM_RUNS = lm_pipeline.run_ids(P)
-LM_DATA = lm_pipeline.data_outputs(P)
+# The nanochat-style LM track (seed 003 section 5): tokenizer + token streams, one training and
+# one evaluation per LM run. Paths, params and commands: kernattn.dag.stages.lm_stages.
 
 
-rule lm_prepare:
+rule prepare_lm:
+    input:
+        STAGES["prepare_lm"].inputs(None),
     output:
-        LM_DATA,
+        STAGES["prepare_lm"].outputs(None),
     params:
-        lm=P.raw["lm"],
+        **dag_smk.rule_params(STAGES["prepare_lm"], P),
     log:
-        "results/logs/prepare-lm.log",
+        STAGES["prepare_lm"].log(None),
+    threads: threads_of(STAGES["prepare_lm"])
     shell:
-        "kernattn prepare-lm {ARGS} > {log} 2>&1"
+        shell_of(STAGES["prepare_lm"])
 
 
-rule lm_train:
+rule train_lm:
     # The run folder keeps its checkpoint; a rerun resumes (or only rewrites final.json).
     input:
-        LM_DATA,
+        STAGES["train_lm"].inputs("{run}"),
     output:
-        lm_pipeline.final_output(P, "{lmrun}"),
+        STAGES["train_lm"].outputs("{run}"),
     wildcard_constraints:
-        lmrun="|".join(LM_RUNS) or "no-lm-run",
+        run=run_constraint(STAGES["train_lm"]),
     params:
-        lm=P.raw["lm"],
+        **dag_smk.rule_params(STAGES["train_lm"], P),
     log:
-        "results/logs/train-{lmrun}.log",
-    threads: P.lm.threads or 4
+        STAGES["train_lm"].log("{run}"),
+    threads: threads_of(STAGES["train_lm"])
     shell:
-        "kernattn train-lm {ARGS} --run {wildcards.lmrun} --stale archive > {log} 2>&1"
+        shell_of(STAGES["train_lm"])
 
 
-rule lm_eval:
+rule eval_lm:
     input:
-        LM_DATA,
-        lm_pipeline.final_output(P, "{lmrun}"),
+        STAGES["eval_lm"].inputs("{run}"),
     output:
-        lm_pipeline.eval_output(P, "{lmrun}"),
+        STAGES["eval_lm"].outputs("{run}"),
     wildcard_constraints:
-        lmrun="|".join(LM_RUNS) or "no-lm-run",
+        run=run_constraint(STAGES["eval_lm"]),
     params:
-        lm=P.raw["lm"],
+        **dag_smk.rule_params(STAGES["eval_lm"], P),
     log:
-        "results/logs/eval-{lmrun}.log",
-    threads: P.lm.threads or 4
+        STAGES["eval_lm"].log("{run}"),
+    threads: threads_of(STAGES["eval_lm"])
     shell:
-        "kernattn eval-lm {ARGS} --run {wildcards.lmrun} > {log} 2>&1"
+        shell_of(STAGES["eval_lm"])

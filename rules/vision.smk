@@ -1,67 +1,65 @@
-# GKA on vision (seed 003 sections 4 and 7): included by the Snakefile. The same stages as
-# kernattn.vision.stages.add_dvc_stages writes into dvc.yaml.
-from kernattn.vision import stages as vision_stages
-
-VP = P.vision
-VISION_RUNS = vision_stages.run_ids(VP)
-VISION_VIZ = vision_stages.viz_runs(VP)
-VISION_REPORT_INPUTS = vision_stages.report_inputs(VP)
+# GKA on vision (seed 003 sections 4 and 7). Paths, params and commands:
+# kernattn.dag.stages.vision_stages.
 
 
 rule prepare_vision:
+    input:
+        STAGES["prepare_vision"].inputs(None),
     output:
-        vision_stages.data_output(VP),
+        STAGES["prepare_vision"].outputs(None),
     params:
-        vision=P.raw["vision"],
+        **dag_smk.rule_params(STAGES["prepare_vision"], P),
     log:
-        "results/logs/prepare-vision.log",
+        STAGES["prepare_vision"].log(None),
+    threads: threads_of(STAGES["prepare_vision"])
     shell:
-        "kernattn prepare-vision {ARGS} > {log} 2>&1"
+        shell_of(STAGES["prepare_vision"])
 
 
 rule count_vision:
     # Tables 2/3/5 parameter and FLOP counts (meta device): no data needed.
+    input:
+        STAGES["count_vision"].inputs(None),
     output:
-        vision_stages.counts_output(VP),
+        STAGES["count_vision"].outputs(None),
     params:
-        vision=P.raw["vision"],
+        **dag_smk.rule_params(STAGES["count_vision"], P),
     log:
-        "results/logs/count-vision.log",
+        STAGES["count_vision"].log(None),
+    threads: threads_of(STAGES["count_vision"])
     shell:
-        "kernattn count-vision {ARGS} > {log} 2>&1"
+        shell_of(STAGES["count_vision"])
 
 
 rule train_vision:
     # The run folder keeps its checkpoint across failures; a rerun resumes from it.
     input:
-        vision_stages.data_output(VP),
+        STAGES["train_vision"].inputs("{run}"),
     output:
-        vision_stages.run_output(VP, "{vrun}"),
+        STAGES["train_vision"].outputs("{run}"),
     wildcard_constraints:
-        vrun="|".join(VISION_RUNS),
+        run=run_constraint(STAGES["train_vision"]),
     params:
-        vision=P.raw["vision"],
-        tracking=P.raw["tracking"],
+        **dag_smk.rule_params(STAGES["train_vision"], P),
     log:
-        "results/logs/train-vision-{vrun}.log",
-    threads: VP.threads or 4
+        STAGES["train_vision"].log("{run}"),
+    threads: threads_of(STAGES["train_vision"])
     shell:
-        "kernattn train-vision {ARGS} --run {wildcards.vrun} --stale archive > {log} 2>&1"
+        shell_of(STAGES["train_vision"])
 
 
 rule analyze_vision:
     # seed 003 section 7: one forward pass with hooks on the trained model.
     input:
-        vision_stages.data_output(VP),
-        vision_stages.run_output(VP, "{vrun}"),
+        STAGES["analyze_vision"].inputs("{run}"),
     output:
-        vision_stages.analysis_output(VP, "{vrun}"),
+        STAGES["analyze_vision"].outputs("{run}"),
     wildcard_constraints:
-        vrun="|".join(VISION_VIZ) or "no-vision-viz",
+        run=run_constraint(STAGES["analyze_vision"]),
     params:
-        vision=P.raw["vision"],
+        **dag_smk.rule_params(STAGES["analyze_vision"], P),
     log:
-        "results/logs/analyze-vision-{vrun}.log",
-    threads: VP.threads or 4
+        STAGES["analyze_vision"].log("{run}"),
+    threads: threads_of(STAGES["analyze_vision"])
     shell:
-        "kernattn analyze-vision {ARGS} --run {wildcards.vrun} > {log} 2>&1"
+        shell_of(STAGES["analyze_vision"])

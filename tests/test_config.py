@@ -126,3 +126,98 @@ def test_each_scale_writes_its_own_outputs():
     assert tiny.data.out_dir == "results/tiny/data/dickens" and micro.data.out_dir == "results/micro/data/dickens"
     assert tiny.train.out_dir != micro.train.out_dir
     assert tiny.tracking.experiment == "kernattn-dickens-tiny"
+
+
+# ----------------------------------------------------------------------------- cross-key checks on load
+CROSS = [
+    ("lm head_dim", lambda d: d["lm"].update(head_dim=100), "scale paper: lm.head_dim=100 must divide"),
+    ("lm variant", lambda d: d["lm"].update(variants=["base", "mamba"]), "lm.variants has 'mamba'"),
+    ("lm vocab", lambda d: d["lm"].update(vocab_size=70000), "lm.vocab_size=70000 must be <= 65536"),
+    ("vision variant", lambda d: d["vision"].update(variants=["deit", "vit"]), "unknown variant 'vit'"),
+    ("vision patch", lambda d: d["vision"].update(patch_size=15), "vision.img_size=224 must be a multiple"),
+    ("lm in another scale", lambda d: d["scales"]["micro"]["lm"].update(window_pattern="SXL"),
+     "scales.micro -> lm.window_pattern='SXL'"),
+    ("char check in another scale", lambda d: d["scales"]["micro"]["matrix"].update(seeds=[]),
+     "scales.micro -> matrix.seeds is empty"),
+]
+
+
+@pytest.mark.parametrize("case,fn,needle", CROSS, ids=[c[0] for c in CROSS])
+def test_every_cross_key_check_runs_on_every_load(tmp_path, case, fn, needle):
+    """A bad lm: or vision: section (of any scale) fails load_params itself, so the Snakemake
+    parse and `kernattn dvc-yaml` stop on it, not the first job of that track."""
+    path = write(tmp_path, mutate(fn))
+    for scale in ("paper", "tiny"):
+        with pytest.raises(ParamsError) as err:
+            load_params(path, scale)
+        msg = str(err.value)
+        assert msg.startswith(str(path)) and "\n" not in msg, msg
+        if scale == "paper" or "scales." in needle:
+            assert needle in msg, msg
+
+
+# ----------------------------------------------------------------------------- overrides
+def test_overrides_merge_over_the_chosen_scale_and_reach_every_section():
+    tiny = load_params(PARAMS, "tiny")
+    over = load_params(PARAMS, "tiny", {"train": {"lr": 0.5}, "lm.depth": 3, "vision": {"epochs": 7}})
+    assert (over.train.lr, over.lm.depth, over.vision.epochs) == (0.5, 3, 7)
+    assert over.train.max_steps == tiny.train.max_steps  # the scale's own values stay
+    assert over.raw["train"]["lr"] == 0.5 and over.digest() != tiny.digest()
+    # later sources win; a mapping is merged key by key, not replaced
+    both = load_params(PARAMS, "tiny", [("a.yaml", {"train": {"lr": 0.5, "beta1": 0.8}}), ("--config", {"train": {"lr": 0.25}})])
+    assert (both.train.lr, both.train.beta1) == (0.25, 0.8)
+
+
+OVERRIDE_BAD = [
+    ({"learning_rat_typo": 1}, "--config: unknown key 'learning_rat_typo'; allowed: data, model"),
+    ({"train": {"lrr": 1}}, "--config: unknown key 'train.lrr'; allowed: batch_size"),
+    ({"train": {"lr": "fast"}}, "--config: train.lr must be float, got 'fast'"),
+    ({"train": {"lr": -1}}, "--config: train.lr must be > 0"),
+    ({"lm": {"head_dim": 100}}, "--config: scale tiny: lm.head_dim=100 must divide"),
+    ({"train": 3}, "--config: train must be a mapping"),
+]
+
+
+@pytest.mark.parametrize("over,needle", OVERRIDE_BAD, ids=[o[1].split(":")[1].strip()[:30] for o in OVERRIDE_BAD])
+def test_bad_overrides_fail_in_one_line_naming_their_source(over, needle):
+    with pytest.raises(ParamsError) as err:
+        load_params(PARAMS, "tiny", [("--config", over)])
+    assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_overrides_file_from_the_environment(monkeypatch, tmp_path):
+    """KERNATTN_OVERRIDES (set by `kernattn --overrides FILE`): what the Snakefile's rules hand
+    every stage, so the command sees the values the rule was scheduled with."""
+    from kernattn.cli import _take_overrides
+    from kernattn.config import OVERRIDES_ENV
+
+    over = tmp_path / "over.yaml"
+    over.write_text("train: {lr: 0.5}\n")
+    monkeypatch.setenv(OVERRIDES_ENV, "")  # so that monkeypatch restores what _take_overrides sets
+    assert _take_overrides(["train", "--params", "p.yaml", "--overrides", str(over), "--run", "x"]) == [
+        "train", "--params", "p.yaml", "--run", "x"]
+    assert load_params(PARAMS, "tiny").train.lr == 0.5
+    over.write_text("train: {lrr: 0.5}\n")
+    with pytest.raises(ParamsError, match=f"{over}: unknown key 'train.lrr'"):
+        load_params(PARAMS, "tiny")
+
+
+def test_fingerprint_flag_leaves_out_what_does_not_change_a_run():
+    from kernattn.config import LMParams, TrainParams, VisionParams, fingerprinted, not_fingerprinted
+
+    tiny = load_params(PARAMS, "tiny")
+    fp = fingerprinted(tiny.train)
+    assert "lr" in fp and "max_steps" in fp and not {"out_dir", "threads", "device", "compile"} & set(fp)
+    assert set(not_fingerprinted(TrainParams)) == {"out_dir", "checkpoint_every", "threads", "compile", "device"}
+    assert {"out_dir", "eval_dir", "mirror"} <= set(not_fingerprinted(LMParams)) and "depth" not in not_fingerprinted(LMParams)
+    assert {"workers", "data_root"} <= set(not_fingerprinted(VisionParams)) and "lr" not in not_fingerprinted(VisionParams)
+
+
+def test_old_import_paths_still_work():
+    from kernattn.config import Params, RunSpec  # noqa: F401
+    from kernattn.lm.params import LMParams, lm_params
+    from kernattn.vision.params import VARIANTS, VisionParams
+
+    tiny = load_params(PARAMS, "tiny")
+    assert isinstance(tiny.lm, LMParams) and lm_params(tiny) is tiny.lm
+    assert isinstance(tiny.vision, VisionParams) and set(tiny.vision.variants) <= set(VARIANTS)

@@ -35,7 +35,7 @@ def test_dvc_exp_run_with_one_changed_param_reruns_only_its_dependents(workspace
     out = exp.stdout + exp.stderr
     assert exp.returncode == 0, out[-3000:]
     assert "Stage 'prepare' didn't change, skipping" in out, out[-3000:]
-    for stage in ("train-rope-s0", "train-gpa_dp_m8-s0", "report"):
+    for stage in ("train@rope-s0", "train@gpa_dp_m8-s0", "report"):
         assert f"Running stage '{stage}'" in out, out[-3000:]
 
     # A data-only key reruns prepare (and with it everything downstream).

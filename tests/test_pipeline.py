@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from kernattn.cli import main
+from kernattn.config import load_params
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
@@ -88,12 +90,85 @@ def check_outputs(ws: Path) -> None:
 def test_dvc_yaml_is_generated_from_params():
     assert main(["dvc-yaml", "--params", str(REPO / "params.yaml"), "--out", str(REPO / "dvc.yaml"), "--check"]) == 0
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    assert len([s for s in stages if s.startswith("train-")]) == 22
-    analyses = sorted(s for s in stages if s.startswith("analyze-"))
-    assert analyses == ["analyze-corpus", *sorted(f"analyze-{r}-s{k}" for r in (
-        "gpa_decay_m8", "gpa_dp_m8", "gpa_m64", "gpa_m64_rope", "gpa_m8") for k in (0, 1))]
-    assert set(stages["report"]["deps"]) >= {"results/tiny/analysis/corpus", "results/tiny/analysis/gpa_m8-s1"}
-    assert all(s["cmd"].startswith("kernattn ") for s in stages.values())
+    assert len(stages["train"]["foreach"]) == 22
+    assert sorted(stages["analyze_gpa"]["foreach"]) == sorted(f"{r}-s{k}" for r in (
+        "gpa_decay_m8", "gpa_dp_m8", "gpa_m64", "gpa_m64_rope", "gpa_m8") for k in (0, 1))
+    assert set(stages["report"]["deps"]) >= {"results/tiny/analysis/corpus/summary.json",
+                                             "results/tiny/analysis/gpa_m8-s1/summary.json"}
+    assert all(s.get("do", s)["cmd"].startswith("kernattn ") for s in stages.values())
+    # where a run is mirrored does not change what it computes: no training stage reads tracking
+    assert not any("tracking" in sections_of(s) for s in stages.values())
+    # the bench builds the vision and LM models too: it reruns when their sections or code change
+    assert {"bench", "model", "matrix", "vision", "lm"} == sections_of(stages["bench"])
+    assert {"src/kernattn/vision", "src/kernattn/lm"} <= set(stages["bench"]["deps"])
+
+
+def sections_of(stage: dict) -> set[str]:
+    """The params.yaml sections a dvc.yaml stage watches (`scales.<s>.train` is `train`)."""
+    [keys] = stage.get("do", stage)["params"][0].values()
+    return {k.split(".")[-1] for k in keys if k != "scale"}
+
+
+def dry_run_jobs(ws: Path, *args: str) -> tuple[list[str], subprocess.CompletedProcess]:
+    """The jobs a `snakemake -n` would run, as `rule` or `rule@run` (localrule all left out)."""
+    proc = run([str(BIN / "snakemake"), "-n", "--cores", "1", *args], ws)
+    jobs, current = [], None
+    for line in (proc.stdout + "\n").splitlines():
+        if (m := re.match(r"^(local)?rule (\w+):$", line)) or (not line.strip() and current):
+            if current and current != "all":
+                jobs.append(current)
+            current = m.group(2) if m else None
+        elif current and (m := re.match(r"^\s+wildcards: run=(\S+)$", line)):
+            current = f"{current}@{m.group(1)}"
+    return sorted(jobs), proc
+
+
+RULE_PARAMS = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.enums import Quietness
+from snakemake.settings.types import OutputSettings, ResourceSettings
+with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    wf = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path("Snakefile"), workdir=Path("."))
+    print(json.dumps({r.name: list(r.params._names) for r in wf._workflow.rules if r.name != "all"}))
+"""
+
+
+def test_snakemake_jobs_are_dvc_stages_watching_the_same_sections(workspace):
+    """The two DAGs come from one stage table: the dry run's jobs are dvc.yaml's stages (one
+    name each, `rule@run` for per-run stages) and each rule reruns on the params sections its
+    DVC stage watches."""
+    assert main(["dvc-yaml", "--params", str(workspace / "params.yaml"), "--out", str(workspace / "dvc.yaml")]) == 0
+    stages = yaml.safe_load((workspace / "dvc.yaml").read_text())["stages"]
+    dvc_jobs = sorted(f"{n}@{r}" if r else n for n, s in stages.items() for r in s.get("foreach", [None]))
+    jobs, proc = dry_run_jobs(workspace, "--forceall")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert jobs == dvc_jobs
+    assert {"train@rope-s0", "train_lm@lm-base-s0", "train_vision@gka-s0", "bench", "report"} <= set(jobs)
+    api = run([sys.executable, "-c", RULE_PARAMS], workspace)
+    assert api.returncode == 0, api.stderr[-3000:]
+    rule_params = json.loads(api.stdout.strip().splitlines()[-1])
+    assert set(rule_params) == set(stages)
+    for name, stage in stages.items():
+        assert set(rule_params[name]) == sections_of(stage), name
+
+
+def test_snakemake_config_overrides_are_validated_with_their_source(workspace):
+    """`--config` / `--configfile` go through the params schema: an unknown key or a bad
+    value stops the parse with one line naming the key and where it came from."""
+    cases = [(["--config", "learning_rat_typo=1"], "--config: unknown key 'learning_rat_typo'"),
+             (["--config", "train={lr: -1}"], "--config: train.lr must be > 0"),
+             (["--configfile", "override.yaml"], "override.yaml: unknown key 'lm.depht'")]
+    (workspace / "override.yaml").write_text("lm: {depht: 3}\n")
+    for args, needle in cases:
+        _, proc = dry_run_jobs(workspace, *args)
+        assert proc.returncode != 0
+        errors = [line for line in proc.stderr.splitlines() if "error" in line]
+        assert len(errors) == 1 and needle in errors[0], proc.stderr[-2000:]
+    # scale and params stay Snakemake-config keys of ours, not overrides
+    jobs, proc = dry_run_jobs(workspace, "--forceall", "--config", "scale=micro", "params=params.yaml")
+    assert proc.returncode == 0 and "train@rope-s0" in jobs, proc.stderr[-2000:]
 
 
 def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(workspace):
@@ -103,6 +178,19 @@ def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(workspace):
     second = run([str(BIN / "snakemake"), "--cores", "2"], workspace)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Nothing to be done" in second.stdout + second.stderr
+    # An override reruns exactly the stages that read its section, and the command gets it.
+    (workspace / "override.yaml").write_text("train:\n  lr: 0.5\n")
+    jobs, proc = dry_run_jobs(workspace, "--configfile", "override.yaml", "-p")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert jobs == ["analyze_gpa@gpa_dp_m8-s0", "report", "train@gpa_dp_m8-s0", "train@rope-s0"]
+    [overrides] = set(re.findall(r"--overrides (\S+)", proc.stdout))
+    assert yaml.safe_load((workspace / overrides).read_text()) == {"train": {"lr": 0.5}}
+    lr = load_params(workspace / "params.yaml").lm.lr
+    jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr}}}")
+    assert jobs == []  # the value it has: nothing changes
+    jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr * 2}}}")
+    assert jobs == sorted(["bench", "prepare_lm", "report", *(f"{s}@lm-{r}-s0" for s in ("train_lm", "eval_lm")
+                                                 for r in ("base", "gka-tokens", "gka-flops"))])
 
 
 def test_dvc_repro_runs_the_same_stages_and_then_is_up_to_date(workspace):
@@ -115,7 +203,7 @@ def test_dvc_repro_runs_the_same_stages_and_then_is_up_to_date(workspace):
     second = run([str(BIN / "dvc"), "repro"], workspace)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Data and pipelines are up to date" in second.stdout + second.stderr
-    for stage in ("prepare", "train-rope-s0", "report"):
+    for stage in ("prepare", "train@rope-s0", "report"):
         assert f"Stage '{stage}' didn't change, skipping" in second.stdout + second.stderr
 
 
@@ -132,3 +220,14 @@ def test_install_profile_fills_site_values(tmp_path):
         "slurm_extra": "--signal=TERM@120"}
     assert profile["slurm-requeue"] is True
     assert "SITE_" not in (dest / "config.yaml").read_text()
+
+
+def test_profiles_name_only_stages_of_the_table():
+    """profiles/ key resources by rule name: every name there is a stage (one name everywhere)."""
+    from kernattn.dag.stages import stage_table
+
+    names = set(stage_table(load_params(REPO / "params.yaml")))
+    for profile in ("slurm", "slurm-test"):
+        doc = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
+        used = set(doc.get("set-threads", {})) | set(doc.get("set-resources", {}))
+        assert used and used <= names, (profile, used - names)

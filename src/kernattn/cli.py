@@ -7,7 +7,9 @@ Each stage is a subcommand whose module provides
 and is listed in STAGES below. Bad arguments end with one line on stderr
 ("kernattn <stage>: error: ...") and exit status 2; a stage reports a bad combination of
 arguments it can only detect itself by raising `UsageError` (or the attention registry's
-`AttentionConfigError`), which is turned into the same one line.
+`AttentionConfigError`), which is turned into the same one line. Every stage also takes
+`--overrides FILE` (params overrides; see `_take_overrides`). A stage's name in Snakemake,
+DVC and profiles/ is its subcommand with `_` for `-` (kernattn.dag.stage.command_name).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "bench": ("kernattn.bench.stage", "throughput, peak memory and MFU of whole models per attention variant (Table 4)"),
     "gpu-check": ("kernattn.gpu_check.stage", "prove and measure every GPU path in parts (tests, kernels, models, train) -> results/gpu/<device>/"),
     "bench-attention": ("kernattn.bench.attention", "time forward+backward and peak memory of every attention variant"),
-    "dvc-yaml": ("kernattn.pipeline", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),
+    "dvc-yaml": ("kernattn.dag.dvc", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),
     "install-profile": ("kernattn.profiles", "install the SLURM snakemake profile with your site's values"),
     "mlflow-server": ("kernattn.tracking_server", "start a local MLflow server (SQLite store) on 127.0.0.1; --stop stops it"),
     "sync-mlflow": ("kernattn.sync_mlflow", "upload finished runs missing from the MLflow store (params, metrics, artifacts)"),
@@ -72,9 +74,28 @@ def build_parser(stage: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _take_overrides(argv: list[str]) -> list[str]:
+    """`--overrides FILE`, which every stage takes: a YAML file of params overrides (what the
+    Snakefile writes for --config / --configfile). Every load_params of this process applies
+    it, through the environment (kernattn.config.OVERRIDES_ENV), so no stage needs the option."""
+    for i, arg in enumerate(argv):
+        if arg == "--overrides" and i + 1 < len(argv):
+            value, rest = argv[i + 1], argv[:i] + argv[i + 2:]
+        elif arg.startswith("--overrides="):
+            value, rest = arg.split("=", 1)[1], argv[:i] + argv[i + 1:]
+        else:
+            continue
+        from .config import OVERRIDES_ENV
+
+        os.environ[OVERRIDES_ENV] = value
+        return rest
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one stage; returns the exit status (0 on success, 2 on a usage error)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _take_overrides(argv)
     parser = build_parser(next((a for a in argv if a in STAGES), None))
     try:
         args, extra = parser.parse_known_args(argv)

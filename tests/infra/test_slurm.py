@@ -148,7 +148,7 @@ def test_jobs_got_the_profile_resources(slurm_cluster, micro_pipeline):
         gpu = "gres/gpu=1" in job.get("TRES", "") or "gpu" in job.get("TresPerJob", "")
         assert gpu == bool(want.get("gpu")), (rule, job)
     assert rules.count("train") == len(MICRO_RUNS), rules
-    assert rules.count("lm_train") == rules.count("lm_eval") == len(LM_RUNS), rules
+    assert rules.count("train_lm") == rules.count("eval_lm") == len(LM_RUNS), rules
     assert {"train_vision", "bench"} <= set(rules), rules
 
 

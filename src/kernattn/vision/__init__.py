@@ -10,9 +10,5 @@ variant taken from the registry (softmax = DeiT, gka = GKA, valueless = VLT).
     viz.py      hooks on the real modules and the section 7 figures (`analyze-vision`)
     stages.py   the vision part of the DAG (dvc stages; the Snakefile's rules/vision.smk)
 
-Nothing heavy is imported here: `kernattn.config` imports `vision.params`.
+Nothing heavy is imported here; the `vision:` section itself lives in kernattn.config.vision.
 """
-
-# kernattn.config registers vision.params at its end and vision.params reuses config's field
-# helpers: loading config first (whichever module is imported first) keeps that order.
-from .. import config as _config  # noqa: E402,F401

@@ -1,9 +1,7 @@
-"""The vision part of the DAG: outputs, and the dvc.yaml stages (rules/vision.smk is the
-Snakefile's form of the same stages).
+"""The vision track's files in the DAG (kernattn.dag.stages builds its stages from them):
 
-dvc stages vision-prepare -> vision-train-<run> (variant x seed) -> vision-analyze-<run> (DeiT, GKA
-at vision.viz_seed); vision-count (no inputs); all of them -> report. (Named vision-* so that the
-char-GPT stages keep the train-* and analyze-* prefixes to themselves.)
+    prepare_vision -> train_vision@<run> (variant x seed) -> analyze_vision@<run> (DeiT, GKA at
+    vision.viz_seed); count_vision (no inputs); all of them -> report
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from .params import VisionParams
 
 META = "meta.json"
 VIZ_VARIANTS = ("deit", "gka")  # section 7 shows GKA beside DeiT
-CODE = "src/kernattn"
 
 
 def data_output(vp: VisionParams) -> str:
@@ -44,40 +41,3 @@ def report_inputs(vp: VisionParams) -> list[str]:
     """What the report reads of the vision part (Snakefile's report rule, dvc's report stage)."""
     return [data_output(vp), counts_output(vp), *(run_output(vp, r) for r in run_ids(vp)),
             *(analysis_output(vp, r) for r in viz_runs(vp))]
-
-
-def add_dvc_stages(stages: dict, params, params_file: str, cache: bool = False) -> None:
-    """Add the vision stages to dvc.yaml's `stages` and make the report depend on them."""
-    from ..pipeline import scale_args, watched
-
-    vp = params.vision
-    args = scale_args(params, params_file)
-    keys = watched(params, params_file, ("vision",))
-    stages["vision-prepare"] = {
-        "cmd": f"kernattn prepare-vision {args}", "deps": [f"{CODE}/vision/data.py"], "params": keys,
-        "outs": [{vp.data_dir: {"cache": cache}}],
-    }
-    stages["vision-count"] = {
-        "cmd": f"kernattn count-vision {args}", "deps": [f"{CODE}/vision", f"{CODE}/attention"], "params": keys,
-        "outs": [{vp.counts_dir: {"cache": cache}}],
-    }
-    train_keys = watched(params, params_file, ("vision", "tracking"))
-    for run in run_ids(vp):
-        stages[f"vision-train-{run}"] = {
-            "cmd": f"kernattn train-vision {args} --run {run} --stale archive",
-            "deps": [vp.data_dir, CODE], "params": train_keys,
-            "outs": [{f"{vp.out_dir}/{run}": {"cache": cache, "persist": True}}],
-        }
-    for run in viz_runs(vp):
-        stages[f"vision-analyze-{run}"] = {
-            "cmd": f"kernattn analyze-vision {args} --run {run}",
-            "deps": [vp.data_dir, run_output(vp, run), CODE], "params": keys,
-            "outs": [{f"{vp.analysis_dir}/{run}": {"cache": cache}}],
-        }
-    report = stages["report"]
-    report["deps"] = [*report["deps"], vp.data_dir, vp.counts_dir, *(run_output(vp, r) for r in run_ids(vp)),
-                      *(f"{vp.analysis_dir}/{r}" for r in viz_runs(vp))]
-    report_keys = report["params"][0]
-    for k in watched(params, params_file, ("vision",))[0][params_file]:
-        if k not in report_keys[params_file]:
-            report_keys[params_file].append(k)

@@ -1,0 +1,67 @@
+"""params.yaml as one typed tree: loading, the chosen scale, overrides and validation.
+
+    params = load_params("params.yaml")            # scale from the file (or KERNATTN_SCALE)
+    params = load_params("params.yaml", "micro", {"train": {"lr": 0.5}})   # with overrides
+    params.train.max_steps, params.lm.depth, params.vision.img_size, ...
+    for run in run_matrix(params): run.run_id, run.row, run.seed, run.variant, run.options
+
+The file holds the defaults (paper scale), a `scale` key naming one entry of `scales`, and
+`scales: {name: overrides}`; the overrides are deep-merged over the defaults. Every key is
+checked against the dataclasses of schema.py's rules (char.py: the char GPT's and the shared
+sections; lm.py; vision.py), and every cross-key check runs on every load: an unknown key, a
+wrong type or a value out of range fails with one line naming the file (or the override's
+source), the key and what is allowed (`ParamsError`).
+
+Imports: errors and schema only (attention, for the row options, when loading); nothing of
+the tracks, the DAG or the CLI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ParamsError
+from .char import (BENCH_FAMILIES, AnalysisParams, BenchParams, DataParams, MatrixParams, ModelParams,
+                   ReportParams, Row, TrackingParams, TrainParams)
+from .lm import LMParams
+from .loader import MIRROR_ENV, OVERRIDES_ENV, SCALE_ENV, SECTIONS, Params, load_params, nest_dotted
+from .schema import fingerprinted, not_fingerprinted
+from .vision import VisionParams
+
+__all__ = [
+    "BENCH_FAMILIES", "AnalysisParams", "BenchParams", "DataParams", "LMParams", "MatrixParams", "MIRROR_ENV",
+    "ModelParams", "OVERRIDES_ENV", "Params", "ParamsError", "ReportParams", "Row", "RunSpec", "SCALE_ENV",
+    "SECTIONS", "TrackingParams", "TrainParams", "VisionParams", "find_run", "fingerprinted", "load_params",
+    "nest_dotted", "not_fingerprinted", "run_matrix",
+]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    run_id: str
+    row: str
+    seed: int
+    variant: str
+    options: dict[str, Any]
+    source: str
+    label: str
+
+
+def run_matrix(params: Params) -> list[RunSpec]:
+    """Every (row, seed) the chosen scale trains, in a stable order; run_id = '<row>-s<seed>'."""
+    only = set(params.matrix.only) if params.matrix.only is not None else None
+    return [
+        RunSpec(f"{r.name}-s{seed}", r.name, seed, r.variant, dict(r.options), r.source, r.label or r.name)
+        for r in params.matrix.rows
+        if only is None or r.name in only
+        for seed in params.matrix.seeds
+    ]
+
+
+def find_run(params: Params, run_id: str) -> RunSpec:
+    runs = {r.run_id: r for r in run_matrix(params)}
+    if run_id not in runs:
+        raise ParamsError(f"{params.path}: no run {run_id!r} in the matrix of scale {params.scale!r}; "
+                          f"runs: {', '.join(runs)}")
+    return runs[run_id]

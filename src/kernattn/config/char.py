@@ -1,0 +1,176 @@
+"""The char-level GPT track's sections of params.yaml (seeds 000/001) and the shared ones:
+data, model, train, tracking, matrix, report, analysis, bench."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ParamsError
+from .schema import NOFP, fraction, nonneg, positive
+
+
+@dataclass(frozen=True)
+class DataParams:
+    corpus: str = field(default="dickens", metadata={"choices": ("dickens",)})
+    # Project Gutenberg plain-text files of Dickens's works, concatenated in this order.
+    urls: tuple[str, ...] = ()
+    # A local copy (.txt or .txt.gz) used instead of downloading; KERNATTN_DATA_MIRROR overrides.
+    mirror: str | None = None
+    # sha256 of the mirror/download as read (None: record it on first fetch).
+    sha256: str | None = None
+    val_fraction: float = field(default=0.1, metadata=fraction())
+    # Keep only the first max_chars characters of the cleaned corpus (None: all).
+    max_chars: int | None = field(default=None, metadata=positive())
+    out_dir: str = "results/data/dickens"
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    n_layer: int = field(default=4, metadata=positive())
+    n_head: int = field(default=4, metadata=positive())
+    d_model: int = field(default=512, metadata=positive())
+    context: int = field(default=256, metadata=positive())
+    mlp_ratio: int = field(default=4, metadata=positive())
+    dropout: float = field(default=0.0, metadata=nonneg())
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    batch_size: int = field(default=256, metadata=positive())
+    max_steps: int = field(default=200_000, metadata=positive())
+    lr: float = field(default=1e-3, metadata=positive())
+    min_lr_ratio: float = field(default=0.1, metadata=nonneg())
+    warmup_steps: int = field(default=2000, metadata=nonneg())
+    weight_decay: float = field(default=0.1, metadata=nonneg())
+    beta1: float = field(default=0.9, metadata=fraction())
+    beta2: float = field(default=0.95, metadata=fraction())
+    grad_clip: float = field(default=1.0, metadata=nonneg())
+    eval_every: int = field(default=2000, metadata=positive())
+    eval_batches: int = field(default=50, metadata=positive())
+    checkpoint_every: int = field(default=5000, metadata=positive(**NOFP))
+    # CUDA only (CPU always trains in float32, eager).
+    dtype: str = field(default="bfloat16", metadata={"choices": ("bfloat16", "float32")})
+    compile: bool = field(default=True, metadata=NOFP)
+    # CPU threads per training process (None: torch's default).
+    threads: int | None = field(default=None, metadata=positive(**NOFP))
+    device: str = field(default="auto", metadata={"choices": ("auto", "cpu", "cuda"), **NOFP})
+    out_dir: str = field(default="results/runs", metadata=NOFP)
+
+
+@dataclass(frozen=True)
+class TrackingParams:
+    # MLflow tracking URI: sqlite:///path (a local store) or http://127.0.0.1:PORT (a server).
+    uri: str = "sqlite:///results/mlflow/mlflow.db"
+    artifact_root: str = "results/mlflow/artifacts"
+    experiment: str = "kernattn-dickens"
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the experiment matrix: a named attention configuration."""
+
+    name: str
+    variant: str
+    options: dict[str, Any] = field(default_factory=dict)
+    # Which document the row reproduces ("000", "001", "reviewers", "ours"): for the report.
+    source: str = "ours"
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class MatrixParams:
+    seeds: tuple[int, ...] = (0, 1, 2)
+    rows: tuple[Row, ...] = ()
+    # Names of rows to run (None: all): smaller scales run a subset.
+    only: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ReportParams:
+    out_dir: str = "report"
+    # Link runs to this MLflow UI (None: no links).
+    mlflow_ui: str | None = "http://127.0.0.1:5000"
+
+
+@dataclass(frozen=True)
+class AnalysisParams:
+    """GPA interpretability (seed 001 sections 3.1-3.2 and 4): `kernattn analyze-gpa`."""
+
+    # Characters sampled from each trained model for its newline histogram (001: 50,000),
+    # as `streams` independent streams of ceil(sample_chars / streams) characters.
+    sample_chars: int = field(default=50_000, metadata=positive())
+    streams: int = field(default=50, metadata=positive())
+    temperature: float = field(default=1.0, metadata=positive())
+    sample_seed: int = field(default=0, metadata=nonneg())
+    # The bump: the most prominent local maximum of G(lag) at lags >= bump_min_lag.
+    bump_min_lag: int = field(default=10, metadata=positive())
+    # A bank is flagged weak when its bias spans less than this many logit units over lags.
+    strength_threshold: float = field(default=0.1, metadata=nonneg())
+    # Newline separations are histogrammed up to this lag (longer ones: one overflow count).
+    max_separation: int = field(default=400, metadata=positive())
+    # Resamples of the sampled streams for the interval of the generated text's peak.
+    bootstrap: int = field(default=1000, metadata=positive())
+    out_dir: str = "results/analysis"
+
+
+BENCH_FAMILIES = ("vit", "char_gpt", "lm")
+
+
+@dataclass(frozen=True)
+class BenchParams:
+    """Whole-model throughput, memory and MFU (`kernattn bench`, issue 7; GKA paper Table 4)."""
+
+    families: tuple[str, ...] = ("vit", "char_gpt", "lm")   # checked in _check_matrix
+    # "paper": the papers' shapes (GPU); "small": the same models shrunk for a CPU (tiny DAG, CI).
+    size: str = field(default="paper", metadata={"choices": ("paper", "small")})
+    char_rows: tuple[str, ...] = ("rope", "gpa_m64_rope", "gpa_m64", "gpa_dp_m8", "alibi", "gka")  # matrix rows
+    train_batches: tuple[int, ...] = (64, 128)            # ViT training, images per device (Table 4)
+    infer_batches: tuple[int, ...] = (32, 64, 128, 256, 512)  # ViT inference: the best is reported
+    char_batch: int = field(default=256, metadata=positive())  # char GPT training sequences (seed 000)
+    lm_batch: int = field(default=16, metadata=positive())     # LM training sequences per step
+    dtype: str = field(default="bfloat16", metadata={"choices": ("float32", "bfloat16", "float16")})
+    compile: bool = True                                   # torch.compile (CUDA only)
+    device: str = "auto"
+    warmup: int = field(default=5, metadata=nonneg())
+    reps: int = field(default=20, metadata=positive())
+    threads: int | None = None
+    out_dir: str = "results/{scale}/bench"
+
+
+def check(params, where: str) -> None:
+    """The cross-key checks of the char sections (rows, seeds, bench rows, widths, options);
+    `where` names the file and scale."""
+    from .. import attention  # the ground floor; imported here so that loading params stays light
+
+    names = [r.name for r in params.matrix.rows]
+    if not names:
+        raise ParamsError(f"{where}matrix.rows is empty; add at least one row")
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ParamsError(f"{where}matrix.rows has two rows named {dup!r}; names must be unique")
+    if not params.matrix.seeds:
+        raise ParamsError(f"{where}matrix.seeds is empty; give at least one seed")
+    for name in params.matrix.only or ():
+        if name not in names:
+            raise ParamsError(f"{where}matrix.only names unknown row {name!r}; rows: {', '.join(names)}")
+    for name in params.bench.families:
+        if name not in BENCH_FAMILIES:
+            raise ParamsError(f"{where}bench.families names unknown family {name!r}; allowed: {', '.join(BENCH_FAMILIES)}")
+    for name in params.bench.char_rows:
+        if name not in names:
+            raise ParamsError(f"{where}bench.char_rows names unknown row {name!r}; rows: {', '.join(names)}")
+    m = params.model
+    if m.d_model % m.n_head:
+        raise ParamsError(f"{where}model.d_model={m.d_model} must be a multiple of model.n_head={m.n_head}")
+    for i, row in enumerate(params.matrix.rows):
+        try:
+            attention.make_options(row.variant, row.options)
+        except attention.AttentionConfigError as exc:
+            raise ParamsError(f"{where}matrix.rows[{i}] ({row.name}): {exc}") from None
+        if row.options.get("position") == "lag_table" and row.options.get("max_len", 2048) < m.context:
+            raise ParamsError(
+                f"{where}matrix.rows[{i}] ({row.name}): options.max_len={row.options['max_len']} is shorter "
+                f"than model.context={m.context}; raise max_len or lower the context"
+            )

@@ -1,0 +1,108 @@
+"""The `lm:` section of params.yaml: the nanochat-style language-model track (seed 003 section 5).
+
+One flat dataclass (the loader validates every key, type and range, deep-merges the scales
+and runs `check` whenever params are loaded). Paper defaults reproduce the depth-20 runs of seed 003 (Tables 6-8); the tiny and
+micro scales shrink depth, context, vocabulary, steps and the CORE subset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ParamsError
+from .schema import NOFP, nonneg, positive
+
+MATCHED = ("tokens", "flops")
+CORE_TASKS = ("hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai", "winograd", "winogrande")
+
+
+@dataclass(frozen=True)
+class LMParams:
+    # ---- data: FineWeb-Edu parquet shards (downloaded) or a local jsonl(.gz) mirror
+    # nanochat's shuffled FineWeb-Edu shards; {index:05d} is the shard number.
+    shard_url: str = field(default="https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main/shard_{index:05d}.parquet", metadata=NOFP)
+    shards: int = field(default=240, metadata=positive("training shards (the last one is validation)"))
+    # Expected sha256 per shard file, "index: hex" (empty: recorded in the manifest, not checked).
+    shard_sha256: dict[str, str] = field(default_factory=dict)
+    # A local jsonl(.gz) of {"text": ...} documents used instead of downloading.
+    mirror: str | None = field(default=None, metadata=NOFP)
+    val_docs: int = field(default=100, metadata=positive("mirror: the last val_docs documents are validation"))
+    max_docs: int | None = field(default=None, metadata=positive())
+    # ---- tokenizer
+    vocab_size: int = field(default=32768, metadata=positive())
+    tokenizer_chars: int = field(default=2_000_000_000, metadata=positive("characters of training text the BPE sees"))
+    data_dir: str = "results/{scale}/lm/data"
+    # ---- model (nanochat GPT)
+    depth: int = field(default=20, metadata=positive())
+    aspect_ratio: int = field(default=64, metadata=positive("model_dim = aspect_ratio x depth"))
+    head_dim: int = field(default=128, metadata=positive())
+    context: int = field(default=2048, metadata=positive())
+    window_pattern: str = "SSSL"
+    # Short-window length; None: half the context (what reproduces Table 8's FLOPs/token).
+    short_window: int | None = field(default=None, metadata=positive())
+    value_embeds: bool = True
+    rope_base: float = field(default=100000.0, metadata=positive())
+    softcap: float = field(default=15.0, metadata=positive())
+    # ---- the two variants and the matched modes
+    variants: tuple[str, ...] = ("base", "gka")
+    matched: tuple[str, ...] = MATCHED
+    seeds: tuple[int, ...] = (0,)
+    # ---- training (the baseline's length; GKA follows from `matched`)
+    batch_size: int = field(default=32, metadata=positive("sequences per step"))
+    grad_accum: int = field(default=8, metadata=positive())
+    # Baseline steps; None: nanochat's rule, param_data_ratio x scaling params tokens.
+    steps: int | None = field(default=None, metadata=positive())
+    param_data_ratio: float = field(default=10.5, metadata=positive())
+    lr: float = field(default=3e-3, metadata=positive())
+    warmup_frac: float = field(default=0.0, metadata=nonneg())
+    warmdown_frac: float = field(default=0.4, metadata=nonneg())
+    min_lr_ratio: float = field(default=0.0, metadata=nonneg())
+    weight_decay: float = field(default=0.0, metadata=nonneg())
+    grad_clip: float = field(default=1.0, metadata=nonneg())
+    eval_every: int = field(default=250, metadata=positive(**NOFP))
+    checkpoint_every: int = field(default=1000, metadata=positive(**NOFP))
+    dtype: str = field(default="bfloat16", metadata={"choices": ("bfloat16", "float32")})
+    compile: bool = field(default=True, metadata=NOFP)
+    threads: int | None = field(default=None, metadata=positive(**NOFP))
+    device: str = field(default="auto", metadata={"choices": ("auto", "cpu", "cuda"), **NOFP})
+    out_dir: str = field(default="results/{scale}/lm/runs", metadata=NOFP)
+    # ---- evaluation
+    bpb_tokens: int = field(default=10_485_760, metadata=positive("tokens scored per split for BPB", **NOFP))
+    core_items: int | None = field(default=None, metadata=positive("first N items of each task (None: all)", **NOFP))
+    # Few-shot examples per task (DCLM's CORE: 0 for all six of the paper's subset).
+    core_fewshot: dict[str, int] = field(default_factory=lambda: {t: 0 for t in CORE_TASKS}, metadata=NOFP)
+    core_seed: int = field(default=1234, metadata=nonneg(**NOFP))
+    eval_dir: str = field(default="../shared/data/eval", metadata=NOFP)
+    experiment: str = field(default="kernattn-lm-{scale}", metadata=NOFP)
+
+    def model_dim(self) -> int:
+        return self.aspect_ratio * self.depth
+
+
+def check(lm: LMParams, where: str) -> None:
+    """The cross-key checks the per-key schema cannot express; `where` names file and scale."""
+    problems = []
+    dim = lm.model_dim()
+    if dim % lm.head_dim:
+        problems.append(f".head_dim={lm.head_dim} must divide model_dim = aspect_ratio x depth = {dim}")
+    if lm.head_dim % 2:
+        problems.append(f".head_dim={lm.head_dim} must be even (RoPE)")
+    if not lm.window_pattern or set(lm.window_pattern.upper()) - {"S", "L"}:
+        problems.append(f".window_pattern={lm.window_pattern!r} must be a non-empty string of S and L")
+    for v in lm.variants:
+        if v not in ("base", "gka"):
+            problems.append(f".variants has {v!r}; allowed: base, gka")
+    for m in lm.matched:
+        if m not in MATCHED:
+            problems.append(f".matched has {m!r}; allowed: {', '.join(MATCHED)}")
+    for task in lm.core_fewshot:
+        if task not in CORE_TASKS:
+            problems.append(f".core_fewshot has unknown task {task!r}; tasks: {', '.join(CORE_TASKS)}")
+    if lm.vocab_size > 65535 + 1:
+        problems.append(f".vocab_size={lm.vocab_size} must be <= 65536 (token streams are uint16)")
+    if lm.vocab_size < 256 + 16:
+        problems.append(f".vocab_size={lm.vocab_size} must be >= 272 (256 bytes + special tokens)")
+    if not lm.seeds:
+        problems.append(".seeds is empty; give at least one seed")
+    if problems:
+        raise ParamsError(f"{where}lm{problems[0]}")

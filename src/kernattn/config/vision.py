@@ -1,0 +1,98 @@
+"""The `vision:` section of params.yaml (seed 003, section 4.1 at the paper scale).
+
+Flat fields (the loader builds one dataclass per section and runs `check` on load). The paper scale is DeiT-Ti on
+ImageNet-1k at 224 px with the DeiT recipe; `tiny` trains a small ViT on a Fashion-MNIST
+subset on CPU; `micro` a few steps for the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ParamsError
+from .schema import NOFP, fraction, nonneg, positive
+
+DATASETS = ("fashion_mnist", "cifar10", "cifar100", "imagenet")
+# The three rows of Table 5: name -> (registry variant, options). DeiT and VLT keep the
+# biases of DeiT's qkv projection; GKA has no input projection at all.
+VARIANTS = {
+    "deit": ("softmax", {"position": "none", "bias": True}),
+    "vlt": ("valueless", {"position": "none", "bias": True}),
+    "gka": ("gka", {}),
+}
+LABELS = {"deit": "DeiT (softmax, W_Q W_K W_V W_O)", "vlt": "VLT (no W_V)", "gka": "GKA (W_O only)"}
+
+
+@dataclass(frozen=True)
+class VisionParams:
+    # ---- data
+    dataset: str = field(default="imagenet", metadata={"choices": DATASETS})
+    # imagenet: a folder with train/ and val/ in ImageFolder layout; cifar: torchvision's root;
+    # fashion_mnist: a folder holding the four idx .gz files (None: download them).
+    data_root: str | None = field(default=None, metadata=NOFP)
+    download: bool = field(default=False, metadata=NOFP)  # allow torchvision / the Fashion-MNIST URLs to download
+    train_subset: int | None = field(default=None, metadata=positive("first N training images (None: all)"))
+    val_subset: int | None = field(default=None, metadata=positive("first N validation images (None: all)"))
+    data_dir: str = field(default="results/{scale}/vision/data", metadata=NOFP)
+    # ---- model (DeiT-Ti)
+    img_size: int = field(default=224, metadata=positive())
+    patch_size: int = field(default=16, metadata=positive())
+    embed_dim: int = field(default=192, metadata=positive())
+    depth: int = field(default=12, metadata=positive())
+    n_head: int = field(default=3, metadata=positive())
+    mlp_ratio: float = field(default=4.0, metadata=positive())
+    drop_path: float = field(default=0.1, metadata=nonneg())
+    gka_init_sigma: float = field(default=1.0, metadata=positive())
+    variants: tuple[str, ...] = field(default=("deit", "gka", "vlt"), metadata=NOFP)
+    seeds: tuple[int, ...] = field(default=(0,), metadata=NOFP)
+    # ---- optimisation (DeiT recipe, seed 003 section 4.1)
+    epochs: int = field(default=300, metadata=positive())
+    batch_size: int = field(default=256, metadata=positive())
+    lr: float = field(default=1e-3, metadata=positive("base lr at lr_batch images per step"))
+    lr_batch: int = field(default=1024, metadata=positive("lr = lr x batch_size / lr_batch"))
+    min_lr: float = field(default=1e-6, metadata=nonneg())
+    warmup_epochs: float = field(default=5.0, metadata=nonneg())
+    warmup_lr: float = field(default=1e-6, metadata=nonneg())
+    weight_decay: float = field(default=0.05, metadata=nonneg())
+    beta1: float = field(default=0.9, metadata=fraction())
+    beta2: float = field(default=0.999, metadata=fraction())
+    grad_clip: float = field(default=1.0, metadata=nonneg())
+    # ---- augmentation and regularisation
+    rand_augment_n: int = field(default=2, metadata=nonneg("RandAugment ops per image (0: off)"))
+    rand_augment_m: int = field(default=9, metadata=nonneg("RandAugment magnitude"))
+    random_erasing: float = field(default=0.25, metadata=nonneg())
+    mixup: float = field(default=0.8, metadata=nonneg())
+    cutmix: float = field(default=1.0, metadata=nonneg())
+    label_smoothing: float = field(default=0.1, metadata=nonneg())
+    repeated_aug: int = field(default=3, metadata=positive("repeats per image (1: off)"))
+    # random resized crop scale range [crop_scale_min, 1] (1: no crop, the image as is)
+    crop_scale_min: float = field(default=0.08, metadata={"check": lambda v: None if 0 < v <= 1 else "must be in (0, 1]"})
+    hflip: bool = True
+    ema_decay: float = field(default=0.99996, metadata=fraction())
+    # ---- running
+    eval_every: int = field(default=1, metadata=positive("epochs between validations"))
+    checkpoint_every: int = field(default=1000, metadata=positive("steps", **NOFP))
+    workers: int = field(default=8, metadata=nonneg(**NOFP))
+    dtype: str = field(default="bfloat16", metadata={"choices": ("bfloat16", "float32")})
+    compile: bool = field(default=True, metadata=NOFP)
+    threads: int | None = field(default=None, metadata=positive(**NOFP))
+    device: str = field(default="auto", metadata={"choices": ("auto", "cpu", "cuda"), **NOFP})
+    out_dir: str = field(default="results/{scale}/vision/runs", metadata=NOFP)
+    # ---- section 7 figures
+    viz_image: int = field(default=0, metadata=nonneg("index of the validation image", **NOFP))
+    viz_seed: int = field(default=0, metadata=NOFP)
+    viz_max_tokens: int = field(default=50, metadata=positive("diagonal-masked matrices are subsampled to this", **NOFP))
+    analysis_dir: str = field(default="results/{scale}/vision/analysis", metadata=NOFP)
+    counts_dir: str = field(default="results/{scale}/vision/counts", metadata=NOFP)
+
+    def check(self, where: str) -> None:
+        """The cross-key checks; `where` names the file and scale."""
+        if bad := [name for name in self.variants if name not in VARIANTS]:
+            raise ParamsError(f"{where}vision.variants: unknown variant {bad[0]!r}; allowed: {', '.join(VARIANTS)}")
+        if self.img_size % self.patch_size:
+            raise ParamsError(f"{where}vision.img_size={self.img_size} must be a multiple of "
+                              f"vision.patch_size={self.patch_size}")
+        if self.embed_dim % self.n_head:
+            raise ParamsError(f"{where}vision.embed_dim={self.embed_dim} must be a multiple of vision.n_head={self.n_head}")
+        if not self.seeds:
+            raise ParamsError(f"{where}vision.seeds is empty; give at least one seed")

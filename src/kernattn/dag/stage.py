@@ -1,0 +1,72 @@
+"""One stage of the DAG as data: what it is called, what it runs, what it reads and writes.
+
+A stage has one name everywhere: the Snakemake rule, the DVC stage (`name`, or `name@<id>`
+for one instance of a per-run stage: DVC's own foreach naming), the key in profiles/ and,
+with `_` written `-`, the `kernattn` subcommand (`train_lm` <-> `kernattn train-lm`).
+Per-run stages have one wildcard, `run`; their paths are functions of the run id, called
+with "{run}" for Snakemake's patterns and "${item}" for DVC's foreach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+CODE_ROOT = "src/kernattn"
+WILDCARD = "run"
+DVC_ITEM = "${item}"
+
+
+def command_name(stage_name: str) -> str:
+    """The CLI subcommand of a stage: the rule name with `-` for `_` (rules must be identifiers)."""
+    return stage_name.replace("_", "-")
+
+
+def stage_name(command: str) -> str:
+    return command.replace("-", "_")
+
+
+def _none(_run: str) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str                                  # rule / DVC stage / profile key
+    params: tuple[str, ...]                    # the params.yaml sections the stage reads
+    code: tuple[str, ...]                      # what of src/kernattn it runs ("": all of it)
+    outputs: Callable[[str], list[str]]        # the files Snakemake tracks (of one run)
+    inputs: Callable[[str], list[str]] = _none  # files earlier stages write
+    dvc_outs: Callable[[str], list[str]] | None = None  # what DVC tracks (default: outputs)
+    runs: tuple[str, ...] | None = None        # the run ids of a per-run stage (None: one job)
+    extra: str = ""                            # arguments after --run (e.g. --stale archive)
+    persist: bool = False                      # DVC keeps the output across reruns (checkpoints)
+    threads: int | str = 1                     # "all": every local core
+    narrow: Callable[[str], dict] | None = field(default=None, compare=False)  # per-run view of params
+
+    @property
+    def command(self) -> str:
+        return command_name(self.name)
+
+    @property
+    def per_run(self) -> bool:
+        return self.runs is not None
+
+    def code_paths(self) -> list[str]:
+        return [f"{CODE_ROOT}/{c}" if c else CODE_ROOT for c in self.code]
+
+    def cmd(self, args: str, run: str | None = None) -> str:
+        """The shell command; `args` is `--params P --scale S` (and `--overrides F`)."""
+        parts = ["kernattn", self.command, args]
+        if self.per_run:
+            parts += ["--run", run]
+        if self.extra:
+            parts.append(self.extra)
+        return " ".join(parts)
+
+    def log(self, run: str | None = None) -> str:
+        return f"results/logs/{self.name}-{run}.log" if self.per_run else f"results/logs/{self.name}.log"
+
+    def jobs(self) -> list[str]:
+        """Every job's id: `name` or `name@<run>` (Snakemake's jobs, DVC's stages)."""
+        return [f"{self.name}@{r}" for r in self.runs] if self.per_run else [self.name]

@@ -1,0 +1,133 @@
+"""The stage table: every stage of every track, from params (the DAG as data).
+
+    prepare -> train@<run> -> analyze_gpa@<gpa run>;  prepare -> analyze_corpus
+    prepare_vision -> train_vision@<run> -> analyze_vision@<run>;  count_vision
+    prepare_lm -> train_lm@<run> -> eval_lm@<run>
+    bench;  all of them -> report
+
+The Snakefile's rules (rules/*.smk) and dvc.yaml (dag.dvc) both read this table, so the
+two DAGs have the same stages, files and params sections. Training stages do not read
+`tracking`: where a run is mirrored does not change what it computes, so a new tracking URI
+must not retrain (`kernattn sync-mlflow` uploads finished runs to the new store).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import analysis
+from ..config import Params, find_run, run_matrix
+from ..lm import pipeline as lm_paths
+from ..vision import stages as vision_paths
+from .stage import Stage
+
+DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
+
+
+# ----------------------------------------------------------------------------- char paths
+def data_outputs(params: Params) -> list[str]:
+    return [f"{params.data.out_dir}/{name}" for name in DATA_FILES]
+
+
+def run_output(params: Params, run_id: str) -> str:
+    return f"{params.train.out_dir}/{run_id}/final.json"
+
+
+def report_output(params: Params) -> str:
+    return f"{params.report.out_dir}/index.html"
+
+
+def bench_output(params: Params) -> str:
+    """The whole-model benchmark's CSV (kernattn bench): once per scale."""
+    return f"{params.bench.out_dir}/models.csv"
+
+
+def corpus_analysis_output(params: Params) -> str:
+    """The corpus newline histogram (kernattn analyze-corpus): once per scale."""
+    return str(analysis.corpus_dir(params) / analysis.SUMMARY)
+
+
+def gpa_run_ids(params: Params) -> list[str]:
+    """The runs kernattn analyze-gpa reads: every GPA run of the matrix."""
+    return [r.run_id for r in analysis.gpa_runs(params)]
+
+
+def analysis_output(params: Params, run_id: str) -> str:
+    return str(analysis.run_dir(params, run_id) / analysis.SUMMARY)
+
+
+def run_spec(params: Params, run_id: str) -> dict:
+    """One run's row and seed: the part of `matrix` a per-run stage reads (so that adding a
+    row to the matrix does not rerun the other runs)."""
+    return dataclasses.asdict(find_run(params, run_id))
+
+
+# ----------------------------------------------------------------------------- the table
+def char_stages(p: Params) -> list[Stage]:
+    data = data_outputs(p)
+    runs = tuple(r.run_id for r in run_matrix(p))
+    return [
+        Stage("prepare", ("data",), ("data",), lambda _: data),
+        Stage("train", ("model", "train", "matrix"), ("",), lambda r: [run_output(p, r)],
+              inputs=lambda _: data[:3], dvc_outs=lambda r: [f"{p.train.out_dir}/{r}"], runs=runs,
+              extra="--stale archive", persist=True, threads=p.train.threads or 4,
+              narrow=lambda r: {"matrix": run_spec(p, r)}),
+        Stage("analyze_corpus", ("data", "analysis"), ("analysis",), lambda _: [corpus_analysis_output(p)],
+              inputs=lambda _: data[:3], dvc_outs=lambda _: [str(analysis.corpus_dir(p))]),
+        Stage("analyze_gpa", ("model", "train", "matrix", "analysis"), ("",), lambda r: [analysis_output(p, r)],
+              inputs=lambda r: [*data[:3], run_output(p, r)], dvc_outs=lambda r: [str(analysis.run_dir(p, r))],
+              runs=tuple(gpa_run_ids(p)), threads=p.train.threads or 4,
+              narrow=lambda r: {"matrix": run_spec(p, r)}),
+    ]
+
+
+def vision_stages(p: Params) -> list[Stage]:
+    vp = p.vision
+    data = [vision_paths.data_output(vp)]
+    return [
+        Stage("prepare_vision", ("vision",), ("vision/data.py", "data/fetch.py"), lambda _: data,
+              dvc_outs=lambda _: [vp.data_dir]),
+        Stage("count_vision", ("vision",), ("vision", "attention"), lambda _: [vision_paths.counts_output(vp)],
+              dvc_outs=lambda _: [vp.counts_dir]),
+        Stage("train_vision", ("vision",), ("",), lambda r: [vision_paths.run_output(vp, r)],
+              inputs=lambda _: data, dvc_outs=lambda r: [f"{vp.out_dir}/{r}"],
+              runs=tuple(vision_paths.run_ids(vp)), extra="--stale archive", persist=True, threads=vp.threads or 4),
+        Stage("analyze_vision", ("vision",), ("",), lambda r: [vision_paths.analysis_output(vp, r)],
+              inputs=lambda r: [*data, vision_paths.run_output(vp, r)],
+              dvc_outs=lambda r: [f"{vp.analysis_dir}/{r}"], runs=tuple(vision_paths.viz_runs(vp)),
+              threads=vp.threads or 4),
+    ]
+
+
+def lm_stages(p: Params) -> list[Stage]:
+    data = lm_paths.data_outputs(p)
+    runs = tuple(lm_paths.run_ids(p))
+    return [
+        Stage("prepare_lm", ("lm",), ("lm", "data/fetch.py"), lambda _: data),
+        Stage("train_lm", ("lm",), ("",), lambda r: [lm_paths.final_output(p, r)], inputs=lambda _: data,
+              dvc_outs=lambda r: [str(lm_paths.run_dir(p.lm, r))], runs=runs, extra="--stale archive",
+              persist=True, threads=p.lm.threads or 4),
+        Stage("eval_lm", ("lm",), ("",), lambda r: [lm_paths.eval_output(p, r)],
+              inputs=lambda r: [*data, lm_paths.final_output(p, r)], runs=runs, threads=p.lm.threads or 4),
+    ]
+
+
+def shared_stages(p: Params, before: list[Stage]) -> list[Stage]:
+    """The benchmark (it builds every track's models: it reads their sections and code) and
+    the report (every other stage's outputs but the token arrays and the corpus's arrays)."""
+    bench = Stage("bench", ("bench", "model", "matrix", "vision", "lm"),
+                  ("bench", "attention", "models", "vision", "lm"), lambda _: [bench_output(p)],
+                  dvc_outs=lambda _: [p.bench.out_dir], threads="all")
+    # the report reads the corpus's meta.json, not the training arrays
+    report_inputs = [f for s in [*before, bench] if s.name not in ("prepare", "prepare_lm")
+                     for r in (s.runs or [None]) for f in s.outputs(r)] + [data_outputs(p)[3]]
+    report = Stage("report", ("report", "matrix", "analysis", "bench", "vision", "lm"), ("report",),
+                   lambda _: [report_output(p)], inputs=lambda _: report_inputs,
+                   dvc_outs=lambda _: [p.report.out_dir])
+    return [bench, report]
+
+
+def stage_table(params: Params) -> dict[str, Stage]:
+    """Every stage, in an order that runs (upstream first), by name."""
+    tracks = [*char_stages(params), *vision_stages(params), *lm_stages(params)]
+    return {s.name: s for s in [*tracks, *shared_stages(params, tracks)]}

@@ -1,0 +1,85 @@
+"""The package imports as a DAG: no module imports, directly or through others, a module that
+imports it back (at module level or inside a function); and the config package stands on
+errors, io and attention only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "src" / "kernattn"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports anywhere in its file. `from pkg import sub`
+    counts as importing pkg.sub (the submodule), not pkg's __init__."""
+    modules = {module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+                targets = subs or [base]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:  # kernattn.config.Params -> kernattn.config
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as a list of modules, or None (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path, stack = [start], [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph[nxt])))
+    return None
+
+
+def test_the_cycle_finder_finds_a_constructed_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_package_has_no_import_cycle():
+    graph = import_graph()
+    assert "kernattn.config.loader" in graph["kernattn.config"]  # the graph sees relative imports
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_config_and_the_stage_table_import_nothing_above_them():
+    graph = import_graph()
+    for name, deps in graph.items():
+        if name.startswith("kernattn.config"):
+            assert all(d.startswith(("kernattn.config", "kernattn.errors", "kernattn.io", "kernattn.attention"))
+                       for d in deps), (name, deps)
+        if name.startswith("kernattn.dag"):
+            assert not any(d.startswith(("kernattn.cli", "kernattn.report", "kernattn.pipeline")) for d in deps), (name, deps)
