@@ -41,7 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .config import Params, RunSpec, find_run, load_params
+from .config import Params, RunSpec, find_run, fingerprinted, load_params
 from .engine import (CKPT, EXIT_DIVERGED, FINAL, HOLD_ENV, Track, derive_seed, git_info, is_timing,  # noqa: F401
                      metric_dict, mlflow_params, resolve_device, seed_everything, train_run)
 from .engine.options import add_run_options, run_track
@@ -60,7 +60,6 @@ FINAL_KEYS = (
 METRIC_KEYS = ("step", "split", "loss", "bpc", "lr", "tokens", "elapsed_s", "tokens_per_s")
 TIMING_KEYS = tuple(k for k in METRIC_KEYS if is_timing(k))
 # train.* fields that change neither the weights nor the metrics: not in the fingerprint.
-NOT_FINGERPRINTED = ("out_dir", "checkpoint_every", "threads", "compile", "device")
 LN2 = math.log(2.0)
 
 
@@ -160,7 +159,7 @@ class CharTrack(Track):
 
     def fingerprint_config(self) -> dict:
         s, d = self.spec, self.data
-        train = {k: v for k, v in dataclasses.asdict(self.section).items() if k not in NOT_FINGERPRINTED}
+        train = fingerprinted(self.section)
         return {"run": {"run_id": s.run_id, "variant": s.variant, "options": s.options, "seed": s.seed},
                 "model": dataclasses.asdict(self.params.model), "train": train,
                 "data": {"vocab_size": d.vocab_size, "train_tokens": int(d.train.numel()),

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from ..engine import Track, derive_seed, digest
+from ..config import fingerprinted
 from ..engine.options import add_run_options, run_track
 from ..errors import UsageError
 from ..io import atomic_torch_save
@@ -41,9 +42,6 @@ from .runs import LMRun, add_stage_arguments, load_stage, run_dir
 HELP = "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"
 VAL_WINDOWS_SEED = 31337
 VAL_BATCHES = 4
-# lm.* fields that do not change the weights: not in the fingerprint.
-NOT_FINGERPRINTED = ("out_dir", "checkpoint_every", "threads", "compile", "device", "eval_dir", "core_items",
-                     "core_fewshot", "core_seed", "bpb_tokens", "experiment", "eval_every", "mirror", "shard_url")
 
 
 def load_stream(data_dir: str | Path, split: str, context: int) -> np.ndarray:
@@ -112,7 +110,7 @@ class LMTrack(Track):
     def fingerprint_config(self) -> dict:
         """The lm fields that make the weights, the run, the vocabulary and the data (meta.json
         records the sources' sha256s and the token counts)."""
-        fields = {k: v for k, v in dataclasses.asdict(self.section).items() if k not in NOT_FINGERPRINTED}
+        fields = fingerprinted(self.section)
         return json.loads(json.dumps({"lm": fields, "run": dataclasses.asdict(self.run), "vocab": self.vocab,
                                       "data": digest(self.meta)}, default=str))
 

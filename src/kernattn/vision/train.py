@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from ..engine import CKPT, FINAL, Track, derive_seed  # noqa: F401 (CKPT, FINAL: vision.viz reads them here)
+from ..config import fingerprinted
 from ..engine.options import add_run_options, run_track
 from ..errors import UsageError
 from . import data as vdata
@@ -39,10 +40,6 @@ from .models import attention_modules, build_vit, spec_from_params
 from .params import LABELS, VARIANTS, add_params_arguments, stage_params
 
 HELP = "train one DeiT-style ViT run (deit / gka / vlt x seed) with the DeiT recipe"
-# vision.* fields that change neither the weights nor the metrics.
-NOT_FINGERPRINTED = ("out_dir", "checkpoint_every", "threads", "compile", "device", "workers", "viz_image",
-                     "viz_seed", "viz_max_tokens", "analysis_dir", "counts_dir", "data_dir", "data_root",
-                     "download", "variants", "seeds")
 
 
 def run_ids(vp) -> list[str]:
@@ -152,7 +149,7 @@ class VisionTrack(Track):
     def fingerprint_config(self) -> dict:
         vp = self.section
         return {"variant": self.variant, "seed": self.seed,
-                "vision": {k: v for k, v in dataclasses.asdict(vp).items() if k not in NOT_FINGERPRINTED},
+                "vision": fingerprinted(vp),
                 "data": {"dataset": self.meta["dataset"], "digest": self.meta["digest"]}}
 
     def build(self, device: torch.device) -> None:
