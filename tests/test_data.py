@@ -17,8 +17,9 @@ import yaml
 
 from kernattn import cli
 from kernattn.config import DataParams
+from kernattn.config.char import UrlSource
 from kernattn.data import decode, encode, fetch, load_meta, load_split, load_vocab
-from kernattn.data.dickens import clean_characters, normalize_newlines, prepare, strip_gutenberg
+from kernattn.data.corpus import clean_characters, normalize_newlines, prepare, strip_gutenberg
 from kernattn.data.fetch import DataError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +46,8 @@ def mirror_out(tmp_path_factory):
     if not MIRROR.is_file():
         pytest.skip(f"mirror file {MIRROR} not present")
     out = tmp_path_factory.mktemp("mirror") / "dickens"
-    meta = prepare(DataParams(mirror=str(MIRROR), sha256=MIRROR_SHA, out_dir=str(out)))
+    meta = prepare(DataParams(mirror=str(MIRROR), sha256=MIRROR_SHA, clean="gutenberg", fold_accents=True,
+                              out_dir=str(out)))
     return out, meta
 
 
@@ -155,7 +157,7 @@ def test_synthetic_mirror_end_to_end(tmp_path):
     src = tmp_path / "book.txt.gz"
     src.write_bytes(gzip.compress(MODERN.encode("utf-8")))
     out = tmp_path / "out"
-    meta = prepare(DataParams(mirror=str(src), out_dir=str(out), val_fraction=0.25))
+    meta = prepare(DataParams(mirror=str(src), out_dir=str(out), val_fraction=0.25, clean="gutenberg"))
     chars = load_vocab(out)
     assert chars == sorted(set(MODERN_BODY))
     ids = np.concatenate([load_split(out, "train"), load_split(out, "val")])
@@ -277,7 +279,7 @@ def test_download_two_urls(server, tmp_path):
     urls = (f"{server}/pg1.txt", f"{server}/pg2.txt.gz")
     stored = [_Handler.files["/pg1.txt"], _Handler.files["/pg2.txt.gz"]]
     out = tmp_path / "out"
-    meta = prepare(DataParams(urls=urls, out_dir=str(out)))
+    meta = prepare(DataParams(urls=urls, out_dir=str(out), clean="gutenberg"))
     assert meta["source_kind"] == "download" and meta["urls"] == list(urls) and meta["mirror"] is None
     assert [s["source"] for s in meta["sources"]] == list(urls)
     assert [s["stored_sha256"] for s in meta["sources"]] == [hashlib.sha256(b).hexdigest() for b in stored]
@@ -287,9 +289,11 @@ def test_download_two_urls(server, tmp_path):
     ids = np.concatenate([load_split(out, "train"), load_split(out, "val")])
     assert decode(ids, load_vocab(out)) == expected
     assert _Handler.hits["/pg1.txt"] == 1
-    # data.sha256 for downloads: the concatenated bytes as served
-    meta = prepare(DataParams(urls=urls, out_dir=str(out), sha256=meta["raw_sha256"]))
-    assert meta["sha256_checked"]
+    assert not meta["sha256_checked"]  # recorded on the first fetch, not pinned by the user
+    # every URL pinned in its entry: checked against the pins
+    pins = tuple(UrlSource(u, hashlib.sha256(b).hexdigest().upper()) for u, b in zip(urls, stored))
+    meta = prepare(DataParams(urls=pins, out_dir=str(out), clean="gutenberg"))
+    assert meta["sha256_checked"] and meta["sha256_expected"] == [pin.sha256 for pin in pins]
 
 
 def test_truncated_download_is_rejected_after_retries(server, tmp_path):

@@ -16,7 +16,8 @@ import yaml
 
 from kernattn import cli
 from kernattn.config import DataParams
-from kernattn.data.dickens import prepare
+from kernattn.config.char import UrlSource
+from kernattn.data.corpus import prepare
 from kernattn.data.fetch import SUMS_FILE, DataError, cache_name, read_sums
 from tests.test_data import MODERN, _Handler, server  # noqa: F401 (the fixture)
 
@@ -85,8 +86,47 @@ def test_a_truncated_download_is_never_cached_or_used(server, tmp_path):  # noqa
     assert list(tmp_path.iterdir()) == []  # no output, no cache folder, no sums, no temp file
 
 
-def test_a_pinned_sha256_that_differs_is_refused_before_any_output(server, tmp_path):  # noqa: F811
+def _micro_params(tmp_path: Path, **data) -> Path:
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc["scale"] = "micro"
+    doc["scales"]["micro"]["data"] = {"mirror": None, "out_dir": str(tmp_path / "out"), **data}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(doc))
+    return tmp_path / "params.yaml"
+
+
+def test_a_pinned_sha256_that_differs_is_refused_before_any_output(server, tmp_path, capsys):  # noqa: F811
     url = f"{server}/pg1.txt"
-    with pytest.raises(DataError, match=rf"{url}: sha256 mismatch: expected {'1' * 64}, got "):
-        prepare(DataParams(urls=(url,), out_dir=str(tmp_path / "out"), sha256="1" * 64))
+    served = hashlib.sha256(_Handler.files["/pg1.txt"]).hexdigest()
+    params = _micro_params(tmp_path, urls=[f"{server}/pg2.txt.gz", {"url": url, "sha256": "1" * 64}])
+    assert cli.main(["prepare", "--params", str(params)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"kernattn prepare: error: {url}: sha256 mismatch: expected {'1' * 64} (pinned in data.urls[1].sha256 "
+        f"in {params}), got {served}; the download was discarded: fix the URL, or update "
+        f"data.urls[1].sha256 in {params} if the server's file changed on purpose"]
     assert not (tmp_path / "out").exists()
+    cache = tmp_path / "out.downloads"  # the unpinned first URL was fetched and recorded; nothing of the second
+    assert not (cache / cache_name(url)).exists() and cache_name(url) not in read_sums(cache / SUMS_FILE)
+    assert temp_files(tmp_path) == []
+
+
+def test_a_pin_wins_over_an_older_record_and_is_recorded(server, tmp_path):  # noqa: F811
+    url = f"{server}/pg1.txt"
+    data = DataParams(urls=(url,), out_dir=str(tmp_path / "out"), clean="gutenberg")
+    prepare(data)  # recorded on the first fetch
+    _Handler.files["/pg1.txt"] = MODERN.replace("best", "BEST").encode()  # the server's file changed
+    new = hashlib.sha256(_Handler.files["/pg1.txt"]).hexdigest()
+    (tmp_path / "out.downloads" / cache_name(url)).unlink()
+    with pytest.raises(DataError, match="recorded in"):  # unpinned: the record refuses the new bytes
+        prepare(data)
+    meta = prepare(DataParams(urls=(UrlSource(url, new),), out_dir=str(tmp_path / "out"), clean="gutenberg"))
+    assert meta["sha256_checked"] and meta["sources"][0]["stored_sha256"] == new
+    assert read_sums(tmp_path / "out.downloads" / SUMS_FILE) == {cache_name(url): new}
+    assert "BEST" in (tmp_path / "out.downloads" / cache_name(url)).read_text()
+
+
+def test_data_sha256_with_downloads_points_to_the_per_url_pin(server, tmp_path):  # noqa: F811
+    with pytest.raises(DataError, match=r"data\.sha256 pins the local file data\.mirror, which is not set; "
+                                        r"pin a download in its data\.urls entry"):
+        prepare(DataParams(urls=(f"{server}/pg1.txt",), out_dir=str(tmp_path / "out"), sha256="1" * 64))
+    assert list(tmp_path.iterdir()) == [] and _Handler.hits["/pg1.txt"] == 0

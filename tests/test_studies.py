@@ -17,7 +17,7 @@ import yaml
 from kernattn import cli
 from kernattn.analysis import bumpshift, newlines, wrap
 from kernattn.data import encode
-from kernattn.data.dickens import build_vocab, clean_characters, normalize_newlines, strip_gutenberg
+from kernattn.data.corpus import build_vocab, clean_characters, normalize_newlines, strip_gutenberg
 
 REPO = Path(__file__).resolve().parents[1]
 # the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does

@@ -24,7 +24,7 @@ from .errors import ParamsError, UsageError  # noqa: F401 (re-exported: kernattn
 # subcommand -> (module, one-line help). Only the invoked stage's module is imported, so a
 # light stage (prepare, dvc-yaml) does not pay for torch, MLflow or matplotlib.
 STAGES: dict[str, tuple[str, str]] = {
-    "prepare": ("kernattn.data.dickens", "download or read the Dickens corpus, clean, split, tokenize"),
+    "prepare": ("kernattn.data.corpus", "download or read the char track's text corpus (data.corpus), clean, split, tokenize"),
     "train": ("kernattn.train", "train one run of the experiment matrix (resumes from its checkpoint)"),
     "analyze-corpus": ("kernattn.analysis.corpus", "histogram the newline separations of the corpus (seed 001, Figure 5b)"),
     "analyze-gpa": ("kernattn.analysis.analyze_gpa", "read one GPA run's kernel banks: shapes, bump, sampled text, head removal"),

@@ -3,7 +3,7 @@
     atomic_write_bytes(path, data)          # also atomic_write_text / atomic_write_json
     with atomic_path("out/ckpt.pt") as tmp:  # write tmp yourself (torch.save, np.save, ...)
         torch.save(state, tmp)
-    with atomic_dir("results/data/dickens") as tmp:   # build a whole folder, then swap it in
+    with atomic_dir("results/tiny/data/dickens") as tmp:   # build a whole folder, then swap it in
         np.save(tmp / "train.npy", ids)
 
 How: the data is written under a temporary name in the SAME folder as the target (so the

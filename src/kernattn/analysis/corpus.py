@@ -53,7 +53,8 @@ def newline_id(data_dir) -> int:
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(f"{Path(data_dir) / 'vocab.json'}: unreadable ({exc}); run kernattn prepare") from None
     if "\n" not in chars:
-        raise UsageError(f"{Path(data_dir) / 'vocab.json'}: the corpus has no newline character")
+        raise UsageError(f"{Path(data_dir) / 'vocab.json'}: the corpus has no newline character; the newline "
+                         f"analyses (analyze-corpus, analyze-gpa) need a text with line breaks: use another data.corpus")
     return chars.index("\n")
 
 

@@ -3,26 +3,71 @@ data, model, train, tracking, matrix, report, analysis, bench."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import ParamsError
 from .schema import NOFP, fraction, nonneg, positive
 
+CLEAN_CHOICES = ("gutenberg", "none")
+
+
+_CORPUS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_HEX = set("0123456789abcdef")
+
+
+def corpus_name(doc: str = "") -> dict:
+    """data.corpus names a folder (results/<scale>/data/<corpus>) and an MLflow experiment."""
+    return {"check": lambda v: None if _CORPUS_NAME.fullmatch(v) else
+            "must be a name of letters, digits, '_' and '-' (it names the folder results/<scale>/data/<corpus>)",
+            "doc": doc}
+
+
+def sha256_hex(doc: str = "") -> dict:
+    return {"check": lambda v: None if len(v.strip()) == 64 and set(v.strip().lower()) <= _HEX else
+            "must be a sha256: 64 hexadecimal digits (or null to record it on the first fetch)", "doc": doc}
+
+
+def http_url(doc: str = "") -> dict:
+    return {"check": lambda v: None if v.lower().startswith(("http://", "https://")) else
+            "must be an http:// or https:// address (a local file goes in data.mirror)", "doc": doc}
+
+
+@dataclass(frozen=True)
+class UrlSource:
+    """One entry of data.urls: a bare URL, or {url: ..., sha256: ...} to pin its bytes."""
+
+    SHORTHAND: ClassVar[str] = "url"
+    url: str = field(metadata=http_url())
+    # sha256 of the bytes as served (null: recorded on the first fetch, checked on later ones).
+    sha256: str | None = field(default=None, metadata=sha256_hex())
+
 
 @dataclass(frozen=True)
 class DataParams:
-    corpus: str = field(default="dickens", metadata={"choices": ("dickens",)})
-    # Project Gutenberg plain-text files of Dickens's works, concatenated in this order.
-    urls: tuple[str, ...] = ()
-    # A local copy (.txt or .txt.gz) used instead of downloading; KERNATTN_DATA_MIRROR overrides.
+    # A name of the user's choosing: outputs go to the {corpus} of out_dir (and of any other
+    # path or name that uses it, e.g. tracking.experiment).
+    corpus: str = field(default="dickens", metadata=corpus_name())
+    # Texts downloaded and concatenated in this order: each a URL, or {url, sha256} to pin it.
+    urls: tuple[UrlSource, ...] = ()
+    # A local file (.txt or .txt.gz) read instead of data.urls; KERNATTN_DATA_MIRROR overrides.
     mirror: str | None = None
-    # sha256 of the mirror/download as read (None: record it on first fetch).
-    sha256: str | None = None
+    # sha256 of the mirror file as stored or of its decompressed content (None: not checked).
+    sha256: str | None = field(default=None, metadata=sha256_hex())
+    # "gutenberg": keep only the bodies between Project Gutenberg's START/END markers (a text
+    # without them is an error); "none": keep the whole text.
+    clean: str = field(default="none", metadata={"choices": CLEAN_CHOICES})
+    # Latin letters with diacritics -> their ASCII letter (seeds 000/001's 93-symbol Dickens).
+    fold_accents: bool = False
     val_fraction: float = field(default=0.1, metadata=fraction())
     # Keep only the first max_chars characters of the cleaned corpus (None: all).
     max_chars: int | None = field(default=None, metadata=positive())
-    out_dir: str = "results/data/dickens"
+    out_dir: str = "results/{scale}/data/{corpus}"
+
+    def __post_init__(self):
+        # Code and tests may give plain URL strings, as the YAML does.
+        object.__setattr__(self, "urls", tuple(u if isinstance(u, UrlSource) else UrlSource(u) for u in self.urls))
 
 
 @dataclass(frozen=True)
@@ -63,7 +108,7 @@ class TrackingParams:
     # MLflow tracking URI: sqlite:///path (a local store) or http://127.0.0.1:PORT (a server).
     uri: str = "sqlite:///results/mlflow/mlflow.db"
     artifact_root: str = "results/mlflow/artifacts"
-    experiment: str = "kernattn-dickens"
+    experiment: str = "kernattn-{corpus}-{scale}"
     enabled: bool = True
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from ..errors import ParamsError
 from . import char, lm, vision  # submodules of this package (not its __init__)
-from .schema import build, deep_merge, fill_scale
+from .schema import build, deep_merge, fill_placeholders
 
 SCALE_ENV = "KERNATTN_SCALE"
 MIRROR_ENV = "KERNATTN_DATA_MIRROR"
@@ -109,8 +109,11 @@ def _finish(merged: dict, scale: str, path: Path, sources: list[tuple[str, dict]
 
 
 def _params(merged: dict, scale: str, where) -> Params:
-    sections = {sec: fill_scale(build(cls, merged[sec], sec, where), scale)
-                for sec, cls in SECTIONS.items()}
+    built = {sec: build(cls, merged[sec], sec, where) for sec, cls in SECTIONS.items()}
+    # {corpus} (data.corpus, checked to be a plain name) may appear in any section's paths and
+    # names, e.g. data.out_dir and tracking.experiment
+    sections = {sec: fill_placeholders(section, scale=scale, corpus=built["data"].corpus)
+                for sec, section in built.items()}
     return Params(scale=scale, path=str(where), raw={"scale": scale, **merged}, **sections)
 
 

@@ -55,12 +55,18 @@ def deep_merge(base: Any, over: Any) -> Any:
     return over
 
 
-def fill_scale(section, scale: str):
-    """Replace `{scale}` in the section's string fields (output paths, experiment names), so
-    each scale writes its own results and one never overwrites another's."""
-    changes = {f.name: getattr(section, f.name).replace("{scale}", scale)
-               for f in dataclasses.fields(section)
-               if isinstance(getattr(section, f.name), str) and "{scale}" in getattr(section, f.name)}
+def fill_placeholders(section, **values: str):
+    """Replace `{name}` by values[name] in the section's string fields (output paths,
+    experiment names): `{scale}`, so each scale writes its own results and one never
+    overwrites another's, and `{corpus}`, so each char corpus does (the loader passes both)."""
+    def fill(text: str) -> str:
+        for name, value in values.items():
+            text = text.replace("{" + name + "}", value)
+        return text
+
+    changes = {f.name: fill(getattr(section, f.name)) for f in dataclasses.fields(section)
+               if isinstance(getattr(section, f.name), str)}
+    changes = {k: v for k, v in changes.items() if v != getattr(section, k)}
     return dataclasses.replace(section, **changes) if changes else section
 
 
@@ -99,6 +105,10 @@ def convert(value, annotation, where: str, path, meta) -> Any:
             return None
         return convert(value, next(a for a in args if a is not type(None)), where, path, meta)
     if dataclasses.is_dataclass(annotation):
+        # A class with a SHORTHAND field takes a bare value for it: `- https://...` in a list
+        # of {url: ..., sha256: ...} entries is {url: https://...}.
+        if (short := getattr(annotation, "SHORTHAND", None)) and not isinstance(value, dict):
+            value = {short: value}
         return build(annotation, value, where, path)
     if origin is tuple:
         if not isinstance(value, (list, tuple)):

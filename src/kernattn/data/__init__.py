@@ -1,6 +1,7 @@
-"""Corpora for training: fetching (fetch.py), the Dickens stage (dickens.py), and readers.
+"""Corpora for training: fetching (fetch.py), the char track's corpus stage (corpus.py: any
+text, Dickens by default), and readers.
 
-`kernattn prepare` writes, in data.out_dir (default results/data/dickens):
+`kernattn prepare` writes, in data.out_dir (default results/<scale>/data/<data.corpus>):
     train.npy, val.npy   1-D uint8 numpy arrays of token ids (np.save)
     vocab.json           {"chars": [c0, c1, ...], "size": N}: id i is the character chars[i]
     meta.json            provenance: source, sha256s, sizes, cleaning counts, timestamp

@@ -1,17 +1,17 @@
 """Getting raw corpus bytes: a local mirror file or an HTTP(S) download, with sha256s.
 
-    src = read_local("../shared/data/dickens/silesia_dickens.txt.gz")
+    src = read_local("../shared/data/dickens/silesia_dickens.txt.gz")   # any .txt / .txt.gz
     src = download("https://www.gutenberg.org/cache/epub/98/pg98.txt")
     src.data             # the content (gunzipped when the file is gzip)
     src.stored_sha256    # sha256 of the bytes as stored / as served
     src.content_sha256   # sha256 of src.data
     text = decode_utf8(src.data, src.source)
 
-Generic (nothing Dickens-specific), so later corpora reuse it. Every problem raises
+Generic (nothing corpus-specific): the char corpus stage and the LM and vision data use it. Every problem raises
 `DataError` (a ValueError) with a one-line message naming the file or URL and the fix.
 
-Downloads for a pipeline stage go through fetch_verified(url, cache_dir): every URL gets a
-sha256, pinned by the user or recorded on its first fetch in cache_dir/SHA256SUMS (the
+Downloads for a pipeline stage go through fetch_verified(url, cache_dir, sha256=pin): every URL
+gets a sha256, pinned by the user or recorded on its first fetch in cache_dir/SHA256SUMS (the
 `sha256sum` format, so `sha256sum -c SHA256SUMS` in that folder re-checks the cache), and the
 bytes are verified against it BEFORE use: a download is written under a temporary name in
 cache_dir and renamed to its cache name only once it is complete (Content-Length), decodes
@@ -253,11 +253,12 @@ def _record_sum(path: Path, name: str, digest: str) -> None:
     atomic_write_text(path, "".join(f"{d}  {n}\n" for n, d in sorted(sums.items())))
 
 
-def fetch_verified(url: str, cache_dir: str | os.PathLike, *, timeout: float | None = None,
-                   retries: int | None = None, backoff_s: float | None = None,
+def fetch_verified(url: str, cache_dir: str | os.PathLike, *, sha256: str | None = None, pin_key: str = "",
+                   timeout: float | None = None, retries: int | None = None, backoff_s: float | None = None,
                    progress: bool = True) -> Source:
-    """`url`'s bytes, verified against its sha256 in cache_dir/SHA256SUMS (recorded there on
-    the first fetch), served from cache_dir when the cached copy still matches.
+    """`url`'s bytes, verified against `sha256` when the user pinned one (`pin_key` names where,
+    for the error), else against its sha256 in cache_dir/SHA256SUMS (recorded there on the
+    first fetch); served from cache_dir when the cached copy still matches.
 
     The download lands under a temporary name in cache_dir and is renamed to
     cache_dir/cache_name(url) only once complete, decodable and matching; on any error the
@@ -270,7 +271,9 @@ def fetch_verified(url: str, cache_dir: str | os.PathLike, *, timeout: float | N
     sums_path = cache / SUMS_FILE
     name = cache_name(url)
     cached = cache / name
-    expected = read_sums(sums_path).get(name)
+    recorded = read_sums(sums_path).get(name)
+    pinned = sha256.strip().lower() if sha256 else None
+    expected = pinned or recorded  # a pin is the user's word: it wins over an older record
     if expected is not None and cached.is_file():
         stored = cached.read_bytes()
         if sha256_bytes(stored) == expected:
@@ -281,6 +284,11 @@ def fetch_verified(url: str, cache_dir: str | os.PathLike, *, timeout: float | N
         with atomic_path(cached) as tmp:
             _download_into(url, tmp, timeout, retries, backoff_s, progress)
             src = _make_source("download", url, tmp.read_bytes())  # empty / bad gzip: error
+            if pinned is not None and src.stored_sha256 != pinned:
+                raise DataError(
+                    f"{url}: sha256 mismatch: expected {pinned} (pinned in {pin_key or 'the params'}), got "
+                    f"{src.stored_sha256}; the download was discarded: fix the URL, or update {pin_key or 'the pin'} "
+                    f"if the server's file changed on purpose")
             if expected is not None and src.stored_sha256 != expected:
                 raise DataError(
                     f"{url}: sha256 mismatch: expected {expected} (recorded in {sums_path} on its first "
@@ -291,7 +299,7 @@ def fetch_verified(url: str, cache_dir: str | os.PathLike, *, timeout: float | N
             with contextlib.suppress(OSError):
                 cache.rmdir()  # only if empty: nothing is left behind by a failed first fetch
         raise
-    if expected is None:
+    if recorded != src.stored_sha256:  # first fetch, or a pin that replaced an older record
         _record_sum(sums_path, name, src.stored_sha256)
     return src
 

@@ -1,38 +1,45 @@
-"""Data stage: the Dickens corpus as character ids (train.npy, val.npy, vocab.json, meta.json).
+"""Data stage: any text corpus as character ids (train.npy, val.npy, vocab.json, meta.json).
 
     kernattn prepare [--params params.yaml] [--scale tiny]
 
-Source: `data.mirror` (or env KERNATTN_DATA_MIRROR; a local .txt or .txt.gz, a relative path
-is relative to the current folder) when set, else every URL of `data.urls` downloaded and
-concatenated in order; each download is verified before use against its sha256 in
-<out_dir>.downloads/SHA256SUMS (recorded on its first fetch) and cached there (see
+`data.corpus` is the corpus's name (outputs in data.out_dir, by default
+results/<scale>/data/<corpus>). Source: `data.mirror` (or env KERNATTN_DATA_MIRROR; a local
+.txt or .txt.gz, a relative path is relative to the current folder) when set, else every URL
+of `data.urls` downloaded and concatenated in order. Each download is verified before use
+against its pinned sha256 (an entry `{url: ..., sha256: ...}`) or, unpinned, against the
+sha256 recorded in <out_dir>.downloads/SHA256SUMS on its first fetch, and cached there (see
 fetch.fetch_verified). `data.sha256`, when set, must equal the sha256 of the mirror file as
-stored (or of its decompressed content); for downloads, of the downloaded bytes concatenated.
+stored (or of its decompressed content).
 
 Cleaning, in this order (every step is counted in meta.json under "cleaning"):
 1. decode: strict UTF-8 (an invalid byte is an error naming the file and byte offset), except
    for files in KNOWN_SOURCES, pinned by the sha256 of their content: the Silesia `dickens`
    file (shared/data/dickens/silesia_dickens.txt.gz) is CP437, as its 8 accented letters show.
 2. newlines: CRLF and lone CR -> LF (U+2028/U+2029 too).
-3. Project Gutenberg boilerplate: the text between "*** START OF THE PROJECT GUTENBERG EBOOK"
-   and "*** END OF ..." lines is kept; for older files, between the "*END*THE SMALL PRINT"
-   line and the "End of the Project Gutenberg Etext" line (every work of a concatenation).
-   Not applied to the Silesia file: its 14 works keep their headers and licence text, as in
-   the Silesia corpus; stripping them would leave 86 symbols, not the 93 of seeds 000/001
-   (# $ % + < = _ only occur in the licence text).
-4. characters: TAB -> space; a Latin letter with diacritics -> its ASCII letter (NFD, marks
-   dropped: "Ch\u00e2lons" -> "Chalons"); control (except LF), format (e.g. a BOM), private-use,
-   surrogate and unassigned characters are removed.
-On the Silesia file this changes 200,783 CRLF, 1 TAB, 8 accented letters and drops the final
-0x1A (DOS end of file): 9,991,662 characters over 93 symbols (LF + 92 printable ASCII).
+3. `data.clean: gutenberg` only: Project Gutenberg boilerplate. The text between "*** START OF
+   THE PROJECT GUTENBERG EBOOK" and "*** END OF ..." lines is kept; for older files, between
+   the "*END*THE SMALL PRINT" line and the "End of the Project Gutenberg Etext" line (every
+   work of a concatenation). A source with neither kind of marker is an error: stripping was
+   asked for, so a missing marker means the wrong file or a changed marker format, and
+   training on a licence text silently would be worse than stopping. Not applied to the
+   Silesia file: its 14 works keep their headers and licence text, as in the Silesia corpus;
+   stripping them would leave 86 symbols, not the 93 of seeds 000/001 (# $ % + < = _ only
+   occur in the licence text). `data.clean: none` keeps the whole text.
+4. characters: TAB -> space; control (except LF), format (e.g. a BOM), private-use, surrogate
+   and unassigned characters are removed; with `data.fold_accents` a Latin letter with
+   diacritics -> its ASCII letter (NFD, marks dropped: "Ch\u00e2lons" -> "Chalons"). Every
+   other character is kept: the vocabulary is whatever the text holds (at most 256 symbols).
+On the Silesia file (fold_accents: true) this changes 200,783 CRLF, 1 TAB, 8 accented letters
+and drops the final 0x1A (DOS end of file): 9,991,662 characters over 93 symbols (LF + 92
+printable ASCII).
 
 Then `data.max_chars` keeps the first max_chars characters; the vocabulary is the sorted set of
 characters of that whole text; the first int(n * (1 - val_fraction)) ids are train, the rest
-val. Outputs in `data.out_dir` (default results/data/dickens), written as one folder
-atomically (complete or absent; a failed rerun leaves the previous output in place):
+val. Outputs in `data.out_dir`, written as one folder atomically (complete or absent; a failed
+rerun leaves the previous output in place):
     train.npy, val.npy   1-D uint8 token ids (np.save; id i is vocab.json chars[i])
     vocab.json           {"chars": [...], "size": N}
-    meta.json            source, sha256s, sizes, cleaning counts, timestamp
+    meta.json            corpus, source, sha256s, sizes, cleaning counts, timestamp
 Read them with kernattn.data.load_split / load_vocab / decode.
 """
 
@@ -54,7 +61,7 @@ from ..io import atomic_dir, atomic_write_json
 from . import VOCAB_FILE, META_FILE, SPLIT_FILES
 from .fetch import DataError, Source, decode_utf8, fetch_verified, read_local, sha256_bytes
 
-HELP = "fetch and clean the Dickens corpus; write train/val char ids, vocab.json, meta.json"
+HELP = "fetch or read the text corpus (data.corpus), clean it; write train/val char ids, vocab.json, meta.json"
 
 
 @dataclass(frozen=True)
@@ -147,8 +154,10 @@ def _fold(ch: str) -> str | None:
     return None
 
 
-def clean_characters(text: str) -> tuple[str, dict]:
-    """TAB -> space, accented Latin letters -> ASCII, non-printable characters removed.
+def clean_characters(text: str, fold_accents: bool = True) -> tuple[str, dict]:
+    """TAB -> space, non-printable characters removed and, with fold_accents (the Dickens
+    stage's choice, seeds 000/001; prepare passes data.fold_accents), accented Latin letters
+    -> ASCII.
 
     Only the distinct characters outside printable ASCII are looked at, each replaced with one
     str.replace, so a 10 MB text takes well under a second. Returns (text, stats).
@@ -163,7 +172,7 @@ def clean_characters(text: str) -> tuple[str, dict]:
         elif (cat := unicodedata.category(ch)) in _REMOVED_CATEGORIES:
             removed.setdefault(_REMOVED_CATEGORIES[cat], {})[f"U+{ord(ch):04X}"] = n
             repl = ""
-        elif (base := _fold(ch)) is not None:
+        elif fold_accents and (base := _fold(ch)) is not None:
             folded[f"{ch}->{base}"] = n
             repl = base
         else:
@@ -198,7 +207,7 @@ def _mirror_hint(data: DataParams, params_path: str, scale: str | None) -> str:
         where = f"the environment variable {MIRROR_ENV}"
     else:
         where = f"data.mirror in {params_path}" + (f" (scale {scale})" if scale else "")
-    return (f"; fix {where} to point to the Dickens text (.txt or .txt.gz), "
+    return (f"; fix {where} to point to the {data.corpus} text (.txt or .txt.gz), "
             f"or set data.mirror to null to download data.urls")
 
 
@@ -207,7 +216,11 @@ def _read_sources(data: DataParams, params_path: str, scale: str | None) -> list
         return [read_local(data.mirror, hint=_mirror_hint(data, params_path, scale))]
     if not data.urls:
         raise DataError(f"{params_path}: no data source: set data.mirror (a local file) or data.urls")
-    return [fetch_verified(url, downloads_dir(data)) for url in data.urls]
+    if data.sha256:
+        raise DataError(f"{params_path}: data.sha256 pins the local file data.mirror, which is not set; "
+                        f"pin a download in its data.urls entry instead: {{url: ..., sha256: ...}}")
+    return [fetch_verified(u.url, downloads_dir(data), sha256=u.sha256, pin_key=f"data.urls[{i}].sha256 in {params_path}")
+            for i, u in enumerate(data.urls)]
 
 
 def downloads_dir(data: DataParams) -> Path:
@@ -217,30 +230,36 @@ def downloads_dir(data: DataParams) -> Path:
     return out.with_name(out.name + ".downloads")
 
 
-def _check_sha256(data: DataParams, sources: list[Source], raw_sha256: str) -> bool:
-    if not data.sha256:
-        return False
+def _check_sha256(data: DataParams, sources: list[Source]) -> bool:
+    """data.sha256 against the mirror file (as stored, or its decompressed content); downloads
+    were checked one by one as they were fetched."""
+    if not data.sha256 or sources[0].kind != "mirror":
+        return all(u.sha256 for u in data.urls) if sources[0].kind == "download" else False
     expected = data.sha256.strip().lower()
-    accepted = {raw_sha256} | ({sources[0].content_sha256} if len(sources) == 1 else set())
-    if expected not in accepted:
-        what = sources[0].source if len(sources) == 1 else f"the {len(sources)} downloads of data.urls"
-        raise DataError(f"{what}: sha256 mismatch: expected {expected}, got {raw_sha256}"
-                        f"{' (file as stored)' if len(sources) == 1 else ' (concatenated)'}; "
+    src = sources[0]
+    if expected not in (src.stored_sha256, src.content_sha256):
+        raise DataError(f"{src.source}: sha256 mismatch: expected {expected}, got {src.stored_sha256} (file as stored); "
                         f"replace the file, or update data.sha256 if this file is the intended one")
     return True
 
 
-def prepare(data: DataParams, *, params_path: str = "params.yaml", scale: str | None = None) -> dict:
-    """Run the stage for `data`; returns meta (also written to out_dir/meta.json).
+def _gutenberg(text: str, src: Source, known: KnownSource | None, clean: str) -> tuple[str, dict]:
+    """data.clean applied to one source's text: (text, the record for meta.json)."""
+    if clean == "gutenberg" and (known is None or known.strip_gutenberg):
+        text, gut = strip_gutenberg(text)
+        if gut["style"] is None:
+            raise DataError(f"{src.source}: data.clean is 'gutenberg' but the text has no Project Gutenberg "
+                            f"START/END markers; set data.clean: none for a text that is not from Gutenberg, "
+                            f"or check that this is the intended file")
+        return text, {"stripped": True, **gut}
+    style, spans = find_gutenberg(text)
+    reason = known.note if known is not None and clean == "gutenberg" else f"data.clean: {clean}"
+    return text, {"stripped": False, "style": style, "works": len(spans), "chars_removed": 0, "reason": reason}
 
-    Raises DataError (one line) on bad input; nothing is written then.
-    """
-    t0 = time.perf_counter()
-    sources = _read_sources(data, params_path, scale)
-    raw_sha256 = (sources[0].stored_sha256 if len(sources) == 1
-                  else sha256_bytes(b"".join(s.stored for s in sources)))
-    sha_checked = _check_sha256(data, sources, raw_sha256)
 
+def _clean_text(data: DataParams, sources: list[Source]) -> tuple[str, list[dict], dict]:
+    """Decode, normalise newlines, strip boilerplate (data.clean) per source; concatenate;
+    clean the characters. Returns (text, per-source records, cleaning stats)."""
     newline_stats = {"crlf_to_lf": 0, "cr_to_lf": 0, "unicode_separators_to_lf": 0}
     parts, records = [], []
     for src in sources:
@@ -252,13 +271,7 @@ def prepare(data: DataParams, *, params_path: str = "params.yaml", scale: str | 
         text, nl = normalize_newlines(text)
         for k, v in nl.items():
             newline_stats[k] += v
-        if known is None or known.strip_gutenberg:
-            text, gut = strip_gutenberg(text)
-            gut = {"stripped": gut["style"] is not None, **gut}
-        else:
-            style, spans = find_gutenberg(text)
-            gut = {"stripped": False, "style": style, "works": len(spans), "chars_removed": 0,
-                   "reason": known.note}
+        text, gut = _gutenberg(text, src, known, data.clean)
         parts.append(text)
         records.append({**src.describe(), "encoding": encoding,
                         "known_as": known.name if known else None, "gutenberg": gut})
@@ -266,24 +279,44 @@ def prepare(data: DataParams, *, params_path: str = "params.yaml", scale: str | 
         text = parts[0]
     else:  # one blank-line gap between works
         text = "\n\n\n".join(p.strip("\n") for p in parts) + "\n"
-    text, char_stats = clean_characters(text)
-    n_clean = len(text)
-    if data.max_chars is not None:
-        text = text[: data.max_chars]
-    name = sources[0].source if len(sources) == 1 else "data.urls"
+    text, char_stats = clean_characters(text, fold_accents=data.fold_accents)
+    return text, records, {**newline_stats, **char_stats, "fold_accents": data.fold_accents}
+
+
+def _split(text: str, data: DataParams, name: str, n_clean: int) -> tuple[int, list[str], np.ndarray]:
+    """(n_train, vocabulary, ids) of the cleaned, truncated text; DataError when unusable."""
     if not text.strip():
         raise DataError(f"{name}: no text left after cleaning ({n_clean} characters, all blank or removed); "
                         f"check that the file is the corpus")
     n = len(text)
     n_train = int(n * (1 - data.val_fraction))
-    n_val = n - n_train
-    if n_train < 1 or n_val < 1:
+    if n_train < 1 or n - n_train < 1:
         raise DataError(f"{name}: only {n} characters after cleaning: too few for a train/val split "
                         f"with val_fraction={data.val_fraction}; use a larger corpus or max_chars")
     try:
         chars, ids = build_vocab(text)
     except DataError as exc:
         raise DataError(f"{name}: {exc}") from None
+    return n_train, chars, ids
+
+
+def prepare(data: DataParams, *, params_path: str = "params.yaml", scale: str | None = None) -> dict:
+    """Run the stage for `data`; returns meta (also written to out_dir/meta.json).
+
+    Raises DataError (one line) on bad input; nothing is written then.
+    """
+    t0 = time.perf_counter()
+    sources = _read_sources(data, params_path, scale)
+    raw_sha256 = (sources[0].stored_sha256 if len(sources) == 1
+                  else sha256_bytes(b"".join(s.stored for s in sources)))
+    sha_checked = _check_sha256(data, sources)
+    text, records, cleaning = _clean_text(data, sources)
+    n_clean = len(text)
+    if data.max_chars is not None:
+        text = text[: data.max_chars]
+    name = sources[0].source if len(sources) == 1 else "data.urls"
+    n_train, chars, ids = _split(text, data, name, n_clean)
+    n = len(text)
 
     kind = sources[0].kind
     meta = {
@@ -291,16 +324,16 @@ def prepare(data: DataParams, *, params_path: str = "params.yaml", scale: str | 
         "source_kind": kind,
         "mirror": data.mirror if kind == "mirror" else None,
         "mirror_resolved": str(Path(data.mirror).expanduser().resolve()) if kind == "mirror" else None,
-        "urls": list(data.urls) if kind == "download" else [],
+        "urls": [u.url for u in data.urls] if kind == "download" else [],
         "sources": records,
         "raw_sha256": raw_sha256,
-        "sha256_expected": data.sha256,
+        "sha256_expected": (data.sha256 if kind == "mirror" else [u.sha256 for u in data.urls]),
         "sha256_checked": sha_checked,
-        "cleaning": {**newline_stats, **char_stats, "chars_after_cleaning": n_clean,
+        "cleaning": {"clean": data.clean, **cleaning, "chars_after_cleaning": n_clean,
                      "max_chars": data.max_chars, "truncated_chars": n_clean - n},
         "n_chars": n,
         "n_train": n_train,
-        "n_val": n_val,
+        "n_val": n - n_train,
         "val_fraction": data.val_fraction,
         "vocab_size": len(chars),
         "newlines": text.count("\n"),
@@ -338,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
     rec = meta["sources"]
     where = meta["mirror"] if meta["source_kind"] == "mirror" else f"{len(rec)} URLs"
     cl = meta["cleaning"]
-    print(f"prepared {params.data.out_dir} from {where} ({meta['seconds']:.1f} s)")
+    print(f"prepared corpus {meta['corpus']!r} in {params.data.out_dir} from {where} ({meta['seconds']:.1f} s)")
     print(f"  chars {meta['n_chars']:,}  vocab {meta['vocab_size']}  "
           f"train {meta['n_train']:,}  val {meta['n_val']:,}  newlines {meta['newlines']:,}")
     print(f"  cleaning: {cl['crlf_to_lf'] + cl['cr_to_lf']:,} CR/CRLF -> LF, {cl['tab_to_space']} tab -> space, "
