@@ -123,6 +123,12 @@ def latin1_text(tmp: Path) -> Path:
     return tmp / "latin1.txt"
 
 
+def plain_text(tmp: Path) -> Path:
+    """A text that is not from Project Gutenberg (no START/END markers)."""
+    (tmp / "plain.txt").write_text("Lines of a corpus that never saw Gutenberg.\n" * 50)
+    return tmp / "plain.txt"
+
+
 def a_folder(tmp: Path) -> Path:
     (tmp / "corpus_dir").mkdir()
     return tmp / "corpus_dir"
@@ -201,6 +207,12 @@ CASES = [
          ("{tmp}/params.yaml", "unknown scale 'huge'", "allowed: micro, paper, tiny")),
     Case("params-missing-file", lambda tmp, _t: ["prepare", "--params", str(tmp / "nope.yaml")],
          ("{tmp}/nope.yaml: no such params file",)),
+    Case("params-corpus-name", params_case(lambda d: d["scales"]["micro"]["data"].update(corpus="my corpus")),
+         ("{tmp}/params.yaml", "scales.micro -> data.corpus must be a name of letters, digits, '_' and '-'",
+          "got 'my corpus'")),
+    Case("params-url-pin", params_case(lambda d: d["data"]["urls"].__setitem__(
+        0, {"url": "https://www.gutenberg.org/cache/epub/98/pg98.txt", "sha256": "abc"})),
+         ("{tmp}/params.yaml: data.urls[0].sha256 must be a sha256: 64 hexadecimal digits", "got 'abc'")),
     # data mirrors
     Case("mirror-missing", mirror_case(lambda tmp: tmp / "absent.txt.gz"),
          ("{tmp}/absent.txt.gz: no such file", "fix data.mirror in")),
@@ -211,6 +223,9 @@ CASES = [
          ("{tmp}/latin1.txt: not valid UTF-8 at byte offset 18", "iconv")),
     Case("mirror-checksum", mirror_case(lambda tmp: MIRROR, sha256="0" * 64),
          (f"{MIRROR}: sha256 mismatch: expected {'0' * 64}", "update data.sha256")),
+    Case("mirror-not-gutenberg", mirror_case(plain_text, clean="gutenberg"),
+         ("{tmp}/plain.txt: data.clean is 'gutenberg' but the text has no Project Gutenberg START/END markers",
+          "set data.clean: none")),
     # the training stage's inputs
     Case("train-no-corpus", no_data, ("{tmp}/data/train.npy: no such file", "kernattn prepare"), outputs=("runs",)),
     Case("corpus-truncated-npy", corpus_case(truncate),

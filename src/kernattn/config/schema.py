@@ -7,6 +7,8 @@ Field metadata understood here:
     choices: the allowed values
     fingerprint: False for a field that does not change what a run computes (paths, threads,
                  device, cadence of checkpoints): `fingerprinted(section)` leaves it out.
+A nested dataclass with a class attribute SHORTHAND = "<field>" also takes a bare value for
+that field (data.urls: `- https://...` or `- {url: https://..., sha256: ...}`).
 """
 
 from __future__ import annotations

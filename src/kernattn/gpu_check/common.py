@@ -23,7 +23,7 @@ class Context:
     out_dir: Path
     force: bool = False
     params: str = "params.yaml"
-    corpus: str | None = None  # the train part's Dickens text (default: params.yaml's tiny mirror)
+    corpus: str | None = None  # the train part's char corpus file (default: params.yaml's tiny mirror, Dickens)
     work_dir: str | None = None
     families: tuple[str, ...] = ("vit", "char_gpt", "lm")   # the models part's
     train_rows: tuple[str, ...] = ("rope", "gpa_m64_rope")   # the train part's matrix rows (the first is killed once)

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", nargs="+", default=None, metavar="ROW",
                         help="train part: matrix rows to train (default rope gpa_m64_rope; the first is killed once)")
     parser.add_argument("--corpus", default=None,
-                        help="train part: the Dickens .txt/.txt.gz (default: params.yaml's tiny mirror)")
+                        help="train part: the char corpus .txt/.txt.gz, cleaned as params.yaml's data section says (default: its tiny mirror, Dickens)")
     parser.add_argument("--work-dir", default=None,
                         help="train part: keep its params, data, run folders and logs here (default: a temporary folder)")
 

@@ -5,7 +5,7 @@ SIGKILL after its first checkpoint and rerun, which must resume from that checkp
 
 The generated params file (in the work folder) is params.yaml with one more scale,
 `gpucheck`: the paper scale (full) or the micro scale (tiny) with a short schedule, the
-Dickens text read from a local file (a GPU node has no internet; default: params.yaml's tiny
+char corpus read from a local file (a GPU node has no internet; default: params.yaml's tiny
 mirror, or --corpus), MLflow off (a bare node has none) and every output in the work folder
 (a temporary one unless --work-dir; checkpoints never land in results/gpu/).
 Recorded per run: the validation loss at step 0 and at the end (it must fall), the step the
@@ -59,7 +59,7 @@ def corpus_path(ctx: Context, doc: dict) -> Path:
     """--corpus, else the tiny scale's data.mirror (relative to the current folder, as `prepare` reads it)."""
     chosen = ctx.corpus or (((doc.get("scales") or {}).get("tiny") or {}).get("data") or {}).get("mirror")
     if not chosen or not Path(chosen).is_file():
-        raise UsageError(f"train part: the Dickens text {chosen!r} is not a file; pass --corpus PATH "
+        raise UsageError(f"train part: the char corpus {chosen!r} is not a file; pass --corpus PATH "
                          f"(a .txt or .txt.gz, e.g. the shared mirror silesia_dickens.txt.gz)")
     return Path(chosen).resolve()
 
