@@ -11,8 +11,6 @@ from ..errors import ParamsError
 from .schema import NOFP, fraction, nonneg, positive
 
 CLEAN_CHOICES = ("gutenberg", "none")
-
-
 _CORPUS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _HEX = set("0123456789abcdef")
 
@@ -26,7 +24,7 @@ def corpus_name(doc: str = "") -> dict:
 
 def sha256_hex(doc: str = "") -> dict:
     return {"check": lambda v: None if len(v.strip()) == 64 and set(v.strip().lower()) <= _HEX else
-            "must be a sha256: 64 hexadecimal digits (or null to record it on the first fetch)", "doc": doc}
+            "must be a sha256: 64 hexadecimal digits (or null: not pinned)", "doc": doc}
 
 
 def http_url(doc: str = "") -> dict:
