@@ -131,9 +131,37 @@ def test_each_scale_writes_its_own_outputs():
 # ----------------------------------------------------------------------------- cross-key checks on load
 CROSS = [
     ("lm head_dim", lambda d: d["lm"].update(head_dim=100), "scale paper: lm.head_dim=100 must divide"),
-    ("lm variant", lambda d: d["lm"].update(variants=["base", "mamba"]), "lm.variants has 'mamba'"),
+    ("lm variant", lambda d: d["lm"]["rows"].append({"name": "m", "variant": "mamba"}),
+     "scale paper: lm.rows[6] (m): unknown attention variant 'mamba'; valid names: base, favor, gka"),
+    ("lm option", lambda d: d["lm"]["rows"].append({"name": "g", "variant": "gpa", "options": {"n_kernel": 8}}),
+     "lm.rows[6] (g): unknown option 'n_kernel' for attention variant 'gpa'"),
+    ("lm no window form", lambda d: d["lm"]["rows"].append({"name": "lin", "variant": "nw",
+                                                            "options": {"kernel": "linear"}}),
+     "lm.rows[6] (lin): attention 'nw' with {'kernel': 'linear'} has no sliding-window form, and lm.window_pattern='SSSL'"),
+    ("lm lag table", lambda d: d["lm"]["rows"].append({"name": "lt", "variant": "softmax",
+                                                       "options": {"position": "lag_table", "max_len": 512}}),
+     "lm.rows[6] (lt): option max_len=512 is shorter than lm.context=2048"),
+    ("lm compute row", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens", "row": "bas"}),
+     "lm.rows[1] (gka_tokens): compute.row names unknown row 'bas'; rows of lm.rows: base, gka_tokens"),
+    ("lm compute half", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens"}),
+     "lm.rows[1] (gka_tokens): compute needs both match (tokens, flops) and row, or tokens"),
+    ("lm compute both", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens", "row": "base", "tokens": 9}),
+     "lm.rows[1] (gka_tokens): compute has tokens and match/row"),
+    ("lm compute cycle", lambda d: d["lm"]["rows"][0].update(compute={"match": "flops", "row": "gka_tokens"}),
+     "lm.rows: the compute of row 'base' refers back to itself (base -> gka_tokens -> base)"),
+    ("lm duplicate row", lambda d: d["lm"]["rows"].append({"name": "base", "variant": "gka"}),
+     "lm.rows has two rows named 'base'"),
     ("lm vocab", lambda d: d["lm"].update(vocab_size=70000), "lm.vocab_size=70000 must be <= 65536"),
-    ("vision variant", lambda d: d["vision"].update(variants=["deit", "vit"]), "unknown variant 'vit'"),
+    ("vision variant", lambda d: d["vision"]["rows"].append({"name": "v", "variant": "vit"}),
+     "vision.rows[3] (v): unknown attention variant 'vit'; valid names: deit, vlt, gka, favor"),
+    ("vision 1-D positions", lambda d: d["vision"]["rows"].append({"name": "al", "variant": "softmax",
+                                                                   "options": {"position": "alibi"}}),
+     "vision.rows[3] (al): vision attention 'softmax' applies alibi along the token order"),
+    ("vision compute", lambda d: d["vision"]["rows"][0].update(compute={"tokens": 5}),
+     "vision.rows[0] (deit): compute applies to lm rows only; remove it"),
+    ("rows a scale replaces", lambda d: d["scales"]["micro"]["lm"]["rows"].append({"name": "x", "variant": "gpa",
+                                                                                "options": {"combine": "sum"}}),
+     "scales.micro -> lm.rows[3] (x): option 'combine' of attention variant 'gpa' must be one of add, mult"),
     ("vision patch", lambda d: d["vision"].update(patch_size=15), "vision.img_size=224 must be a multiple"),
     ("lm in another scale", lambda d: d["scales"]["micro"]["lm"].update(window_pattern="SXL"),
      "scales.micro -> lm.window_pattern='SXL'"),
@@ -220,4 +248,4 @@ def test_old_import_paths_still_work():
 
     tiny = load_params(PARAMS, "tiny")
     assert isinstance(tiny.lm, LMParams) and lm_params(tiny) is tiny.lm
-    assert isinstance(tiny.vision, VisionParams) and set(tiny.vision.variants) <= set(VARIANTS)
+    assert isinstance(tiny.vision, VisionParams) and set(VARIANTS) <= {r.variant for r in tiny.vision.rows}

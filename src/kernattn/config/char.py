@@ -4,9 +4,9 @@ data, model, train, tracking, matrix, report, analysis, bench."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import ParamsError
+from .rows import Row, check_rows
 from .schema import NOFP, fraction, nonneg, positive
 
 
@@ -68,21 +68,9 @@ class TrackingParams:
 
 
 @dataclass(frozen=True)
-class Row:
-    """One row of the experiment matrix: a named attention configuration."""
-
-    name: str
-    variant: str
-    options: dict[str, Any] = field(default_factory=dict)
-    # Which document the row reproduces ("000", "001", "reviewers", "ours"): for the report.
-    source: str = "ours"
-    label: str = ""
-
-
-@dataclass(frozen=True)
 class MatrixParams:
     seeds: tuple[int, ...] = (0, 1, 2)
-    rows: tuple[Row, ...] = ()
+    rows: tuple[Row, ...] = ()  # config.rows: the one row schema of every track
     # Names of rows to run (None: all): smaller scales run a subset.
     only: tuple[str, ...] | None = None
 
@@ -142,14 +130,17 @@ class BenchParams:
 def check(params, where: str) -> None:
     """The cross-key checks of the char sections (rows, seeds, bench rows, widths, options);
     `where` names the file and scale."""
-    from .. import attention  # the ground floor; imported here so that loading params stays light
-
     names = [r.name for r in params.matrix.rows]
-    if not names:
-        raise ParamsError(f"{where}matrix.rows is empty; add at least one row")
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise ParamsError(f"{where}matrix.rows has two rows named {dup!r}; names must be unique")
+    m = params.model
+
+    def fits_context(name: str, options: dict) -> None:
+        from ..attention import AttentionConfigError
+
+        if options.get("position") == "lag_table" and options.get("max_len", 2048) < m.context:
+            raise AttentionConfigError(f"options.max_len={options['max_len']} is shorter than "
+                                       f"model.context={m.context}; raise max_len or lower the context")
+
+    check_rows(params.matrix.rows, "matrix.rows", where, {}, {}, compute=False, track_check=fits_context)
     if not params.matrix.seeds:
         raise ParamsError(f"{where}matrix.seeds is empty; give at least one seed")
     for name in params.matrix.only or ():
@@ -161,16 +152,5 @@ def check(params, where: str) -> None:
     for name in params.bench.char_rows:
         if name not in names:
             raise ParamsError(f"{where}bench.char_rows names unknown row {name!r}; rows: {', '.join(names)}")
-    m = params.model
     if m.d_model % m.n_head:
         raise ParamsError(f"{where}model.d_model={m.d_model} must be a multiple of model.n_head={m.n_head}")
-    for i, row in enumerate(params.matrix.rows):
-        try:
-            attention.make_options(row.variant, row.options)
-        except attention.AttentionConfigError as exc:
-            raise ParamsError(f"{where}matrix.rows[{i}] ({row.name}): {exc}") from None
-        if row.options.get("position") == "lag_table" and row.options.get("max_len", 2048) < m.context:
-            raise ParamsError(
-                f"{where}matrix.rows[{i}] ({row.name}): options.max_len={row.options['max_len']} is shorter "
-                f"than model.context={m.context}; raise max_len or lower the context"
-            )
