@@ -249,3 +249,25 @@ def test_old_import_paths_still_work():
     tiny = load_params(PARAMS, "tiny")
     assert isinstance(tiny.lm, LMParams) and lm_params(tiny) is tiny.lm
     assert isinstance(tiny.vision, VisionParams) and set(VARIANTS) <= {r.variant for r in tiny.vision.rows}
+
+
+def test_one_row_schema_runs_and_a_scale_replacing_rows():
+    """matrix.rows, lm.rows and vision.rows are one Row type; a run is <row>-s<seed> in every
+    track, a row's own seeds replace the section's; a scale's rows replace the defaults' (a
+    list is not merged)."""
+    from kernattn.config import Row, runs_of
+    from kernattn.lm.runs import lm_runs
+    from kernattn.vision.stages import run_ids
+
+    paper, micro = load_params(PARAMS, "paper"), load_params(PARAMS, "micro")
+    assert {type(r) for r in (*micro.matrix.rows, *micro.lm.rows, *micro.vision.rows)} == {Row}
+    assert [r.name for r in micro.lm.rows] == ["base", "gka_tokens", "gka_flops"]
+    assert "gka_paper" in [r.name for r in paper.lm.rows] and "gka_paper" not in [r.name for r in micro.lm.rows]
+    assert [r.run_id for r in lm_runs(micro.lm)] == ["base-s0", "gka_tokens-s0", "gka_flops-s0"]
+    assert run_ids(micro.vision) == ["deit-s0", "gka-s0", "vlt-s0"]
+    over = load_params(PARAMS, "micro", {"lm.seeds": [0, 1], "lm.rows": [
+        {"name": "a", "variant": "gpa", "seeds": [3]}, {"name": "b", "variant": "base"}]})
+    assert [r.run_id for r in lm_runs(over.lm)] == ["a-s3", "b-s0", "b-s1"]
+    assert [r.run_id for r in runs_of(over.lm.rows, (7,), only=["b"])] == ["b-s7"]
+    table8 = next(r for r in paper.lm.rows if r.name == "gka_paper")
+    assert table8.compute.tokens == 2_778_700_000 and table8.compute.describe() == "2,778,700,000 tokens"
