@@ -140,7 +140,7 @@ CROSS = [
      "lm.rows[6] (lin): attention 'nw' with {'kernel': 'linear'} has no sliding-window form, and lm.window_pattern='SSSL'"),
     ("lm lag table", lambda d: d["lm"]["rows"].append({"name": "lt", "variant": "softmax",
                                                        "options": {"position": "lag_table", "max_len": 512}}),
-     "lm.rows[6] (lt): option max_len=512 is shorter than lm.context=2048"),
+     "lm.rows[6] (lt): options.max_len=512 is shorter than lm.context=2048; raise max_len or lower the context"),
     ("lm compute row", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens", "row": "bas"}),
      "lm.rows[1] (gka_tokens): compute.row names unknown row 'bas'; rows of lm.rows: base, gka_tokens"),
     ("lm compute half", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens"}),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ParamsError
-from .rows import Row, check_rows
+from .rows import Row, check_lag_table, check_rows
 from .schema import NOFP, fraction, nonneg, positive
 
 
@@ -133,14 +133,8 @@ def check(params, where: str) -> None:
     names = [r.name for r in params.matrix.rows]
     m = params.model
 
-    def fits_context(name: str, options: dict) -> None:
-        from ..attention import AttentionConfigError
-
-        if options.get("position") == "lag_table" and options.get("max_len", 2048) < m.context:
-            raise AttentionConfigError(f"options.max_len={options['max_len']} is shorter than "
-                                       f"model.context={m.context}; raise max_len or lower the context")
-
-    check_rows(params.matrix.rows, "matrix.rows", where, {}, {}, compute=False, track_check=fits_context)
+    check_rows(params.matrix.rows, "matrix.rows", where, {}, {}, compute=False,
+               track_check=lambda _name, options: check_lag_table(options, m.context, "model.context"))
     if not params.matrix.seeds:
         raise ParamsError(f"{where}matrix.seeds is empty; give at least one seed")
     for name in params.matrix.only or ():

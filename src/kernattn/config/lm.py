@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ParamsError
 from .rows import MATCH as MATCHED
-from .rows import Row, check_rows
+from .rows import Row, check_lag_table, check_rows
 from .schema import NOFP, nonneg, positive
 
 QK_GAIN = 1.2  # nanochat scales q and k by 1.2 after their RMS norm (notes/anchors.md)
@@ -113,9 +113,7 @@ def row_check(lm: LMParams):
             raise AttentionConfigError(
                 f"attention {name!r} with {options} has no sliding-window form, and lm.window_pattern="
                 f"{lm.window_pattern!r} gives layers a window of {windows[0]}; use window_pattern L or another variant")
-        if options.get("position") == "lag_table" and options.get("max_len", 2048) < lm.context:
-            raise AttentionConfigError(f"option max_len={options['max_len']} is shorter than lm.context="
-                                       f"{lm.context}; set max_len >= {lm.context}")
+        check_lag_table(options, lm.context, "lm.context")
     return check
 
 

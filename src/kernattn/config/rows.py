@@ -94,6 +94,15 @@ def resolve_attention(variant: str, options: dict, aliases: dict, defaults: dict
     return name, {k: v for k, v in defaults.items() if k in fields} | dict(alias_options) | dict(options)
 
 
+def check_lag_table(options: dict, context: int, key: str) -> None:
+    """A free lag table shorter than the context fails the first full-length batch: say so at load."""
+    from ..attention import AttentionConfigError
+
+    if options.get("position") == "lag_table" and options.get("max_len", 2048) < context:
+        raise AttentionConfigError(f"options.max_len={options['max_len']} is shorter than {key}={context}; "
+                                   f"raise max_len or lower the context")
+
+
 def chain(rows, name: str) -> list:
     """Row `name` and the rows its compute refers to, in order (the rows that set its budget)."""
     by_name = {r.name: r for r in rows}
