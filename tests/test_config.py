@@ -131,9 +131,37 @@ def test_each_scale_writes_its_own_outputs():
 # ----------------------------------------------------------------------------- cross-key checks on load
 CROSS = [
     ("lm head_dim", lambda d: d["lm"].update(head_dim=100), "scale paper: lm.head_dim=100 must divide"),
-    ("lm variant", lambda d: d["lm"].update(variants=["base", "mamba"]), "lm.variants has 'mamba'"),
+    ("lm variant", lambda d: d["lm"]["rows"].append({"name": "m", "variant": "mamba"}),
+     "scale paper: lm.rows[6] (m): unknown attention variant 'mamba'; valid names: base, favor, gka"),
+    ("lm option", lambda d: d["lm"]["rows"].append({"name": "g", "variant": "gpa", "options": {"n_kernel": 8}}),
+     "lm.rows[6] (g): unknown option 'n_kernel' for attention variant 'gpa'"),
+    ("lm no window form", lambda d: d["lm"]["rows"].append({"name": "lin", "variant": "nw",
+                                                            "options": {"kernel": "linear"}}),
+     "lm.rows[6] (lin): attention 'nw' with {'kernel': 'linear'} has no sliding-window form, and lm.window_pattern='SSSL'"),
+    ("lm lag table", lambda d: d["lm"]["rows"].append({"name": "lt", "variant": "softmax",
+                                                       "options": {"position": "lag_table", "max_len": 512}}),
+     "lm.rows[6] (lt): options.max_len=512 is shorter than lm.context=2048; raise max_len or lower the context"),
+    ("lm compute row", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens", "row": "bas"}),
+     "lm.rows[1] (gka_tokens): compute.row names unknown row 'bas'; rows of lm.rows: base, gka_tokens"),
+    ("lm compute half", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens"}),
+     "lm.rows[1] (gka_tokens): compute needs both match (tokens, flops) and row, or tokens"),
+    ("lm compute both", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens", "row": "base", "tokens": 9}),
+     "lm.rows[1] (gka_tokens): compute has tokens and match/row"),
+    ("lm compute cycle", lambda d: d["lm"]["rows"][0].update(compute={"match": "flops", "row": "gka_tokens"}),
+     "lm.rows: the compute of row 'base' refers back to itself (base -> gka_tokens -> base)"),
+    ("lm duplicate row", lambda d: d["lm"]["rows"].append({"name": "base", "variant": "gka"}),
+     "lm.rows has two rows named 'base'"),
     ("lm vocab", lambda d: d["lm"].update(vocab_size=70000), "lm.vocab_size=70000 must be <= 65536"),
-    ("vision variant", lambda d: d["vision"].update(variants=["deit", "vit"]), "unknown variant 'vit'"),
+    ("vision variant", lambda d: d["vision"]["rows"].append({"name": "v", "variant": "vit"}),
+     "vision.rows[3] (v): unknown attention variant 'vit'; valid names: deit, vlt, gka, favor"),
+    ("vision 1-D positions", lambda d: d["vision"]["rows"].append({"name": "al", "variant": "softmax",
+                                                                   "options": {"position": "alibi"}}),
+     "vision.rows[3] (al): vision attention 'softmax' applies alibi along the token order"),
+    ("vision compute", lambda d: d["vision"]["rows"][0].update(compute={"tokens": 5}),
+     "vision.rows[0] (deit): compute applies to lm rows only; remove it"),
+    ("rows a scale replaces", lambda d: d["scales"]["micro"]["lm"]["rows"].append({"name": "x", "variant": "gpa",
+                                                                                "options": {"combine": "sum"}}),
+     "scales.micro -> lm.rows[3] (x): option 'combine' of attention variant 'gpa' must be one of add, mult"),
     ("vision patch", lambda d: d["vision"].update(patch_size=15), "vision.img_size=224 must be a multiple"),
     ("lm in another scale", lambda d: d["scales"]["micro"]["lm"].update(window_pattern="SXL"),
      "scales.micro -> lm.window_pattern='SXL'"),
@@ -220,4 +248,26 @@ def test_old_import_paths_still_work():
 
     tiny = load_params(PARAMS, "tiny")
     assert isinstance(tiny.lm, LMParams) and lm_params(tiny) is tiny.lm
-    assert isinstance(tiny.vision, VisionParams) and set(tiny.vision.variants) <= set(VARIANTS)
+    assert isinstance(tiny.vision, VisionParams) and set(VARIANTS) <= {r.variant for r in tiny.vision.rows}
+
+
+def test_one_row_schema_runs_and_a_scale_replacing_rows():
+    """matrix.rows, lm.rows and vision.rows are one Row type; a run is <row>-s<seed> in every
+    track, a row's own seeds replace the section's; a scale's rows replace the defaults' (a
+    list is not merged)."""
+    from kernattn.config import Row, runs_of
+    from kernattn.lm.runs import lm_runs
+    from kernattn.vision.stages import run_ids
+
+    paper, micro = load_params(PARAMS, "paper"), load_params(PARAMS, "micro")
+    assert {type(r) for r in (*micro.matrix.rows, *micro.lm.rows, *micro.vision.rows)} == {Row}
+    assert [r.name for r in micro.lm.rows] == ["base", "gka_tokens", "gka_flops"]
+    assert "gka_paper" in [r.name for r in paper.lm.rows] and "gka_paper" not in [r.name for r in micro.lm.rows]
+    assert [r.run_id for r in lm_runs(micro.lm)] == ["base-s0", "gka_tokens-s0", "gka_flops-s0"]
+    assert run_ids(micro.vision) == ["deit-s0", "gka-s0", "vlt-s0"]
+    over = load_params(PARAMS, "micro", {"lm.seeds": [0, 1], "lm.rows": [
+        {"name": "a", "variant": "gpa", "seeds": [3]}, {"name": "b", "variant": "base"}]})
+    assert [r.run_id for r in lm_runs(over.lm)] == ["a-s3", "b-s0", "b-s1"]
+    assert [r.run_id for r in runs_of(over.lm.rows, (7,), only=["b"])] == ["b-s7"]
+    table8 = next(r for r in paper.lm.rows if r.name == "gka_paper")
+    assert table8.compute.tokens == 2_778_700_000 and table8.compute.describe() == "2,778,700,000 tokens"

@@ -61,7 +61,7 @@ CASES = {
     "char": Case("char", "train", "gpa_dp_m8-s0", "train",
                  {"model": {"dropout": 0.1}, "train": {"max_steps": 10, "eval_every": 20, "checkpoint_every": 3}}, 10),
     # grad_accum 2: two micro-batches a step
-    "lm": Case("lm", "train-lm", "lm-gka-tokens-s0", "lm",
+    "lm": Case("lm", "train-lm", "gka_tokens-s0", "lm",
                {"lm": {"steps": 10, "eval_every": 5, "checkpoint_every": 3, "grad_accum": 2}}, 10),
     # 3 steps an epoch x 4; drop path draws from the global RNG
     "vision": Case("vision", "train-vision", "gka-s0", "vision",

@@ -79,12 +79,12 @@ def check_outputs(ws: Path) -> None:
         assert (ws / "results/micro/vision/analysis" / run_id / "rollout.png").is_file()
     assert (ws / "results/micro/vision/counts/counts.json").is_file()
     assert 'id="vision"' in html and "Missing <code>" not in html
-    # the LM track: the baseline and GKA at matched tokens and at matched FLOPs, evaluated
-    for run_id in ("lm-base-s0", "lm-gka-tokens-s0", "lm-gka-flops-s0"):
+    # the LM track (micro's lm.rows): the baseline and GKA at matched tokens and at matched FLOPs, evaluated
+    for run_id in ("base-s0", "gka_tokens-s0", "gka_flops-s0"):
         ev = json.loads((ws / "results/micro/lm/eval" / f"{run_id}.json").read_text())
         assert ev["run_id"] == run_id and ev["val_bpb"] > 0 and set(ev["core"]["tasks"]) == {
             "hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai", "winograd", "winogrande"}
-    assert 'data-lm-row="gka-flops"' in html and 'data-lm-row="gka-tokens"' in html
+    assert 'data-lm-row="gka_flops"' in html and 'data-lm-row="gka_tokens"' in html and 'data-lm-row="base"' in html
 
 
 def test_dvc_yaml_is_generated_from_params():
@@ -96,11 +96,36 @@ def test_dvc_yaml_is_generated_from_params():
     assert set(stages["report"]["deps"]) >= {"results/tiny/analysis/corpus/summary.json",
                                              "results/tiny/analysis/gpa_m8-s1/summary.json"}
     assert all(s.get("do", s)["cmd"].startswith("kernattn ") for s in stages.values())
+    # the tiny LM and vision rows (issue 15), two seeds each; section 7 for DeiT and GKA
+    assert stages["train_lm"]["foreach"] == [f"{r}-s{k}" for r in ("base", "gka_tokens", "gka_flops", "gpa64_rope",
+                                                                    "alibi") for k in (0, 1)]
+    assert stages["train_vision"]["foreach"] == [f"{r}-s{k}" for r in ("deit", "vlt", "gka", "nwg") for k in (0, 1)]
+    assert stages["analyze_vision"]["foreach"] == ["deit-s0", "gka-s0"]
     # where a run is mirrored does not change what it computes: no training stage reads tracking
     assert not any("tracking" in sections_of(s) for s in stages.values())
     # the bench builds the vision and LM models too: it reruns when their sections or code change
     assert {"bench", "model", "matrix", "vision", "lm"} == sections_of(stages["bench"])
     assert {"src/kernattn/vision", "src/kernattn/lm"} <= set(stages["bench"]["deps"])
+
+
+def test_a_run_reads_its_own_row_and_the_rows_that_set_its_budget():
+    """Snakemake's per-run params: an LM run sees its row and the rows its compute refers to
+    (the budget), a vision run its row, each at its seed; a row added to the section changes
+    no other run's view (so reruns nothing else)."""
+    from kernattn.dag.stages import stage_table
+
+    tiny = load_params(REPO / "params.yaml", "tiny")
+    table = stage_table(tiny)
+    view = table["train_lm"].narrow("gka_flops-s1")["lm"]
+    assert [r["name"] for r in view["rows"]] == ["base", "gka_flops"] and view["seeds"] == [1]
+    assert view["lr"] == tiny.lm.lr and table["eval_lm"].narrow("gka_flops-s1") == {"lm": view}
+    assert [r["name"] for r in table["train_vision"].narrow("nwg-s0")["vision"]["rows"]] == ["nwg"]
+    more = load_params(REPO / "params.yaml", "tiny", {"lm.rows": [*tiny.raw["lm"]["rows"], {"name": "x", "variant": "gka"}],
+                                                     "vision.rows": [*tiny.raw["vision"]["rows"], {"name": "y", "variant": "favor"}]})
+    other = stage_table(more)
+    assert "train_lm@x-s1" in other["train_lm"].jobs() and "train_vision@y-s0" in other["train_vision"].jobs()
+    for stage, run in (("train_lm", "gka_flops-s1"), ("train_lm", "base-s0"), ("train_vision", "nwg-s1")):
+        assert other[stage].narrow(run) == table[stage].narrow(run), (stage, run)
 
 
 def sections_of(stage: dict) -> set[str]:
@@ -145,7 +170,7 @@ def test_snakemake_jobs_are_dvc_stages_watching_the_same_sections(workspace):
     jobs, proc = dry_run_jobs(workspace, "--forceall")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert jobs == dvc_jobs
-    assert {"train@rope-s0", "train_lm@lm-base-s0", "train_vision@gka-s0", "bench", "report"} <= set(jobs)
+    assert {"train@rope-s0", "train_lm@base-s0", "train_vision@gka-s0", "bench", "report"} <= set(jobs)
     api = run([sys.executable, "-c", RULE_PARAMS], workspace)
     assert api.returncode == 0, api.stderr[-3000:]
     rule_params = json.loads(api.stdout.strip().splitlines()[-1])
@@ -189,8 +214,8 @@ def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(workspace):
     jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr}}}")
     assert jobs == []  # the value it has: nothing changes
     jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr * 2}}}")
-    assert jobs == sorted(["bench", "prepare_lm", "report", *(f"{s}@lm-{r}-s0" for s in ("train_lm", "eval_lm")
-                                                 for r in ("base", "gka-tokens", "gka-flops"))])
+    assert jobs == sorted(["bench", "prepare_lm", "report", *(f"{s}@{r}-s0" for s in ("train_lm", "eval_lm")
+                                                 for r in ("base", "gka_tokens", "gka_flops"))])
 
 
 def test_dvc_repro_runs_the_same_stages_and_then_is_up_to_date(workspace):

@@ -703,12 +703,12 @@ def test_core_keeps_per_item_results():
 
 def _write_lm_evals(params, val_bpb: dict, copa_right: dict) -> None:
     """Evaluations of every LM run: all tasks right on every item, except COPA on the first
-    copa_right[key] of 50 items; val BPB per (key, seed) from val_bpb."""
+    copa_right[row] of 50 items; val BPB per (row, seed) from val_bpb."""
     from kernattn.lm.core import KINDS, RANDOM_BASELINE
     from kernattn.lm.runs import eval_path, lm_runs
 
     for r in lm_runs(params.lm):
-        key = "base" if r.variant == "base" else f"{r.variant}-{r.matched}"
+        key = r.row
         tasks = {}
         for t in KINDS:
             correct = [1] * 50 if t != "copa" else [1] * copa_right[key] + [0] * (50 - copa_right[key])
@@ -716,7 +716,9 @@ def _write_lm_evals(params, val_bpb: dict, copa_right: dict) -> None:
             tasks[t] = {"kind": KINDS[t], "items": 50, "fewshot": 0, "accuracy": acc,
                         "random_baseline": RANDOM_BASELINE[t], "centered": (acc - RANDOM_BASELINE[t]) / (1 - RANDOM_BASELINE[t]),
                         "correct": correct}
-        ev = {"run_id": r.run_id, "variant": r.variant, "matched": r.matched, "seed": r.seed, "label": r.label,
+        ev = {"run_id": r.run_id, "row": r.row, "variant": r.variant, "options": r.options,
+              "matched": r.compute.match if r.compute else None, "compute": r.compute.describe() if r.compute else None,
+              "seed": r.seed, "label": r.label, "value_embed_layers": [] if r.variant == "gka" else [1],
               "train_bpb": val_bpb[key][r.seed] - 0.01, "val_bpb": val_bpb[key][r.seed],
               "core": {"tasks": tasks, "core": sum(x["centered"] for x in tasks.values()) / 6},
               "n_params": 1000, "flops_per_token": 6000.0, "train_tokens": 4096, "train_flops": 6000.0 * 4096,
@@ -736,9 +738,10 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     write_runs(params_path)
     params = load_params(params_path)
     # base better in BPB by 0.10 and 0.11 (paired: mean -0.105, se 0.005, df 1); COPA: base 50/50, GKA 40/50
-    _write_lm_evals(params, {"base": {0: 2.50, 1: 2.60}, "gka-tokens": {0: 2.60, 1: 2.71},
-                             "gka-flops": {0: 2.55, 1: 2.65}},
-                    {"base": 50, "gka-tokens": 40, "gka-flops": 50})
+    _write_lm_evals(params, {"base": {0: 2.50, 1: 2.60}, "gka_tokens": {0: 2.60, 1: 2.71},
+                             "gka_flops": {0: 2.55, 1: 2.65}, "gpa64_rope": {0: 2.45, 1: 2.50},
+                             "alibi": {0: 2.52, 1: 2.61}},
+                    {"base": 50, "gka_tokens": 40, "gka_flops": 50, "gpa64_rope": 45, "alibi": 50})
     index = build.build_report(params, params_file=str(params_path), bench_dirs=[])
     import pandas as pd
 
@@ -757,15 +760,25 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     assert -2 / 6 < float(core_claim["ci_lo"]) <= float(core_claim["estimate"]) <= float(core_claim["ci_hi"]) < 0
     assert csv.loc["003-lm-size", "verdict"] == "holds by construction" and csv.loc["003-lm-size", "scale"] == "paper"
     boot = pd.read_csv(index.parent / "tables" / "lm-core-bootstrap.csv")
-    tok = boot[boot["row"] == "gka-tokens"].set_index("task")
+    tok = boot[boot["row"] == "gka_tokens"].set_index("task")
     assert tok.loc["copa", "centered_diff"] == pytest.approx(-0.4) and tok.loc["copa", "ci_hi"] < 0
     same = tok.drop(index=["copa", "mean"])
     assert (same["centered_diff"] == 0).all() and (same["ci_lo"] == 0).all() and (same["ci_hi"] == 0).all()
     assert (tok["seeds"] == "0 1").all()
-    flops = boot[boot["row"] == "gka-flops"].set_index("task")
+    assert (tok["against"] == "base").all()
+    flops = boot[boot["row"] == "gka_flops"].set_index("task")
     assert (flops["centered_diff"] == 0).all()  # the same items right: no difference, an interval of width 0
+    assert boot[boot["row"] == "gpa64_rope"].set_index("task").loc["copa", "centered_diff"] == pytest.approx(-0.2)
     html = index.read_text()
     assert 'id="lm-core-bootstrap"' in html and "2 (0, 1)" in html
+    # every row of lm.rows in the tables, the same columns, and which rows have value embeddings
+    t6 = pd.read_csv(index.parent / "tables" / "lm-table6.csv")
+    ours = t6[t6["row"].notna()]
+    assert list(ours["row"]) == [r.name for r in params.lm.rows] and ours["val_bpb_ci_half"].notna().all()
+    t8 = pd.read_csv(index.parent / "tables" / "lm-table8.csv").dropna(subset=["row"]).set_index("row")
+    assert t8["value_embeds"].to_dict() == {"base": True, "gka_tokens": False, "gka_flops": False,
+                                            "gpa64_rope": True, "alibi": True}
+    assert all(f'data-lm-row="{r.name}"' in html for r in params.lm.rows)
 
 
 def test_one_colour_per_matrix_row():

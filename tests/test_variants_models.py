@@ -125,7 +125,7 @@ def test_softmax_row_is_nanochats_baseline():
 
 
 @pytest.mark.parametrize("cfg_kw, needle", [
-    (dict(variant="flash"), "valid names: favor, gka, gpa, nw, softmax, valueless"),
+    (dict(variant="flash"), "valid names: base, favor, gka, gpa, nw, softmax, valueless"),
     (dict(variant="gpa", attention_options=freeze_options({"n_kernel": 8})), "unknown option 'n_kernel'"),
     (dict(variant="gpa", attention_options=freeze_options({"combine": "sum"})), "add, mult"),
     (dict(variant="nw", attention_options=freeze_options({"kernel": "linear"}), window_pattern="SL",
@@ -182,7 +182,7 @@ def test_vit_names_and_defaults():
     ("softmax", {"position": "alibi"}, "set option position: none"),
     ("gka", {"rope": True}, "set option rope: false"),
     ("valueless", {"position": "lag_table"}, "lag_table"),
-    ("flash", {}, "valid: deit, vlt, gka, favor, gpa, nw, softmax, valueless"),
+    ("flash", {}, "valid names: deit, vlt, gka, favor, gpa, nw, softmax, valueless"),
     ("nw", {"kernel": "cosine"}, "exp_dot, gaussian, yat, linear"),
 ])
 def test_impossible_vision_rows_fail_with_one_line(name, opts, needle):

@@ -1,7 +1,9 @@
 """The vision stages at micro scale: Fashion-MNIST preparation from the idx files (sha256
 pinned), one-line errors, training with EMA and the final files, the section 7 figures and
-the report section. Resume, SIGTERM and divergence of train-vision are test_engine.py's,
-shared by every track."""
+the report section; every registry variant as a row of vision.rows trains, resumes and
+evaluates, or (a 1-D position scheme) stops the params load with one line (parametrised over
+the registry), and issue 15's row nwg trains with --run nwg-s0. Bit-exact resume, SIGTERM and
+divergence of train-vision are test_engine.py's, shared by every track."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from kernattn import cli
+from kernattn import attention, cli
 from kernattn.config import ParamsError, load_params
 from kernattn.data.fetch import DataError
 from kernattn.vision import data as vdata
@@ -88,8 +90,8 @@ def test_errors_are_one_line(tmp_path, capsys):
     assert cli.main(["prepare-vision", "--params", str(params)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no class folders" in err and not (tmp_path / "p" / "data").exists()
-    with pytest.raises(ParamsError, match="unknown variant 'vit'"):
-        load_params(make_params(tmp_path / "q", variants=["deit", "vit"]))
+    with pytest.raises(ParamsError, match=r"vision.rows\[1\] \(v\): unknown attention variant 'vit'"):
+        load_params(make_params(tmp_path / "q", rows=[{"name": "deit", "variant": "deit"}, {"name": "v", "variant": "vit"}]))
     assert cli.main(["train-vision", "--params", str(make_params(tmp_path / "r")), "--run", "gka-s7"]) == 2
     assert "no vision run 'gka-s7'" in capsys.readouterr().err
 
@@ -104,7 +106,7 @@ def test_train_analyze_and_report(prepared, tmp_path):
     assert cli.main(["train-vision", "--params", params, "--run", "gka-s0"]) == 0
     run_dir = Path(vp.out_dir) / "gka-s0"
     final = json.loads((run_dir / "final.json").read_text())
-    assert final["steps"] == 3 and final["variant"] == "gka" and final["attention"] == "gka"
+    assert final["steps"] == 3 and final["variant"] == "gka" and final["attention"] == "gka" and final["row"] == "gka"
     assert 0 <= final["top1"] <= 100 and 0 <= final["top1_ema"] <= 100
     assert len(final["sigma"]) == 2 and len(final["sigma"][0]) == 2
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -126,6 +128,7 @@ def test_train_analyze_and_report(prepared, tmp_path):
     ctx = rv.section(tmp_path / "report", load_params(prepared))
     assert [r["model"] for r in ctx["counts_table"]][:2] == ["DeiT-Ti", "GKA-Ti"]
     assert all(r["params_ok"] and r["flops_ok"] for r in ctx["counts_table"])
+    assert [r["row"] for r in ctx["top1"]] == [r.name for r in vp.rows]  # every row, trained or not
     gka = next(r for r in ctx["top1"] if r["variant"] == "gka")
     assert gka["n_seeds"] == 1 and gka["top1_ema_mean"] == final["top1_ema"]
     # deit and vlt were not trained here: listed as missing with the command that makes them
@@ -156,3 +159,34 @@ def test_imagefolder_with_the_full_deit_recipe(tmp_path):
     assert cli.main(["train-vision", "--params", str(params), "--run", "vlt-s0"]) == 0
     final = json.loads((tmp_path / "p" / "runs" / "vlt-s0" / "final.json").read_text())
     assert final["steps"] == 2 and final["n_val"] == 4
+
+
+# issue 15's "done when" row: a Nadaraya-Watson Gaussian kernel in the ViT
+NWG = {"name": "nwg", "variant": "nw", "options": {"kernel": "gaussian"}}
+VARIANT_ROWS = [NWG, *({"name": f"v_{name}", "variant": name} for name in attention.available())]
+
+
+@pytest.mark.parametrize("row", VARIANT_ROWS, ids=lambda r: r["name"])
+def test_every_registry_variant_trains_resumes_and_evaluates(prepared, tmp_path, row, capsys):
+    """A row of each registry variant (vision defaults for the options it leaves out): one
+    that applies a 1-D position scheme fails the params load in one line naming vision.rows[0]
+    and the fix; every other trains 1 of 3 steps, resumes, finishes and evaluates (top-1)."""
+    from kernattn.vision.models import ViTSpec
+
+    name, options = ViTSpec(row["variant"], attention_options=tuple(row.get("options", {}).items())).attention
+    probe = attention.build(name, d_model=32, n_head=2, causal=False, **options)
+    params = make_params(tmp_path, rows=[row], data_dir=str(load_params(prepared).vision.data_dir))
+    run_id = f"{row['name']}-s0"
+    args = ["train-vision", "--params", str(params), "--run", run_id, "--no-progress"]
+    if probe.position_scheme() is not None:
+        capsys.readouterr()
+        assert cli.main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and f"vision.rows[0] ({row['name']}): vision attention" in err and "raster" in err
+        return
+    assert cli.main([*args, "--stop-after", "1"]) == 0
+    capsys.readouterr()
+    assert cli.main(args) == 0 and "resuming at step 1" in capsys.readouterr().out
+    final = json.loads((tmp_path / "runs" / run_id / "final.json").read_text())
+    assert final["steps"] == 3 and final["row"] == row["name"] and final["attention"] == name
+    assert final["options"] == row.get("options", {}) and 0 <= final["top1"] <= 100 and final["val_loss"] > 0

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
 MICRO_RUNS = ("rope-s0", "gpa_dp_m8-s0")
-LM_RUNS = ("lm-base-s0", "lm-gka-tokens-s0", "lm-gka-flops-s0")  # the micro scale's LM track
+LM_RUNS = ("base-s0", "gka_tokens-s0", "gka_flops-s0")  # the micro scale's LM track
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 

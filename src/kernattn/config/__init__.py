@@ -4,6 +4,7 @@
     params = load_params("params.yaml", "micro", {"train": {"lr": 0.5}})   # with overrides
     params.train.max_steps, params.lm.depth, params.vision.img_size, ...
     for run in run_matrix(params): run.run_id, run.row, run.seed, run.variant, run.options
+    lm.rows, vision.rows, matrix.rows: one row schema (config.rows); runs_of(rows, seeds) their runs
 
 The file holds the defaults (paper scale), a `scale` key naming one entry of `scales`, and
 `scales: {name: overrides}`; the overrides are deep-merged over the defaults. Every key is
@@ -18,50 +19,28 @@ the tracks, the DAG or the CLI.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from ..errors import ParamsError
 from .char import (BENCH_FAMILIES, AnalysisParams, BenchParams, DataParams, MatrixParams, ModelParams,
                    ReportParams, Row, TrackingParams, TrainParams)
 from .lm import LMParams
 from .loader import MIRROR_ENV, OVERRIDES_ENV, SCALE_ENV, SECTIONS, Params, load_params, nest_dotted
+from .rows import Compute, RunSpec, check_rows, resolve_attention, runs_of
+from .rows import find_run as find_in
 from .schema import fingerprinted, not_fingerprinted
 from .vision import VisionParams
 
 __all__ = [
-    "BENCH_FAMILIES", "AnalysisParams", "BenchParams", "DataParams", "LMParams", "MatrixParams", "MIRROR_ENV",
+    "BENCH_FAMILIES", "AnalysisParams", "Compute", "BenchParams", "DataParams", "LMParams", "MatrixParams", "MIRROR_ENV",
     "ModelParams", "OVERRIDES_ENV", "Params", "ParamsError", "ReportParams", "Row", "RunSpec", "SCALE_ENV",
-    "SECTIONS", "TrackingParams", "TrainParams", "VisionParams", "find_run", "fingerprinted", "load_params",
+    "SECTIONS", "TrackingParams", "TrainParams", "VisionParams", "check_rows", "find_run", "resolve_attention", "runs_of", "fingerprinted", "load_params",
     "nest_dotted", "not_fingerprinted", "run_matrix",
 ]
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    run_id: str
-    row: str
-    seed: int
-    variant: str
-    options: dict[str, Any]
-    source: str
-    label: str
-
-
 def run_matrix(params: Params) -> list[RunSpec]:
     """Every (row, seed) the chosen scale trains, in a stable order; run_id = '<row>-s<seed>'."""
-    only = set(params.matrix.only) if params.matrix.only is not None else None
-    return [
-        RunSpec(f"{r.name}-s{seed}", r.name, seed, r.variant, dict(r.options), r.source, r.label or r.name)
-        for r in params.matrix.rows
-        if only is None or r.name in only
-        for seed in params.matrix.seeds
-    ]
+    return runs_of(params.matrix.rows, params.matrix.seeds, params.matrix.only)
 
 
 def find_run(params: Params, run_id: str) -> RunSpec:
-    runs = {r.run_id: r for r in run_matrix(params)}
-    if run_id not in runs:
-        raise ParamsError(f"{params.path}: no run {run_id!r} in the matrix of scale {params.scale!r}; "
-                          f"runs: {', '.join(runs)}")
-    return runs[run_id]
+    return find_in(run_matrix(params), run_id, f"{params.path} (matrix of scale {params.scale!r})")

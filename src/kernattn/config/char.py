@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..errors import ParamsError
+from .rows import Row, check_lag_table, check_rows
 from .schema import NOFP, fraction, nonneg, positive
 
 CLEAN_CHOICES = ("gutenberg", "none")
@@ -111,21 +112,9 @@ class TrackingParams:
 
 
 @dataclass(frozen=True)
-class Row:
-    """One row of the experiment matrix: a named attention configuration."""
-
-    name: str
-    variant: str
-    options: dict[str, Any] = field(default_factory=dict)
-    # Which document the row reproduces ("000", "001", "reviewers", "ours"): for the report.
-    source: str = "ours"
-    label: str = ""
-
-
-@dataclass(frozen=True)
 class MatrixParams:
     seeds: tuple[int, ...] = (0, 1, 2)
-    rows: tuple[Row, ...] = ()
+    rows: tuple[Row, ...] = ()  # config.rows: the one row schema of every track
     # Names of rows to run (None: all): smaller scales run a subset.
     only: tuple[str, ...] | None = None
 
@@ -185,14 +174,11 @@ class BenchParams:
 def check(params, where: str) -> None:
     """The cross-key checks of the char sections (rows, seeds, bench rows, widths, options);
     `where` names the file and scale."""
-    from .. import attention  # the ground floor; imported here so that loading params stays light
-
     names = [r.name for r in params.matrix.rows]
-    if not names:
-        raise ParamsError(f"{where}matrix.rows is empty; add at least one row")
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise ParamsError(f"{where}matrix.rows has two rows named {dup!r}; names must be unique")
+    m = params.model
+
+    check_rows(params.matrix.rows, "matrix.rows", where, {}, {}, compute=False,
+               track_check=lambda _name, options: check_lag_table(options, m.context, "model.context"))
     if not params.matrix.seeds:
         raise ParamsError(f"{where}matrix.seeds is empty; give at least one seed")
     for name in params.matrix.only or ():
@@ -204,16 +190,5 @@ def check(params, where: str) -> None:
     for name in params.bench.char_rows:
         if name not in names:
             raise ParamsError(f"{where}bench.char_rows names unknown row {name!r}; rows: {', '.join(names)}")
-    m = params.model
     if m.d_model % m.n_head:
         raise ParamsError(f"{where}model.d_model={m.d_model} must be a multiple of model.n_head={m.n_head}")
-    for i, row in enumerate(params.matrix.rows):
-        try:
-            attention.make_options(row.variant, row.options)
-        except attention.AttentionConfigError as exc:
-            raise ParamsError(f"{where}matrix.rows[{i}] ({row.name}): {exc}") from None
-        if row.options.get("position") == "lag_table" and row.options.get("max_len", 2048) < m.context:
-            raise ParamsError(
-                f"{where}matrix.rows[{i}] ({row.name}): options.max_len={row.options['max_len']} is shorter "
-                f"than model.context={m.context}; raise max_len or lower the context"
-            )

@@ -10,9 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ParamsError
+from .rows import MATCH as MATCHED
+from .rows import Row, check_lag_table, check_rows
 from .schema import NOFP, nonneg, positive
 
-MATCHED = ("tokens", "flops")
+QK_GAIN = 1.2  # nanochat scales q and k by 1.2 after their RMS norm (notes/anchors.md)
+ALIASES = {"base": ("softmax", {})}  # the LM's name for nanochat's attention (a row's variant)
+# nanochat's flavour, for the options a row does not set (only those the variant has), with
+# rope_base from lm.rope_base: softmax is then nanochat's attention exactly.
+LM_DEFAULTS = {"position": "rope", "rope": True, "qk_norm": True, "qk_gain": QK_GAIN}
 CORE_TASKS = ("hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai", "winograd", "winogrande")
 
 
@@ -43,14 +49,14 @@ class LMParams:
     value_embeds: bool = True
     rope_base: float = field(default=100000.0, metadata=positive())
     softcap: float = field(default=15.0, metadata=positive())
-    # ---- the two variants and the matched modes
-    variants: tuple[str, ...] = ("base", "gka")
-    matched: tuple[str, ...] = MATCHED
+    # ---- the runs: rows (config.rows; a row's `compute` sets its length) x seeds. Not in a
+    # run's fingerprint as a whole: a run records its own row and planned steps instead.
+    rows: tuple[Row, ...] = field(default=(), metadata=NOFP)
     seeds: tuple[int, ...] = (0,)
-    # ---- training (the baseline's length; GKA follows from `matched`)
+    # ---- training (a row without `compute` trains `steps`)
     batch_size: int = field(default=32, metadata=positive("sequences per step"))
     grad_accum: int = field(default=8, metadata=positive())
-    # Baseline steps; None: nanochat's rule, param_data_ratio x scaling params tokens.
+    # Steps of a row without compute; None: nanochat's rule, param_data_ratio x the row's scaling params tokens.
     steps: int | None = field(default=None, metadata=positive())
     param_data_ratio: float = field(default=10.5, metadata=positive())
     lr: float = field(default=3e-3, metadata=positive())
@@ -78,6 +84,38 @@ class LMParams:
     def model_dim(self) -> int:
         return self.aspect_ratio * self.depth
 
+    def defaults(self) -> dict:
+        """The attention options a row's variant takes when the row leaves them out."""
+        return LM_DEFAULTS | {"rope_base": self.rope_base}
+
+
+def layer_windows(pattern: str, depth: int, context: int, short: int | None) -> list[int | None]:
+    """Per layer: the number of keys a query may see (itself included), None for all.
+
+    The pattern is tiled over the layers and the last layer is always L. S defaults to half
+    the context: with it the attention term of nanochat's FLOPs/token reproduces seed 003's
+    Table 8 (3.0042e9 and 2.4143e9 at depth 20, context 2048)."""
+    short = max(1, context // 2) if short is None else short
+    chars = [pattern.upper()[i % len(pattern)] for i in range(depth)]
+    chars[-1] = "L"
+    return [None if c == "L" or short >= context else short for c in chars]
+
+
+def row_check(lm: LMParams):
+    """What the GPT cannot take of a row, known before building it: a window where the variant
+    has no window form, a lag table shorter than the context (AttentionConfigError, one line)."""
+    windows = [w for w in layer_windows(lm.window_pattern, lm.depth, lm.context, lm.short_window) if w]
+
+    def check(name: str, options: dict) -> None:
+        from ..attention import AttentionConfigError, make_options, variant
+
+        if windows and not variant(name).module.allows_window(make_options(name, options), True):
+            raise AttentionConfigError(
+                f"attention {name!r} with {options} has no sliding-window form, and lm.window_pattern="
+                f"{lm.window_pattern!r} gives layers a window of {windows[0]}; use window_pattern L or another variant")
+        check_lag_table(options, lm.context, "lm.context")
+    return check
+
 
 def check(lm: LMParams, where: str) -> None:
     """The cross-key checks the per-key schema cannot express; `where` names file and scale."""
@@ -89,12 +127,6 @@ def check(lm: LMParams, where: str) -> None:
         problems.append(f".head_dim={lm.head_dim} must be even (RoPE)")
     if not lm.window_pattern or set(lm.window_pattern.upper()) - {"S", "L"}:
         problems.append(f".window_pattern={lm.window_pattern!r} must be a non-empty string of S and L")
-    for v in lm.variants:
-        if v not in ("base", "gka"):
-            problems.append(f".variants has {v!r}; allowed: base, gka")
-    for m in lm.matched:
-        if m not in MATCHED:
-            problems.append(f".matched has {m!r}; allowed: {', '.join(MATCHED)}")
     for task in lm.core_fewshot:
         if task not in CORE_TASKS:
             problems.append(f".core_fewshot has unknown task {task!r}; tasks: {', '.join(CORE_TASKS)}")
@@ -106,3 +138,4 @@ def check(lm: LMParams, where: str) -> None:
         problems.append(".seeds is empty; give at least one seed")
     if problems:
         raise ParamsError(f"{where}lm{problems[0]}")
+    check_rows(lm.rows, "lm.rows", where, ALIASES, lm.defaults(), compute=True, track_check=row_check(lm))

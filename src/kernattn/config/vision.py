@@ -10,17 +10,39 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ParamsError
+from .rows import Row, check_rows
 from .schema import NOFP, fraction, nonneg, positive
 
 DATASETS = ("fashion_mnist", "cifar10", "cifar100", "imagenet")
-# The three rows of Table 5: name -> (registry variant, options). DeiT and VLT keep the
-# biases of DeiT's qkv projection; GKA has no input projection at all.
+# The three models of Table 5, usable as a row's variant: name -> (registry variant, options).
+# DeiT and VLT keep the biases of DeiT's qkv projection; GKA has no input projection at all.
 VARIANTS = {
     "deit": ("softmax", {"position": "none", "bias": True}),
     "vlt": ("valueless", {"position": "none", "bias": True}),
     "gka": ("gka", {}),
 }
-LABELS = {"deit": "DeiT (softmax, W_Q W_K W_V W_O)", "vlt": "VLT (no W_V)", "gka": "GKA (W_O only)"}
+# For the options a row leaves out (only those its variant has): no 1-D position scheme (the
+# ViT's positions are its learned 2-D embedding), DeiT's qkv biases.
+VISION_DEFAULTS = {"position": "none", "bias": True}
+# Section 7's figures (analyze-vision) are drawn for the rows of these attentions: DeiT's
+# softmax and GKA, the two the paper shows side by side.
+VIZ_ATTENTIONS = ("softmax", "gka")
+
+
+def check_position_free(label: str, name: str, options: dict, module) -> None:
+    """One line naming the option when a ViT's attention applies a 1-D position scheme: on a
+    patch grid i - j is a raster offset (a patch and the one below it a grid width apart, the
+    class token at lag 0 to the first patch), not a spatial lag."""
+    from ..attention import AttentionConfigError
+
+    scheme = module.position_scheme()
+    if scheme is not None:
+        hint = ("set option position: none" if "position" in options
+                else "set option rope: false" if options.get("rope") else "use a variant without a lag bias")
+        what = repr(label) if label == name else f"{label!r} ({name})"
+        raise AttentionConfigError(
+            f"vision attention {what} applies {scheme} along the token order, which on a patch grid "
+            f"is a 1-D raster offset, not a spatial lag; the ViT's positions are its learned 2-D embedding: {hint}")
 
 
 @dataclass(frozen=True)
@@ -43,7 +65,9 @@ class VisionParams:
     mlp_ratio: float = field(default=4.0, metadata=positive())
     drop_path: float = field(default=0.1, metadata=nonneg())
     gka_init_sigma: float = field(default=1.0, metadata=positive())
-    variants: tuple[str, ...] = field(default=("deit", "gka", "vlt"), metadata=NOFP)
+    # the runs: rows (config.rows; a variant is a registry name or deit / vlt / gka) x seeds;
+    # a run's fingerprint holds its own row, not the list
+    rows: tuple[Row, ...] = field(default=(), metadata=NOFP)
     seeds: tuple[int, ...] = field(default=(0,), metadata=NOFP)
     # ---- optimisation (DeiT recipe, seed 003 section 4.1)
     epochs: int = field(default=300, metadata=positive())
@@ -87,8 +111,6 @@ class VisionParams:
 
     def check(self, where: str) -> None:
         """The cross-key checks; `where` names the file and scale."""
-        if bad := [name for name in self.variants if name not in VARIANTS]:
-            raise ParamsError(f"{where}vision.variants: unknown variant {bad[0]!r}; allowed: {', '.join(VARIANTS)}")
         if self.img_size % self.patch_size:
             raise ParamsError(f"{where}vision.img_size={self.img_size} must be a multiple of "
                               f"vision.patch_size={self.patch_size}")
@@ -96,3 +118,15 @@ class VisionParams:
             raise ParamsError(f"{where}vision.embed_dim={self.embed_dim} must be a multiple of vision.n_head={self.n_head}")
         if not self.seeds:
             raise ParamsError(f"{where}vision.seeds is empty; give at least one seed")
+        check_rows(self.rows, "vision.rows", where, VARIANTS, VISION_DEFAULTS, compute=False,
+                   track_check=self._row_check)
+
+    def _row_check(self, name: str, options: dict) -> None:
+        """A ViT block's attention of this row, built on the meta device, takes no 1-D positions."""
+        import torch
+
+        from .. import attention
+
+        with torch.device("meta"):
+            module = attention.build(name, d_model=self.embed_dim, n_head=self.n_head, causal=False, **options)
+        check_position_free(name, name, options, module)

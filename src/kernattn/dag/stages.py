@@ -2,7 +2,8 @@
 
     prepare -> train@<run> -> analyze_gpa@<gpa run>;  prepare -> analyze_corpus
     prepare_vision -> train_vision@<run> -> analyze_vision@<run>;  count_vision
-    prepare_lm -> train_lm@<run> -> eval_lm@<run>
+    prepare_lm -> train_lm@<run> -> eval_lm@<run>   (a matched run needs no other run: its
+                                                      steps come from FLOPs counted on the meta device)
     bench;  all of them -> report
 
 The Snakefile's rules (rules/*.smk) and dvc.yaml (dag.dvc) both read this table, so the
@@ -17,7 +18,9 @@ import dataclasses
 
 from .. import analysis
 from ..config import Params, find_run, run_matrix
+from ..config.rows import chain
 from ..lm import pipeline as lm_paths
+from ..lm.runs import lm_runs
 from ..vision import stages as vision_paths
 from .stage import Stage
 
@@ -62,6 +65,16 @@ def run_spec(params: Params, run_id: str) -> dict:
     return dataclasses.asdict(find_run(params, run_id))
 
 
+def track_run_view(p: Params, section: str, runs: list, run_id: str) -> dict:
+    """The `section` (lm or vision) as one run reads it: its rows cut to the run's row and the
+    rows its compute refers to, its seeds to the run's seed; adding a row or a seed then
+    reruns no other run (Snakemake's params trigger)."""
+    run = next(r for r in runs if r.run_id == run_id)
+    names = {r.name for r in chain(getattr(p, section).rows, run.row)}
+    raw = p.raw[section]
+    return {section: {**raw, "rows": [r for r in raw["rows"] if r["name"] in names], "seeds": [run.seed]}}
+
+
 # ----------------------------------------------------------------------------- the table
 def char_stages(p: Params) -> list[Stage]:
     data = data_outputs(p)
@@ -84,6 +97,10 @@ def char_stages(p: Params) -> list[Stage]:
 def vision_stages(p: Params) -> list[Stage]:
     vp = p.vision
     data = [vision_paths.data_output(vp)]
+    runs = vision_paths.runs(vp)
+
+    def narrow(run_id: str) -> dict:
+        return track_run_view(p, "vision", runs, run_id)
     return [
         Stage("prepare_vision", ("vision",), ("vision/data.py", "data/fetch.py"), lambda _: data,
               dvc_outs=lambda _: [vp.data_dir]),
@@ -91,24 +108,30 @@ def vision_stages(p: Params) -> list[Stage]:
               dvc_outs=lambda _: [vp.counts_dir]),
         Stage("train_vision", ("vision",), ("",), lambda r: [vision_paths.run_output(vp, r)],
               inputs=lambda _: data, dvc_outs=lambda r: [f"{vp.out_dir}/{r}"],
-              runs=tuple(vision_paths.run_ids(vp)), extra="--stale archive", persist=True, threads=vp.threads or 4),
+              runs=tuple(vision_paths.run_ids(vp)), extra="--stale archive", persist=True, threads=vp.threads or 4,
+              narrow=narrow),
         Stage("analyze_vision", ("vision",), ("",), lambda r: [vision_paths.analysis_output(vp, r)],
               inputs=lambda r: [*data, vision_paths.run_output(vp, r)],
               dvc_outs=lambda r: [f"{vp.analysis_dir}/{r}"], runs=tuple(vision_paths.viz_runs(vp)),
-              threads=vp.threads or 4),
+              threads=vp.threads or 4, narrow=narrow),
     ]
 
 
 def lm_stages(p: Params) -> list[Stage]:
     data = lm_paths.data_outputs(p)
-    runs = tuple(lm_paths.run_ids(p))
+    specs = lm_runs(p.lm)
+    runs = tuple(r.run_id for r in specs)
+
+    def narrow(run_id: str) -> dict:  # a matched run reads its reference row, never its outputs
+        return track_run_view(p, "lm", specs, run_id)
     return [
         Stage("prepare_lm", ("lm",), ("lm", "data/fetch.py"), lambda _: data),
         Stage("train_lm", ("lm",), ("",), lambda r: [lm_paths.final_output(p, r)], inputs=lambda _: data,
               dvc_outs=lambda r: [str(lm_paths.run_dir(p.lm, r))], runs=runs, extra="--stale archive",
-              persist=True, threads=p.lm.threads or 4),
+              persist=True, threads=p.lm.threads or 4, narrow=narrow),
         Stage("eval_lm", ("lm",), ("",), lambda r: [lm_paths.eval_output(p, r)],
-              inputs=lambda r: [*data, lm_paths.final_output(p, r)], runs=runs, threads=p.lm.threads or 4),
+              inputs=lambda r: [*data, lm_paths.final_output(p, r)], runs=runs, threads=p.lm.threads or 4,
+              narrow=narrow),
     ]
 
 

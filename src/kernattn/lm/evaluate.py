@@ -1,10 +1,10 @@
 """Stage `kernattn eval-lm`: bits per byte and the CORE subset of one trained LM run.
 
-    kernattn eval-lm [--params params.yaml] [--scale S] --run lm-base-s0
+    kernattn eval-lm [--params params.yaml] [--scale S] --run base-s0
 
 Reads lm.out_dir/<run_id>/model.pt (and final.json), the tokenizer and token streams of
 lm.data_dir, and writes <lm.out_dir>/../eval/<run_id>.json atomically:
-  {"run_id", "variant", "matched", "train_bpb", "val_bpb", "bpb": {split: {bpb, nats, bytes,
+  {"run_id", "row", "variant", "options", "matched", "seed", "label", "value_embed_layers", "train_bpb", "val_bpb", "bpb": {split: {bpb, nats, bytes,
    tokens}}, "core": {"tasks": {task: {kind, items, fewshot, accuracy, random_baseline,
    centered, correct: [0/1 per item]}}, "core": mean centered}, "n_params", "flops_per_token", "train_tokens",
    "train_flops", "steps", "eval_s"}
@@ -27,14 +27,15 @@ from ..train import resolve_device
 from . import core
 from . import tokenizer as tok
 from .bpb import evaluate_bpb
-from .model import GPT, GPTConfig
-from .runs import LMRun, add_stage_arguments, eval_path, load_stage, run_dir
-from .train import load_stream
+from ..config import RunSpec
+from .model import GPT
+from .runs import add_stage_arguments, eval_path, load_stage, run_dir
+from .train import load_stream, row_config
 
 HELP = "LM track: bits per byte (train, val) and the CORE subset of one trained run"
 
 
-def evaluate_run(params, run: LMRun) -> dict:
+def evaluate_run(params, run: RunSpec) -> dict:
     from ..errors import UsageError
 
     lm = params.lm
@@ -48,7 +49,7 @@ def evaluate_run(params, run: LMRun) -> dict:
     device = resolve_device(lm.device)
     if lm.threads:
         torch.set_num_threads(lm.threads)
-    model = GPT(GPTConfig.from_params(lm, enc.n_vocab, run.variant))
+    model = GPT(row_config(lm, enc.n_vocab, run))
     model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
     model.to(device).eval()
     bf16 = device.type == "cuda" and lm.dtype == "bfloat16"
@@ -68,8 +69,11 @@ def evaluate_run(params, run: LMRun) -> dict:
                                   lm.bpb_tokens, autocast)
     core_res = core.evaluate_core(model_fn, enc, lm.eval_dir, lm.context, lm.core_items, lm.core_fewshot,
                                   lm.core_seed, tok.bos_id(enc))
-    return {"run_id": run.run_id, "variant": run.variant, "matched": run.matched, "seed": run.seed,
-            "label": run.label, "train_bpb": bpb["train"]["bpb"], "val_bpb": bpb["val"]["bpb"], "bpb": bpb,
+    c = run.compute
+    return {"run_id": run.run_id, "row": run.row, "variant": run.variant, "options": run.options,
+            "matched": c.match if c else None, "compute": c.describe() if c else None, "seed": run.seed,
+            "label": run.label, "value_embed_layers": model.value_embed_layers,
+            "train_bpb": bpb["train"]["bpb"], "val_bpb": bpb["val"]["bpb"], "bpb": bpb,
             "core": core_res, "n_params": final["n_params"], "params": final["params"],
             "flops_per_token": final["flops_per_token"], "train_tokens": final["train_tokens"],
             "train_flops": final["train_flops"], "steps": final["steps"], "train_wall_s": final["wall_s"],

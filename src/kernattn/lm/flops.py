@@ -11,10 +11,12 @@ channels of their padded fused call reported apart as `padding`; nw yat against 
 recomputed in backward; FAVOR+ its feature maps plus the chunked linear attention; the signed
 linear kernel the latter alone. `total` excludes `padding` (the paper's convention).
 
-Matched modes (the comparison the paper did not make):
-- tokens: every variant trains the baseline's number of steps, so the same tokens;
-- flops: a variant trains round(base_steps x base_flops_per_token / its flops_per_token)
-  steps, so its total training FLOPs equal the baseline's (up to one step).
+A row's `compute` (config.rows) sets its steps (lm.train.plan):
+- null: lm.steps, or nanochat's rule on the row's own model (base_steps);
+- {tokens: N}: the whole steps closest to N training tokens (token_steps);
+- {match: tokens, row: R}: R's steps, so the same tokens;
+- {match: flops, row: R}: round(R's steps x R's flops_per_token / its flops_per_token)
+  steps, so its total training FLOPs equal R's (up to one step).
 """
 
 from __future__ import annotations
@@ -40,10 +42,15 @@ def tokens_per_step(lm) -> int:
 
 
 def base_steps(lm, base_model: GPT) -> int:
-    """lm.steps, or nanochat's rule: param_data_ratio x scaling parameters, in whole steps."""
+    """lm.steps, or nanochat's rule: param_data_ratio x the model's scaling parameters, in whole steps."""
     if lm.steps is not None:
         return lm.steps
     return max(1, int(lm.param_data_ratio * base_model.param_counts()["scaling"]) // tokens_per_step(lm))
+
+
+def token_steps(lm, tokens: int) -> int:
+    """The whole steps closest to `tokens` training tokens (at least one)."""
+    return max(1, round(tokens / tokens_per_step(lm)))
 
 
 def matched_steps(base: int, base_fpt: float, variant_fpt: float, mode: str) -> int:

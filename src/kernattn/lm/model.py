@@ -35,14 +35,12 @@ from torch import nn
 
 from .. import attention
 from ..attention import registry
-from ..attention.registry import freeze_options  # noqa: F401  (the trainers' way to fill attention_options)
+from ..attention.registry import freeze_options
+from ..config.lm import ALIASES, LM_DEFAULTS, QK_GAIN, layer_windows  # noqa: F401  (QK_GAIN: the tests' anchor)
+from ..config.rows import resolve_attention
 
-QK_GAIN = 1.2  # nanochat scales q and k by 1.2 after their RMS norm (notes/anchors.md)
 VE_GATE_CHANNELS = 32
-VARIANTS = ("base", "gka")  # the two rows of seed 003's Table 8 (names kept for the trainer)
-ALIASES = {"base": "softmax"}  # the LM's name for nanochat's attention
-# nanochat's flavour, for the options a row does not set (only those the variant has).
-LM_DEFAULTS: dict[str, Any] = {"position": "rope", "rope": True, "qk_norm": True, "qk_gain": QK_GAIN}
+VARIANTS = ("base", "gka")  # the two models of seed 003's Table 8 (the benchmark's LM pair)
 
 
 @dataclass(frozen=True)
@@ -70,11 +68,10 @@ class GPTConfig:
 
     @property
     def attention(self) -> tuple[str, dict[str, Any]]:
-        """(registry name, options): the row's options over the LM defaults the variant has."""
-        name = ALIASES.get(self.variant, self.variant)
-        fields = registry.option_fields(name)  # AttentionConfigError names the valid variants
-        defaults = {k: v for k, v in (LM_DEFAULTS | {"rope_base": self.rope_base}).items() if k in fields}
-        return name, defaults | dict(self.attention_options)
+        """(registry name, options): the row's options over the LM defaults the variant has
+        (AttentionConfigError names the valid variants)."""
+        return resolve_attention(self.variant, dict(self.attention_options), ALIASES,
+                                 LM_DEFAULTS | {"rope_base": self.rope_base})
 
     @property
     def uses_value_embeds(self) -> bool:
@@ -86,18 +83,6 @@ class GPTConfig:
                    context=lm.context, window_pattern=lm.window_pattern, short_window=lm.short_window,
                    value_embeds=lm.value_embeds, rope_base=lm.rope_base, softcap=lm.softcap, variant=variant,
                    attention_options=freeze_options(options))
-
-
-def layer_windows(pattern: str, depth: int, context: int, short: int | None) -> list[int | None]:
-    """Per layer: the number of keys a query may see (itself included), None for all.
-
-    The pattern is tiled over the layers and the last layer is always L. S defaults to half
-    the context: with it the attention term of nanochat's FLOPs/token reproduces seed 003's
-    Table 8 (3.0042e9 and 2.4143e9 at depth 20, context 2048)."""
-    short = max(1, context // 2) if short is None else short
-    chars = [pattern.upper()[i % len(pattern)] for i in range(depth)]
-    chars[-1] = "L"
-    return [None if c == "L" or short >= context else short for c in chars]
 
 
 def has_value_embed(layer: int, depth: int) -> bool:

@@ -1,52 +1,24 @@
-"""The LM track's runs: the baseline once per seed, each other variant once per matched mode.
+"""The LM track's runs: lm.rows x seeds (config.rows), run id `<row>-s<seed>`:
 
-    lm-base-s0            the baseline (its step count defines both modes)
-    lm-gka-tokens-s0      GKA trained on the baseline's number of tokens
-    lm-gka-flops-s0       GKA trained on the baseline's total training FLOPs
+    base-s0          the nanochat baseline (compute null: lm.steps or nanochat's rule)
+    gka_tokens-s0    GKA-LM at the training tokens of row base (compute {match: tokens, row: base})
+    gka_flops-s0     GKA-LM at the training FLOPs of row base
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import ParamsError
+from ..config import RunSpec, runs_of
+from ..config.rows import find_run
 
 
-@dataclass(frozen=True)
-class LMRun:
-    run_id: str
-    variant: str
-    matched: str | None  # None for the baseline
-    seed: int
-
-    @property
-    def label(self) -> str:
-        if self.variant == "base":
-            return "nanochat baseline"
-        return f"GKA-LM, matched {self.matched}"
+def lm_runs(lm) -> list[RunSpec]:
+    return runs_of(lm.rows, lm.seeds)
 
 
-def lm_runs(lm) -> list[LMRun]:
-    out = []
-    for seed in lm.seeds:
-        for variant in lm.variants:
-            if variant == "base":
-                out.append(LMRun(f"lm-base-s{seed}", "base", None, seed))
-            else:
-                out += [LMRun(f"lm-{variant}-{m}-s{seed}", variant, m, seed) for m in lm.matched]
-    return out
-
-
-def find_lm_run(params, run_id: str) -> LMRun:
-    runs = {r.run_id: r for r in lm_runs(params.lm)}
-    if run_id not in runs:
-        raise ParamsError(f"{params.path}: no LM run {run_id!r} at scale {params.scale!r}; runs: {', '.join(runs)}")
-    return runs[run_id]
-
-
-def base_run_id(run: LMRun) -> str:
-    return f"lm-base-s{run.seed}"
+def find_lm_run(params, run_id: str) -> RunSpec:
+    return find_run(lm_runs(params.lm), run_id, f"{params.path} (lm.rows of scale {params.scale!r})", "LM run")
 
 
 def run_dir(lm, run_id: str) -> Path:
@@ -64,15 +36,13 @@ def add_stage_arguments(parser, with_run: bool = True) -> None:
     parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
     if with_run:
         parser.add_argument("--run", required=True, metavar="RUN_ID",
-                            help="an LM run: lm-base-s<seed>, lm-gka-tokens-s<seed> or lm-gka-flops-s<seed>")
+                            help="an LM run: <row of lm.rows>-s<seed>, e.g. base-s0")
 
 
 def load_stage(args, with_run: bool = True):
-    """(params, LMRun or None) from the stage's arguments; a bad params file or run id is a
-    one-line UsageError."""
+    """(params, RunSpec or None) from the stage's arguments; a bad params file or run id is a
+    one-line error."""
     from ..config import load_params
-    from .params import lm_params
 
     params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
-    lm_params(params)
     return params, (find_lm_run(params, args.run) if with_run else None)

@@ -1,6 +1,6 @@
 """Stage `kernattn train-lm`: train one run of the LM track (resumable), through the engine.
 
-    kernattn train-lm [--params params.yaml] [--scale S] --run lm-gka-flops-s0 [--fresh] [--stale archive]
+    kernattn train-lm [--params params.yaml] [--scale S] --run gka_flops-s0 [--fresh] [--stale archive]
 
 Reads lm.data_dir (train.npy, val.npy, meta.json) and writes lm.out_dir/<run_id>/:
 config.json (configuration, parameter counts, FLOPs per token, steps and why), metrics.jsonl
@@ -9,9 +9,11 @@ val lines at step 0, every eval_every steps and at the end), ckpt.pt, model.pt (
 weights) and, last, final.json. Resume, SIGTERM (143), divergence (exit 3, a FAILED record)
 and MLflow (experiment lm.experiment) are the engine's, the same as every track's.
 
-Steps: the baseline trains lm.steps (or nanochat's param:data rule, see flops.base_steps);
-a GKA run trains the baseline's steps (matched tokens) or as many steps as give the
-baseline's total training FLOPs (matched flops). Each step is grad_accum micro-batches of
+Steps (`plan`, from the row's `compute`, every model built on the meta device, so a run
+needs no other run's outputs): null trains lm.steps (or nanochat's param:data rule on the
+row's own model, see flops.base_steps); {match: tokens, row: R} the steps of row R;
+{match: flops, row: R} as many steps as give R's total training FLOPs; {tokens: N} the steps
+closest to N tokens. Each step is grad_accum micro-batches of
 batch_size random windows of context + 1 tokens (a generator seeded from the run's seed).
 Optimiser: AdamW (the nanochat reference uses Muon for the matrices; not reproduced here),
 lr constant after a linear warmup (warmup_frac of the steps), then linear warmdown over the
@@ -36,10 +38,12 @@ from ..engine.options import add_run_options, run_track
 from ..errors import UsageError
 from ..io import atomic_torch_save
 from . import flops as fl
+from ..config import RunSpec
+from ..config.rows import chain
 from .model import GPT, GPTConfig, build_model
-from .runs import LMRun, add_stage_arguments, load_stage, run_dir
+from .runs import add_stage_arguments, load_stage, run_dir
 
-HELP = "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"
+HELP = "LM track: train one run of lm.rows (nanochat GPT with the row's attention; resumable)"
 VAL_WINDOWS_SEED = 31337
 VAL_BATCHES = 4
 
@@ -73,23 +77,33 @@ def lr_factor(step: int, total: int, lm) -> float:
     return 1.0
 
 
-def plan(lm, vocab: int, run: LMRun) -> dict[str, Any]:
-    """Parameter counts, FLOPs per token and steps of `run` (and of its baseline)."""
-    base = build_model(GPTConfig.from_params(lm, vocab, "base"), "meta")
-    model = build_model(GPTConfig.from_params(lm, vocab, run.variant), "meta")
-    base_fpt, fpt = fl.flops_per_token(base)["total"], fl.flops_per_token(model)
-    steps_base = fl.base_steps(lm, base)
-    steps = steps_base if run.matched is None else fl.matched_steps(steps_base, base_fpt, fpt["total"], run.matched)
+def row_config(lm, vocab: int, row) -> GPTConfig:
+    return GPTConfig.from_params(lm, vocab, row.variant, row.options)
+
+
+def plan(lm, vocab: int, run: RunSpec) -> dict[str, Any]:
+    """Parameter counts, FLOPs per token, value-embedding layers and steps of `run`, and the
+    budget chain that sets its steps (its row, then the rows its compute refers to)."""
+    steps = fpt = None
+    budget = []
+    for row in reversed(chain(lm.rows, run.row)):  # the row that sets the budget first
+        model = build_model(row_config(lm, vocab, row), "meta")
+        prev_steps, prev_fpt, fpt = steps, fpt, fl.flops_per_token(model)
+        c = row.compute
+        steps = (fl.base_steps(lm, model) if c is None else fl.token_steps(lm, c.tokens) if c.tokens is not None
+                 else fl.matched_steps(prev_steps, prev_fpt["total"], fpt["total"], c.match))
+        budget.insert(0, {"row": row.name, "steps": steps, "flops_per_token": fpt["total"],
+                          "compute": c.describe() if c else "lm.steps" if lm.steps else "nanochat's param:data rule"})
     tps = fl.tokens_per_step(lm)
-    return {"params": model.param_counts(), "flops_per_token": fpt, "steps": steps, "base_steps": steps_base,
-            "tokens_per_step": tps, "train_tokens": steps * tps, "train_flops": steps * tps * fpt["total"],
-            "base_flops_per_token": base_fpt, "matched": run.matched}
+    return {"params": model.param_counts(), "flops_per_token": fpt, "steps": steps, "tokens_per_step": tps,
+            "train_tokens": steps * tps, "train_flops": steps * tps * fpt["total"], "budget": budget,
+            "matched": run.compute.match if run.compute else None, "value_embed_layers": model.value_embed_layers}
 
 
 class LMTrack(Track):
     command, name, section_name, rate_unit = "train-lm", "lm", "lm", "tokens"
 
-    def __init__(self, params, run: LMRun):
+    def __init__(self, params, run: RunSpec):
         lm = params.lm
         self.params, self.run, self.section, self.experiment_section = params, run, lm, lm
         self.run_id, self.seed, self.variant = run.run_id, run.seed, run.variant
@@ -105,18 +119,20 @@ class LMTrack(Track):
 
     def identity(self) -> dict:
         r = self.run
-        return {"run_id": r.run_id, "seed": r.seed, "variant": r.variant, "matched": r.matched, "label": r.label}
+        return {"run_id": r.run_id, "row": r.row, "seed": r.seed, "variant": r.variant, "options": r.options,
+                "source": r.source, "label": r.label, "matched": self.info["matched"]}
 
     def fingerprint_config(self) -> dict:
-        """The lm fields that make the weights, the run, the vocabulary and the data (meta.json
-        records the sources' sha256s and the token counts)."""
+        """The lm fields that make the weights, the run (its row and the budget its compute
+        gives: not the other rows), the vocabulary and the data (meta.json records the
+        sources' sha256s and the token counts)."""
         fields = fingerprinted(self.section)
-        return json.loads(json.dumps({"lm": fields, "run": dataclasses.asdict(self.run), "vocab": self.vocab,
-                                      "data": digest(self.meta)}, default=str))
+        return json.loads(json.dumps({"lm": fields, "run": dataclasses.asdict(self.run), "steps": self.max_steps,
+                                      "vocab": self.vocab, "data": digest(self.meta)}, default=str))
 
     def build(self, device: torch.device) -> None:
         lm = self.section
-        self.model = GPT(GPTConfig.from_params(lm, self.vocab, self.variant)).to(device)
+        self.model = GPT(row_config(lm, self.vocab, self.run)).to(device)
         self.device = device
         # Decay only the matrices that multiply activations: never embeddings, residual scalars
         # or an attention's kernel banks, lag tables and bandwidths (2-D too, but not weights).
@@ -175,7 +191,8 @@ class LMTrack(Track):
         info = self.info
         return {"train_tokens": info["train_tokens"], "train_flops": info["train_flops"],
                 "flops_per_token": info["flops_per_token"]["total"], "n_params": info["params"]["total"],
-                "params": info["params"], "val_loss": st.last_val["loss"], "train_loss": st.last_train}
+                "params": info["params"], "value_embed_layers": info["value_embed_layers"],
+                "budget": info["budget"], "val_loss": st.last_val["loss"], "train_loss": st.last_train}
 
     def finish(self, folder: Path) -> None:
         atomic_torch_save(folder / "model.pt", self.model.state_dict())  # what eval-lm loads

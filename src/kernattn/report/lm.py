@@ -1,17 +1,20 @@
 """The report's LM section: seed 003 Tables 6-8 analogues from the eval-lm outputs.
 
 Reads <lm.out_dir>/../eval/<run_id>.json for every LM run of the scale (a missing one is a
-warning naming the command that makes it) and the paper's numbers (paper_lm.yaml). Rows are
-(variant, matched mode): the baseline, GKA at matched training tokens, GKA at matched
-training FLOPs; with several seeds the numbers are means over seeds (n shown). The depth-20
-parameter counts and FLOPs/token are computed here on the meta device (nothing allocated)
-and set beside the paper's Table 8, whatever the scale.
+warning naming the command that makes it) and the paper's numbers (paper_lm.yaml). One table
+row per row of lm.rows, in its order, all with the same columns (label, variant, compute,
+value embeddings, BPB, CORE, counts); with several seeds the numbers are means over seeds (n
+shown). The first row of lm.rows is the reference the others are set against (deltas,
+ratios, bootstrap). The depth-20 parameter counts and FLOPs/token of the paper's two models
+are computed here on the meta device (nothing allocated) and set beside the paper's Table 8,
+whatever the scale.
 
 Uncertainty: BPB per row is the mean over seeds with its t interval; the CORE difference of
-each GKA row from the baseline (per task and the mean centered score) gets a paired bootstrap
+each row from the reference row (per task and the mean centered score) gets a paired bootstrap
 interval over items (stats.paired_bootstrap: the same items resampled for both rows, per task
 for the mean; each item's score is its correctness averaged over the seeds both rows share).
-`claims` judges seed 003's section 5 claims of paper_numbers.yaml on these numbers.
+`claims` judges seed 003's section 5 claims of paper_numbers.yaml on these numbers: GKA-LM is
+the first GKA row matched in tokens to another row, the baseline that row.
 """
 
 from __future__ import annotations
@@ -46,12 +49,9 @@ def depth20_counts(vocab: int = 32768, context: int = 2048) -> dict:
     out = {}
     for variant in ("base", "gka"):
         model = build_model(GPTConfig(vocab_size=vocab, depth=20, context=context, variant=variant), "meta")
-        out[variant] = {**model.param_counts(), "flops_per_token": flops_per_token(model)["total"]}
+        out[variant] = {**model.param_counts(), "flops_per_token": flops_per_token(model)["total"],
+                        "value_embeds": bool(model.value_embed_layers)}
     return out
-
-
-def _row_key(r: dict) -> str:
-    return "base" if r["variant"] == "base" else f"{r['variant']}-{r['matched']}"
 
 
 def _mean(values):
@@ -62,44 +62,24 @@ def _mean(values):
 def section(folder: Path, params) -> dict:
     lm = params.lm
     paper = paper_numbers()
-    runs = lm_runs(lm)
     results, warnings = [], []
-    for r in runs:
+    for r in lm_runs(lm):
         p = eval_path(lm, r.run_id)
         if not p.is_file():
             warnings.append(f"{r.run_id}: no evaluation ({p}); run `kernattn train-lm --run {r.run_id}` then "
                             f"`kernattn eval-lm --run {r.run_id}`")
             continue
         results.append(json.loads(p.read_text()))
-    groups: dict[str, list[dict]] = {}
-    for res in results:
-        groups.setdefault(_row_key(res), []).append(res)
-    rows = []
-    for key, rs in groups.items():
-        first = rs[0]
-        rows.append({
-            "key": key, "label": first["label"], "variant": first["variant"], "matched": first["matched"],
-            "n": len(rs), "seeds": [x["seed"] for x in rs],
-            "train_bpb": _mean(x["train_bpb"] for x in rs), "val_bpb": _mean(x["val_bpb"] for x in rs),
-            "gap": _mean(x["val_bpb"] - x["train_bpb"] for x in rs),
-            "tasks": {t: _mean(x["core"]["tasks"][t]["centered"] for x in rs) for t in TASKS},
-            "accuracy": {t: _mean(x["core"]["tasks"][t]["accuracy"] for x in rs) for t in TASKS},
-            "items": {t: first["core"]["tasks"][t]["items"] for t in TASKS},
-            "core": _mean(x["core"]["core"] for x in rs),
-            "params_m": first["n_params"] / 1e6, "flops_per_token": first["flops_per_token"],
-            "train_tokens": first["train_tokens"], "train_flops": first["train_flops"], "steps": first["steps"],
-            "train_wall_s": _mean(x["train_wall_s"] for x in rs), "eval_s": _mean(x["eval_s"] for x in rs),
-        })
-    order = {"base": 0, "gka-tokens": 1, "gka-flops": 2}
-    rows.sort(key=lambda r: order.get(r["key"], 9))
-    base = next((r for r in rows if r["key"] == "base"), None)
+    groups: dict[str, list[dict]] = {row.name: [x for x in results if x["row"] == row.name] for row in lm.rows}
+    groups = {k: v for k, v in groups.items() if v}
+    rows = [_summary(key, rs) for key, rs in groups.items()]
+    ref = rows[0] if rows and rows[0]["key"] == lm.rows[0].name else None
+    boot = core_bootstrap(groups, ref["key"] if ref else None)
     for r in rows:
-        r["core_delta"] = None if base is None or r is base else r["core"] - base["core"]
-        r["flops_ratio"] = None if base is None else r["train_flops"] / base["train_flops"]
-        r["tokens_ratio"] = None if base is None else r["train_tokens"] / base["train_tokens"]
-        r["params_ratio"] = None if base is None else r["params_m"] / base["params_m"]
-    boot = core_bootstrap(groups)
-    for r in rows:
+        r["core_delta"] = None if ref is None or r is ref else r["core"] - ref["core"]
+        r["flops_ratio"] = None if ref is None else r["train_flops"] / ref["train_flops"]
+        r["tokens_ratio"] = None if ref is None else r["train_tokens"] / ref["train_tokens"]
+        r["params_ratio"] = None if ref is None else r["params_m"] / ref["params_m"]
         r["boot"] = boot.get(r["key"])
         r["val_bpb_ci"] = stats.mean_ci([x["val_bpb"] for x in groups[r["key"]]])
     d20 = depth20_counts()
@@ -110,18 +90,47 @@ def section(folder: Path, params) -> dict:
         df.to_csv(folder / "tables" / f"lm-{name}.csv", index=False)
     meta_path = Path(lm.data_dir) / "meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
-    return {"present": bool(rows), "rows": rows, "groups": groups, "warnings": warnings, "paper": paper, "d20": d20,
-            "boot_resamples": BOOT_RESAMPLES,
+    return {"present": bool(rows), "rows": rows, "ref": ref, "groups": groups, "warnings": warnings, "paper": paper,
+            "d20": d20, "boot_resamples": BOOT_RESAMPLES, "claim_rows": claim_rows(lm.rows),
             "tasks": TASKS, "baselines": RANDOM_BASELINE, "kinds": KINDS, "lm": lm, "meta": meta,
             "is_paper": params.scale == "paper", "model_dim": lm.model_dim(),
             "n_head": max(1, lm.model_dim() // lm.head_dim)}
 
 
+def _summary(key: str, rs: list[dict]) -> dict:
+    """One table row: the row's seeds' evaluations, averaged."""
+    first = rs[0]
+    return {
+        "key": key, "label": first["label"], "variant": first["variant"], "options": first["options"],
+        "matched": first["matched"], "compute": first["compute"] or "own steps",
+        "value_embeds": bool(first["value_embed_layers"]), "n": len(rs), "seeds": [x["seed"] for x in rs],
+        "train_bpb": _mean(x["train_bpb"] for x in rs), "val_bpb": _mean(x["val_bpb"] for x in rs),
+        "gap": _mean(x["val_bpb"] - x["train_bpb"] for x in rs),
+        "tasks": {t: _mean(x["core"]["tasks"][t]["centered"] for x in rs) for t in TASKS},
+        "accuracy": {t: _mean(x["core"]["tasks"][t]["accuracy"] for x in rs) for t in TASKS},
+        "items": {t: first["core"]["tasks"][t]["items"] for t in TASKS},
+        "core": _mean(x["core"]["core"] for x in rs),
+        "params_m": first["n_params"] / 1e6, "flops_per_token": first["flops_per_token"],
+        "train_tokens": first["train_tokens"], "train_flops": first["train_flops"], "steps": first["steps"],
+        "train_wall_s": _mean(x["train_wall_s"] for x in rs), "eval_s": _mean(x["eval_s"] for x in rs),
+    }
+
+
+def claim_rows(rows) -> tuple[str, str] | None:
+    """(baseline, GKA-LM) row names for seed 003's claims: the first GKA row matched in tokens
+    to another row, and that row (the paper compares them at the baseline's tokens)."""
+    for row in rows:
+        if row.variant == "gka" and row.compute is not None and row.compute.match == "tokens":
+            return row.compute.row, row.name
+    return None
+
+
 def _tables(rows: list[dict], paper: dict, d20: dict) -> dict[str, pd.DataFrame]:
     t6 = [{"model": f"paper: {k}", "train_bpb": v["train_bpb"], "val_bpb": v["val_bpb"], "gap": v["gap"]}
           for k, v in paper["table6"].items()]
-    t6 += [{"model": r["label"], "seeds": " ".join(map(str, r["seeds"])), "train_bpb": r["train_bpb"],
-            "val_bpb": r["val_bpb"], "val_bpb_ci_half": r["val_bpb_ci"].half, "gap": r["gap"]} for r in rows]
+    t6 += [{"model": r["label"], "row": r["key"], "variant": r["variant"], "compute": r["compute"],
+            "seeds": " ".join(map(str, r["seeds"])), "train_bpb": r["train_bpb"], "val_bpb": r["val_bpb"],
+            "val_bpb_ci_half": r["val_bpb_ci"].half, "gap": r["gap"], "core": r["core"]} for r in rows]
     t7 = []
     for t in (*TASKS, "mean"):
         rec = {"task": t, "paper_base": paper["table7"][t]["base"], "paper_gka": paper["table7"][t]["gka"]}
@@ -132,8 +141,9 @@ def _tables(rows: list[dict], paper: dict, d20: dict) -> dict[str, pd.DataFrame]
            "train_tokens": v["train_tokens"], "train_flops": v["train_flops"]} for k, v in paper["table8"].items()]
     t8 += [{"model": f"ours at depth 20: {k}", "params_m": v["total"] / 1e6, "flops_per_token": v["flops_per_token"],
             "train_tokens": None, "train_flops": None} for k, v in d20.items()]
-    t8 += [{"model": r["label"], "params_m": r["params_m"], "flops_per_token": r["flops_per_token"],
-            "train_tokens": r["train_tokens"], "train_flops": r["train_flops"]} for r in rows]
+    t8 += [{"model": r["label"], "row": r["key"], "value_embeds": r["value_embeds"], "params_m": r["params_m"],
+            "flops_per_token": r["flops_per_token"], "train_tokens": r["train_tokens"],
+            "train_flops": r["train_flops"]} for r in rows]
     return {"table6": pd.DataFrame(t6), "table7": pd.DataFrame(t7), "table8": pd.DataFrame(t8)}
 
 
@@ -147,18 +157,18 @@ def _item_scores(results: list[dict], task: str, seeds: list[int]) -> list[float
     return [sum(v) / len(v) for v in zip(*cols)]
 
 
-def core_bootstrap(groups: dict[str, list[dict]]) -> dict[str, dict]:
-    """Per non-baseline row: paired bootstrap of (row - baseline) centered CORE, per task and mean."""
-    base = groups.get("base")
+def core_bootstrap(groups: dict[str, list[dict]], ref: str | None) -> dict[str, dict]:
+    """Per row but the reference: paired bootstrap of (row - reference) centered CORE, per task and mean."""
+    base = groups.get(ref) if ref is not None else None
     out = {}
     for key, rs in groups.items():
-        if key == "base" or base is None:
+        if key == ref or base is None:
             continue
         seeds = sorted({x["seed"] for x in rs} & {x["seed"] for x in base})
         pairs = {t: (_item_scores(rs, t, seeds), _item_scores(base, t, seeds)) for t in TASKS}
         if not seeds or any(a is None or b is None or len(a) != len(b) for a, b in pairs.values()):
             continue
-        res = {"seeds": seeds}
+        res = {"seeds": seeds, "against": ref}
         for i, t in enumerate(TASKS):
             res[t] = stats.paired_bootstrap([pairs[t]], stats.centered_diff_statistic([RANDOM_BASELINE[t]]),
                                             BOOT_RESAMPLES, seed=BOOT_SEED + i)
@@ -176,7 +186,7 @@ def _boot_table(rows: list[dict]) -> pd.DataFrame:
             continue
         for t in (*TASKS, "mean"):
             b = r["boot"][t]
-            recs.append({"row": r["key"], "against": "base", "task": t, "seeds": " ".join(map(str, r["boot"]["seeds"])),
+            recs.append({"row": r["key"], "against": r["boot"]["against"], "task": t, "seeds": " ".join(map(str, r["boot"]["seeds"])),
                          "items": b.n_items, "centered_diff": b.estimate, "ci_lo": b.lo, "ci_hi": b.hi,
                          "resamples": b.resamples})
     return pd.DataFrame(recs, columns=["row", "against", "task", "seeds", "items", "centered_diff", "ci_lo", "ci_hi",
@@ -184,24 +194,22 @@ def _boot_table(rows: list[dict]) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------- claims
-PRIMARY = "gka-tokens"  # the GKA row set against the paper's: the baseline's training tokens
-
-
 def claims(ctx: dict, claim_list: list[dict], scale: str) -> list[ClaimResult]:
     """Seed 003's LM claims (kinds lm_bpb, lm_core, lm_count) judged on the section's numbers."""
     rows = {r["key"]: r for r in ctx.get("rows", [])}
+    pair = ctx.get("claim_rows")
     out = []
     for claim in claim_list:
         kind = claim["kind"]
         if kind == "lm_count":
             out.append(_count_claim(claim, ctx["d20"]))
-        elif "base" not in rows or PRIMARY not in rows:
+        elif pair is None or pair[0] not in rows or pair[1] not in rows:
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
                                    detail="no evaluation of the baseline and GKA (matched tokens)"))
         elif kind == "lm_bpb":
-            out.append(_bpb_claim(claim, ctx["groups"], scale))
+            out.append(_bpb_claim(claim, ctx["groups"], pair, scale))
         else:
-            out.append(_core_claim(claim, rows[PRIMARY], scale))
+            out.append(_core_claim(claim, rows[pair[1]], pair, ctx["groups"], scale))
     return out
 
 
@@ -213,11 +221,11 @@ def _count_claim(claim: dict, d20: dict) -> ClaimResult:
                        estimate=ratio, detail="a parameter count of the depth-20 models, not a training result")
 
 
-def _bpb_claim(claim: dict, groups: dict, scale: str) -> ClaimResult:
-    base = {x["seed"]: x["val_bpb"] for x in groups["base"]}
-    gka = {x["seed"]: x["val_bpb"] for x in groups[PRIMARY]}
+def _bpb_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:
+    base = {x["seed"]: x["val_bpb"] for x in groups[pair[0]]}
+    gka = {x["seed"]: x["val_bpb"] for x in groups[pair[1]]}
     seeds = sorted(set(base) & set(gka))
-    comp = stats.compare_less("base", [base[s] for s in seeds], "gka-tokens", [gka[s] for s in seeds], paired=True)
+    comp = stats.compare_less(pair[0], [base[s] for s in seeds], pair[1], [gka[s] for s in seeds], paired=True)
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale,
                       interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if comp.ci else "")
     if comp.ci is None:
@@ -228,8 +236,10 @@ def _bpb_claim(claim: dict, groups: dict, scale: str) -> ClaimResult:
     return res
 
 
-def _core_claim(claim: dict, row: dict, scale: str) -> ClaimResult:
+def _core_claim(claim: dict, row: dict, pair: tuple[str, str], groups: dict, scale: str) -> ClaimResult:
     boot = row.get("boot")
+    if boot and boot["against"] != pair[0]:  # the table's reference is another row: pair them here
+        boot = core_bootstrap({k: groups[k] for k in pair}, pair[0]).get(pair[1])
     if not boot:
         return ClaimResult(claim, stats.INCONCLUSIVE, scale=scale, ours="no per-item results",
                            detail="rerun eval-lm: its output lacks per-item correctness")

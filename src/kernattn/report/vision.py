@@ -1,6 +1,9 @@
 """The report's vision section (seed 003 sections 4 and 7, issue 5): Tables 2/3 (counts of the
-paper's six models beside the paper's), Table 5 and top-1 on the configured data set (mean and
-95% t interval over seeds, EMA weights and raw), the learned sigma, and the section 7 figures.
+paper's six models beside the paper's), Table 5 and top-1 on the configured data set (one row
+per row of vision.rows, the same columns for all: mean and 95% t interval over seeds, EMA
+weights and raw; the paper's numbers beside the rows whose variant is one of its models),
+the learned sigma, and the section 7 figures. The GKA-vs-DeiT claim pairs the first rows of
+variant gka and deit.
 
 Reads vision.counts_dir/counts.json (kernattn count-vision), vision.out_dir/<run>/final.json
 (kernattn train-vision) and vision.analysis_dir/<run>/ (kernattn analyze-vision); a missing
@@ -18,7 +21,6 @@ import pandas as pd
 import yaml
 
 from ..vision import stages
-from ..vision.params import LABELS
 from . import stats
 from .claims import ClaimResult
 
@@ -67,13 +69,16 @@ def counts_table(counts: dict, paper: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def top1_table(finals: dict[str, dict], variants, seeds) -> pd.DataFrame:
+def top1_table(finals: dict[str, dict], vp) -> pd.DataFrame:
+    """One row per row of vision.rows: top-1 (raw and EMA) over the row's seeds that finished."""
     rows = []
-    for v in variants:
-        got = [finals[f"{v}-s{s}"] for s in seeds if f"{v}-s{s}" in finals]
+    for row in vp.rows:
+        seeds = row.seeds if row.seeds is not None else vp.seeds
+        got = [finals[f"{row.name}-s{s}"] for s in seeds if f"{row.name}-s{s}" in finals]
         raw = stats.mean_ci([f["top1"] for f in got]) if got else None
         ema = stats.mean_ci([f["top1_ema"] for f in got]) if got else None
-        rows.append({"variant": v, "label": LABELS[v], "n_seeds": len(got),
+        rows.append({"row": row.name, "variant": row.variant, "options": json.dumps(row.options, sort_keys=True),
+                     "label": row.label or row.name, "n_seeds": len(got),
                      "top1_mean": raw.mean if raw else None, "top1_ci_half": raw.half if raw else None,
                      "top1_ema_mean": ema.mean if ema else None, "top1_ema_ci_half": ema.half if ema else None,
                      "per_seed": ", ".join(f"s{f['seed']}: {f['top1']:.1f} / {f['top1_ema']:.1f}" for f in got),
@@ -83,13 +88,13 @@ def top1_table(finals: dict[str, dict], variants, seeds) -> pd.DataFrame:
 
 
 def table5(counts: dict, top1: pd.DataFrame, paper: dict) -> pd.DataFrame:
-    conf = {c["variant"]: c for c in counts["configured"]}
+    conf = {c["model"]: c for c in counts["configured"]}
     rows = []
     for _, t in top1.iterrows():
-        v = t["variant"]
-        p = paper["table5"].get(v, {})
-        c = conf.get(v)
-        rows.append({"variant": v, "projections": p.get("projections", ""),
+        # the paper's numbers for the rows that train one of its models as it is (no options)
+        p = paper["table5"].get(t["variant"], {}) if t["options"] == "{}" else {}
+        c = conf.get(t["row"])
+        rows.append({"row": t["row"], "variant": t["variant"], "label": t["label"], "projections": p.get("projections", ""),
                      "params": c["total"] if c else None, "flops_m": c["flops"] / 1e6 if c else None,
                      "top1_ema_mean": t["top1_ema_mean"], "top1_ema_ci_half": t["top1_ema_ci_half"],
                      "top1_mean": t["top1_mean"], "top1_ci_half": t["top1_ci_half"], "n_seeds": t["n_seeds"],
@@ -120,7 +125,7 @@ def section(folder: Path, params) -> dict:
         else:
             finals[run] = f
     meta = _read(Path(stages.data_output(vp)))
-    top1 = top1_table(finals, vp.variants, vp.seeds)
+    top1 = top1_table(finals, vp)
     (folder / "tables").mkdir(parents=True, exist_ok=True)
     top1.to_csv(folder / "tables" / "vision-top1.csv", index=False)
     ctx = {"enabled": True, "paper": paper, "missing": missing, "top1": _records(top1), "meta": meta,
@@ -148,7 +153,8 @@ def section(folder: Path, params) -> dict:
                 shutil.copy2(src / png, dest / png)
                 figs.append({"src": f"assets/vision/{run}/{png}", "caption": caption, "name": png})
         layers = summary["layers"]
-        ctx["runs"].append({"run_id": run, "variant": summary["variant"], "label": LABELS[summary["variant"]],
+        row = next(r for r in vp.rows if run.startswith(f"{r.name}-s"))
+        ctx["runs"].append({"run_id": run, "variant": summary["variant"], "label": row.label or row.name,
                             "figures": figs, "sigma": summary["sigma"], "image": summary["image"],
                             "label_name": summary["label_name"], "predicted": summary["predicted"],
                             "classes": (meta or {}).get("classes"), "layers": layers, "grid": summary["grid"]})
@@ -183,9 +189,11 @@ def _count_claim(claim: dict, table: list[dict]) -> ClaimResult:
 
 def _top1_claim(claim: dict, ctx: dict, scale: str) -> ClaimResult:
     finals, vp = ctx["finals"], ctx["vp"]
-    seeds = [s for s in vp.seeds if f"gka-s{s}" in finals and f"deit-s{s}" in finals]
-    gka = [finals[f"gka-s{s}"]["top1_ema"] for s in seeds]
-    deit = [finals[f"deit-s{s}"]["top1_ema"] for s in seeds]
+    pair = [next((r.name for r in vp.rows if r.variant == v and not r.options), None) for v in ("gka", "deit")]
+    seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
+    seeds = [s for s in seeds if None not in pair and all(f"{n}-s{s}" in finals for n in pair)]
+    gka = [finals[f"{pair[0]}-s{s}"]["top1_ema"] for s in seeds]
+    deit = [finals[f"{pair[1]}-s{s}"]["top1_ema"] for s in seeds]
     if not seeds:
         return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no DeiT and GKA runs")
     ci = stats.paired_diff_ci(gka, deit)

@@ -109,9 +109,9 @@ def paper_models() -> list[Counts]:
 
 
 def configured_models(vp) -> list[Counts]:
-    """Each variant of vision.variants at the configured size (the pipeline's Table 5)."""
+    """Each row of vision.rows at the configured size (the pipeline's Table 5), named by the row."""
     in_chans, classes = SHAPES[vp.dataset]
-    return [count(spec_from_params(vp, v, in_chans, classes), v) for v in vp.variants]
+    return [count(spec_from_params(vp, r.variant, in_chans, classes, r.options), r.name) for r in vp.rows]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

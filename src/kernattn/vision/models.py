@@ -4,10 +4,10 @@ timm's VisionTransformer takes an `attn_layer` callable; `RegistryAttention` ada
 registry module (bidirectional) to the interface timm's Block calls, so the ViT itself (patch
 embedding, class token, position embedding, blocks, drop path, head, init) is timm's own.
 
-`ViTSpec.variant` is one of the paper's names (params.VARIANTS: deit = softmax, vlt =
-valueless, gka) or any registry variant, with `ViTSpec.attention_options` over the vision
-defaults (`VISION_DEFAULTS`: no 1-D position scheme, DeiT's qkv biases where the variant has
-a `bias` option). Every variant that is defined on a set of tokens runs: softmax (DeiT), VLT,
+`ViTSpec.variant` is a vision row's variant: one of the paper's names (config.vision.VARIANTS:
+deit = softmax, vlt = valueless, gka) or any registry variant, with `ViTSpec.attention_options`
+(the row's options) over the vision defaults (config.vision.VISION_DEFAULTS: no 1-D position
+scheme, DeiT's qkv biases where the variant has a `bias` option). Every variant that is defined on a set of tokens runs: softmax (DeiT), VLT,
 GKA, the NW kernels exp_dot / gaussian / yat / linear, FAVOR+. A variant that applies a
 position scheme along the token order (GPA's kernel banks, ALiBi, T5 buckets, the free lag
 table, RoPE, learned RoPE, GKA's rope) stops with one line: on a patch grid i - j would be a
@@ -27,11 +27,9 @@ import torch
 from torch import nn
 
 from .. import attention
-from ..attention import registry
 from ..attention.registry import freeze_options
-from .params import VARIANTS
-
-VISION_DEFAULTS = {"position": "none", "bias": True}
+from ..config import resolve_attention
+from ..config.vision import VARIANTS, VISION_DEFAULTS, check_position_free
 
 # The paper's model sizes (seed 003 Table 2): name -> (embed_dim, depth, heads).
 SIZES = {"Ti": (192, 12, 3), "S": (384, 12, 6), "B": (768, 12, 12)}
@@ -76,15 +74,9 @@ class ViTSpec:
 
     @property
     def attention(self) -> tuple[str, dict]:
-        """(registry name, options) after aliases and the vision defaults."""
-        if self.variant in VARIANTS:
-            name, options = VARIANTS[self.variant][0], dict(VARIANTS[self.variant][1])
-        elif self.variant in registry.available():
-            name, fields = self.variant, registry.option_fields(self.variant)
-            options = {k: v for k, v in VISION_DEFAULTS.items() if k in fields}
-        else:
-            raise attention.AttentionConfigError(
-                f"unknown vision attention {self.variant!r}; valid: {', '.join(dict.fromkeys([*VARIANTS, *registry.available()]))}")
+        """(registry name, options) after aliases and the vision defaults (GKA's initial
+        bandwidth from vision.gka_init_sigma unless the row sets it)."""
+        name, options = resolve_attention(self.variant, {}, VARIANTS, VISION_DEFAULTS)
         if name == "gka":
             options["init_sigma"] = self.gka_init_sigma
         return name, options | dict(self.attention_options)
@@ -114,17 +106,6 @@ def build_vit(spec: ViTSpec) -> nn.Module:
     )
     check_position_free(spec.variant, name, options, attention_modules(model)[0].inner)
     return model
-
-
-def check_position_free(label: str, name: str, options: dict, module) -> None:
-    """One line naming the option when the ViT's attention applies a 1-D position scheme."""
-    scheme = module.position_scheme()
-    if scheme is not None:
-        hint = ("set option position: none" if "position" in options
-                else "set option rope: false" if options.get("rope") else "use a variant without a lag bias")
-        raise attention.AttentionConfigError(
-            f"vision attention {label!r} ({name}) applies {scheme} along the token order, which on a patch grid "
-            f"is a 1-D raster offset, not a spatial lag; the ViT's positions are its learned 2-D embedding: {hint}")
 
 
 def attention_modules(model: nn.Module) -> list[RegistryAttention]:

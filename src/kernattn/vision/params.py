@@ -3,9 +3,9 @@ and checks it with every other section), and the options every vision stage take
 
 from __future__ import annotations
 
-from ..config.vision import DATASETS, LABELS, VARIANTS, VisionParams
+from ..config.vision import DATASETS, VARIANTS, VisionParams
 
-__all__ = ["DATASETS", "LABELS", "VARIANTS", "VisionParams", "add_params_arguments", "stage_params"]
+__all__ = ["DATASETS", "VARIANTS", "VisionParams", "add_params_arguments", "stage_params"]
 
 
 def add_params_arguments(parser) -> None:

@@ -2,7 +2,8 @@
 
     kernattn train-vision [--params P] [--scale S] --run gka-s0 [--fresh] [--stale archive]
 
-<run> is '<variant>-s<seed>' with variant in vision.variants (deit, gka, vlt). Writes
+<run> is '<row>-s<seed>' with the row one of vision.rows (a registry variant or deit / vlt /
+gka, with its options; e.g. deit-s0, nwg-s0). Writes
 vision.out_dir/<run>/ through the engine (resume, SIGTERM -> 143, divergence -> exit 3 and a
 FAILED record, MLflow, final.json last, as every track): config.json, metrics.jsonl (train
 lines: epoch, loss, lr, img_per_s; val lines: top-1 and loss of the raw weights and of the
@@ -37,20 +38,10 @@ from ..engine.options import add_run_options, run_track
 from ..errors import UsageError
 from . import data as vdata
 from .models import attention_modules, build_vit, spec_from_params
-from .params import LABELS, VARIANTS, add_params_arguments, stage_params
+from .params import add_params_arguments, stage_params
+from .stages import attention_of, find_vision_run
 
-HELP = "train one DeiT-style ViT run (deit / gka / vlt x seed) with the DeiT recipe"
-
-
-def run_ids(vp) -> list[str]:
-    return [f"{v}-s{s}" for v in vp.variants for s in vp.seeds]
-
-
-def parse_run(vp, run_id: str) -> tuple[str, int]:
-    if run_id not in run_ids(vp):
-        raise UsageError(f"no vision run {run_id!r}; runs: {', '.join(run_ids(vp))}")
-    variant, seed = run_id.rsplit("-s", 1)
-    return variant, int(seed)
+HELP = "train one DeiT-style ViT run (a row of vision.rows x seed) with the DeiT recipe"
 
 
 def effective_lr(vp) -> float:
@@ -130,7 +121,8 @@ class VisionTrack(Track):
     def __init__(self, params, run_id: str):
         vp = self.section = params.vision
         self.params, self.experiment_section = params, vp
-        self.variant, self.seed = parse_run(vp, run_id)
+        self.run = find_vision_run(params, run_id)
+        self.variant, self.seed = self.run.variant, self.run.seed
         self.run_id, self.run_dir = run_id, Path(vp.out_dir) / run_id
         self.meta = vdata.read_meta(vp)
         self.train_set, self.val_set = vdata.datasets_for(vp)
@@ -143,12 +135,13 @@ class VisionTrack(Track):
         self._iter, self._next = None, None
 
     def identity(self) -> dict:
-        return {"run_id": self.run_id, "seed": self.seed, "variant": self.variant,
-                "attention": VARIANTS[self.variant][0], "label": LABELS[self.variant]}
+        r = self.run
+        return {"run_id": r.run_id, "row": r.row, "seed": r.seed, "variant": r.variant, "options": r.options,
+                "attention": attention_of(r), "source": r.source, "label": r.label}
 
     def fingerprint_config(self) -> dict:
         vp = self.section
-        return {"variant": self.variant, "seed": self.seed,
+        return {"variant": self.variant, "options": self.run.options, "seed": self.seed,
                 "vision": fingerprinted(vp),
                 "data": {"dataset": self.meta["dataset"], "digest": self.meta["digest"]}}
 
@@ -157,7 +150,8 @@ class VisionTrack(Track):
 
         vp, meta = self.section, self.meta
         self.device = device
-        self.model = build_vit(spec_from_params(vp, self.variant, meta["in_chans"], meta["num_classes"])).to(device)
+        self.model = build_vit(spec_from_params(vp, self.variant, meta["in_chans"], meta["num_classes"],
+                                                self.run.options)).to(device)
         self.ema = ModelEmaV3(self.model, decay=vp.ema_decay)
         self.optimizer = make_optimizer(self.model, vp)
         # The scheduler holds no state of its own here: set_lr recomputes the lr from the step.
@@ -242,7 +236,7 @@ class VisionTrack(Track):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_params_arguments(parser)
-    parser.add_argument("--run", required=True, metavar="RUN_ID", help="'<variant>-s<seed>', e.g. gka-s0")
+    parser.add_argument("--run", required=True, metavar="RUN_ID", help="'<row>-s<seed>', e.g. gka-s0")
     add_run_options(parser)
 
 

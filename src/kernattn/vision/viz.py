@@ -38,7 +38,8 @@ from . import data as vdata
 from .params import add_params_arguments, stage_params
 from .models import attention_modules, build_vit, spec_from_params
 from .rollout import cls_map, rollout
-from .train import CKPT, FINAL, parse_run, sigma_table
+from .stages import find_vision_run
+from .train import CKPT, FINAL, sigma_table
 
 HELP = "section 7 figures of one vision run: sigma, rollout, CLS and patch maps"
 DISCARD_RATIOS = (0.0, 0.5, 0.9)
@@ -219,21 +220,21 @@ def figures(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, 
 
 
 # ----------------------------------------------------------------------------- stage
-def load_trained(vp, run_id: str, meta: dict):
-    variant, _ = parse_run(vp, run_id)
+def load_trained(params, run_id: str, meta: dict):
+    vp, run = params.vision, find_vision_run(params, run_id)
     run_dir = Path(vp.out_dir) / run_id
     if not (run_dir / FINAL).is_file():
         raise UsageError(f"{run_dir / FINAL}: no such file; train the run first (kernattn train-vision --run {run_id})")
     ckpt = torch.load(run_dir / CKPT, map_location="cpu", weights_only=True)
-    model = build_vit(spec_from_params(vp, variant, meta["in_chans"], meta["num_classes"]))
+    model = build_vit(spec_from_params(vp, run.variant, meta["in_chans"], meta["num_classes"], run.options))
     model.load_state_dict(ckpt["model"])
-    return model.eval(), variant
+    return model.eval(), run.variant
 
 
 def analyze(params, run_id: str) -> Path:
     vp = params.vision
     meta = vdata.read_meta(vp)
-    model, variant = load_trained(vp, run_id, meta)
+    model, variant = load_trained(params, run_id, meta)
     _, val = vdata.datasets_for(vp, train_transform=False)
     if vp.viz_image >= len(val):
         raise UsageError(f"vision.viz_image={vp.viz_image} but the validation set has {len(val)} images")
@@ -259,7 +260,7 @@ def analyze(params, run_id: str) -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_params_arguments(parser)
-    parser.add_argument("--run", required=True, metavar="RUN_ID", help="'<variant>-s<seed>', e.g. gka-s0")
+    parser.add_argument("--run", required=True, metavar="RUN_ID", help="'<row>-s<seed>', e.g. gka-s0")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,167 @@
+"""The one row schema of every track (char `matrix.rows`, `lm.rows`, `vision.rows`) and its
+one validator.
+
+A row is a named attention configuration: `variant` is a registry name (or one of the
+track's aliases: the LM's `base`, the ViT's `deit` / `vlt` / `gka`), `options` the variant's
+options over the track's defaults, `seeds` the seeds it trains (default: the track's), and
+for the LM `compute`, how long it trains:
+
+    compute: null                        # the track's own steps (lm.steps or nanochat's rule)
+    compute: {match: tokens, row: base}  # the training tokens of row `base`
+    compute: {match: flops, row: base}   # the training FLOPs of row `base`
+    compute: {tokens: 2778700000}        # an explicit training-token budget
+
+Run ids are `<row name>-s<seed>` in every track (`runs_of`). Imports: errors and schema; the
+attention registry only inside `check_rows`, when params are loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import ParamsError
+from .schema import positive
+
+MATCH = ("tokens", "flops")
+
+
+@dataclass(frozen=True)
+class Compute:
+    """A row's training budget (LM rows): matched to another row, or a token count."""
+
+    match: str | None = field(default=None, metadata={"choices": MATCH})
+    row: str | None = None
+    tokens: int | None = field(default=None, metadata=positive("training tokens"))
+
+    def describe(self) -> str:
+        return f"{self.tokens:,} tokens" if self.tokens is not None else f"matched {self.match} of {self.row}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a track's matrix: a named attention configuration."""
+
+    name: str
+    variant: str
+    options: dict[str, Any] = field(default_factory=dict)
+    # Which document the row reproduces ("000", "001", "003", "reviewers", "ours"): for the report.
+    source: str = "ours"
+    label: str = ""
+    seeds: tuple[int, ...] | None = None   # None: the track's seeds
+    compute: Compute | None = None         # LM rows only; None: the track's own step count
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    run_id: str
+    row: str
+    seed: int
+    variant: str
+    options: dict[str, Any]
+    source: str
+    label: str
+    compute: Compute | None = None
+
+
+def runs_of(rows, seeds, only=None) -> list[RunSpec]:
+    """Every (row, seed) of `rows` in a stable order (row by row); run_id = '<row>-s<seed>'."""
+    keep = set(only) if only is not None else None
+    return [RunSpec(f"{r.name}-s{seed}", r.name, seed, r.variant, dict(r.options), r.source, r.label or r.name,
+                    r.compute)
+            for r in rows if keep is None or r.name in keep
+            for seed in (r.seeds if r.seeds is not None else seeds)]
+
+
+def find_run(runs: list[RunSpec], run_id: str, where: str, what: str = "run") -> RunSpec:
+    """The run `run_id` of `runs`, or one line (`where`: file and scale) listing the runs there are."""
+    by_id = {r.run_id: r for r in runs}
+    if run_id not in by_id:
+        raise ParamsError(f"{where}: no {what} {run_id!r}; runs: {', '.join(by_id)}")
+    return by_id[run_id]
+
+
+def resolve_attention(variant: str, options: dict, aliases: dict, defaults: dict) -> tuple[str, dict]:
+    """(registry name, options): the track's defaults the variant has, then the alias's own
+    options, then the row's. AttentionConfigError (one line) for an unknown name."""
+    from ..attention import registry
+
+    name, alias_options = aliases.get(variant, (variant, {}))
+    if name not in registry.available():
+        valid = ", ".join(dict.fromkeys([*aliases, *registry.available()]))
+        raise registry.AttentionConfigError(f"unknown attention variant {variant!r}; valid names: {valid}")
+    fields = registry.option_fields(name)
+    return name, {k: v for k, v in defaults.items() if k in fields} | dict(alias_options) | dict(options)
+
+
+def check_lag_table(options: dict, context: int, key: str) -> None:
+    """A free lag table shorter than the context fails the first full-length batch: say so at load."""
+    from ..attention import AttentionConfigError
+
+    if options.get("position") == "lag_table" and options.get("max_len", 2048) < context:
+        raise AttentionConfigError(f"options.max_len={options['max_len']} is shorter than {key}={context}; "
+                                   f"raise max_len or lower the context")
+
+
+def chain(rows, name: str) -> list:
+    """Row `name` and the rows its compute refers to, in order (the rows that set its budget)."""
+    by_name = {r.name: r for r in rows}
+    out = [by_name[name]]
+    while out[-1].compute is not None and out[-1].compute.row is not None:
+        out.append(by_name[out[-1].compute.row])
+    return out
+
+
+def check_rows(rows, key: str, where: str, aliases: dict, defaults: dict, compute: bool,
+               track_check: Callable[[str, dict], None] | None = None) -> None:
+    """Every check of a track's rows, each failure one line naming `key`, the row and the fix:
+    names unique and non-empty, variant and options valid for the registry (after the track's
+    aliases and defaults), `track_check(name, options)` (the model's own limits, raising
+    AttentionConfigError), and the compute references (LM: `compute=True`)."""
+    from ..attention import AttentionConfigError, make_options
+
+    if not rows:
+        raise ParamsError(f"{where}{key} is empty; add at least one row")
+    names = [r.name for r in rows]
+    if dup := next((n for n in names if names.count(n) > 1), None):
+        raise ParamsError(f"{where}{key} has two rows named {dup!r}; names must be unique")
+    for i, row in enumerate(rows):
+        at = f"{where}{key}[{i}] ({row.name})"
+        if not row.name or "/" in row.name or row.name.strip() != row.name:
+            raise ParamsError(f"{at}: a row name must be a non-empty word (it names run folders)")
+        if row.seeds is not None and not row.seeds:
+            raise ParamsError(f"{at}: seeds is empty; give at least one seed or leave it out")
+        try:
+            name, options = resolve_attention(row.variant, row.options, aliases, defaults)
+            make_options(name, options)
+            if track_check is not None:
+                track_check(name, options)
+        except AttentionConfigError as exc:
+            raise ParamsError(f"{at}: {exc}") from None
+        if row.compute is not None:
+            _check_compute(row, rows, at, key, compute)
+    for row in rows:  # after every reference is known to exist
+        _check_acyclic(row, rows, f"{where}{key}")
+
+
+def _check_compute(row, rows, at: str, key: str, allowed: bool) -> None:
+    c, names = row.compute, [r.name for r in rows]
+    if not allowed:
+        raise ParamsError(f"{at}: compute applies to lm rows only; remove it")
+    if c.tokens is not None and (c.match is not None or c.row is not None):
+        raise ParamsError(f"{at}: compute has tokens and match/row; give either {{tokens: N}} or {{match, row}}")
+    if c.tokens is None and (c.match is None or c.row is None):
+        raise ParamsError(f"{at}: compute needs both match ({', '.join(MATCH)}) and row, or tokens")
+    if c.row is not None and c.row not in names:
+        raise ParamsError(f"{at}: compute.row names unknown row {c.row!r}; rows of {key}: {', '.join(names)}")
+
+
+def _check_acyclic(row, rows, key: str) -> None:
+    by_name, seen = {r.name: r for r in rows}, [row.name]
+    current = row
+    while current.compute is not None and current.compute.row is not None:
+        current = by_name[current.compute.row]
+        if current.name in seen:
+            raise ParamsError(f"{key}: the compute of row {row.name!r} refers back to itself "
+                              f"({' -> '.join([*seen, current.name])}); one row of the cycle needs its own budget")
+        seen.append(current.name)
