@@ -27,12 +27,13 @@ from .char import (BENCH_FAMILIES, AnalysisParams, BenchParams, DataParams, Matr
 from .lm import LMParams
 from .loader import MIRROR_ENV, OVERRIDES_ENV, SCALE_ENV, SECTIONS, Params, load_params, nest_dotted
 from .schema import fingerprinted, not_fingerprinted
+from .studies import StudiesParams
 from .vision import VisionParams
 
 __all__ = [
     "BENCH_FAMILIES", "AnalysisParams", "BenchParams", "DataParams", "LMParams", "MatrixParams", "MIRROR_ENV",
     "ModelParams", "OVERRIDES_ENV", "Params", "ParamsError", "ReportParams", "Row", "RunSpec", "SCALE_ENV",
-    "SECTIONS", "TrackingParams", "TrainParams", "VisionParams", "find_run", "fingerprinted", "load_params",
+    "SECTIONS", "StudiesParams", "TrackingParams", "TrainParams", "VisionParams", "find_run", "fingerprinted", "load_params",
     "nest_dotted", "not_fingerprinted", "run_matrix",
 ]
 
