@@ -75,30 +75,42 @@ def seeds(params) -> tuple[int, ...]:
     return params.studies.seeds if params.studies.seeds is not None else params.matrix.seeds
 
 
-def prune_rows(params) -> tuple[str, ...]:
-    """The rows the prune study reads: studies.prune.rows, or every GPA row the scale trains."""
-    if params.studies.prune.rows is not None:
-        return params.studies.prune.rows
+def trained_rows(params) -> tuple[str, ...]:
     only = params.matrix.only
-    return tuple(r.name for r in params.matrix.rows if r.variant == "gpa" and (only is None or r.name in only))
+    return tuple(r.name for r in params.matrix.rows if only is None or r.name in only)
+
+
+def wrap_rows(params) -> tuple[str, ...]:
+    """studies.wrap.rows that the scale trains (the study compares with their runs; the others
+    are listed as not trained in its summary)."""
+    return tuple(r for r in params.studies.wrap.rows if r in trained_rows(params))
+
+
+def prune_rows(params) -> tuple[str, ...]:
+    """The rows the prune study reads: studies.prune.rows that the scale trains, or (null)
+    every GPA row it trains."""
+    gpa = {r.name for r in params.matrix.rows if r.variant == "gpa"}
+    rows = params.studies.prune.rows if params.studies.prune.rows is not None else tuple(gpa)
+    return tuple(r for r in trained_rows(params) if r in rows and r in gpa)
 
 
 def check(params, where: str) -> None:
-    """Cross-key checks: rows name trained rows of the right attention, seeds are trained."""
+    """Cross-key checks: rows name matrix rows of the right attention, seeds are trained. (A
+    row the scale does not train is left out of its study, not an error: a scale that trains a
+    subset, matrix.only, runs the studies on what it has.)"""
     from .. import attention
 
     s, m = params.studies, params.matrix
     rows = {r.name: r for r in m.rows}
-    trained = [r for r in rows if m.only is None or r in m.only]
     for seed in s.seeds or ():
         if seed not in m.seeds:
             raise ParamsError(f"{where}studies.seeds has {seed}, which the matrix does not train (matrix.seeds: "
                               f"{', '.join(map(str, m.seeds))}); the studies pair with its runs: use those seeds")
-    for key, names in (("wrap.rows", s.wrap.rows), ("prune.rows", prune_rows(params))):
+    for key, names in (("wrap.rows", s.wrap.rows), ("prune.rows", s.prune.rows or ())):
         for name in names:
-            if name not in trained:
-                raise ParamsError(f"{where}studies.{key} names {name!r}, which this scale does not train; "
-                                  f"GPA rows trained: {', '.join(r for r in trained if rows[r].variant == 'gpa')}")
+            if name not in rows:
+                raise ParamsError(f"{where}studies.{key} names unknown row {name!r}; GPA rows: "
+                                  f"{', '.join(r for r in rows if rows[r].variant == 'gpa')}")
             if rows[name].variant != "gpa":
                 raise ParamsError(f"{where}studies.{key} names {name!r}, whose attention is "
                                   f"{rows[name].variant!r}: it has no kernel banks; name a gpa row")

@@ -27,7 +27,7 @@ import dataclasses
 from pathlib import Path
 
 from ..config import Params, RunSpec, find_run
-from ..config.studies import init_label, prune_rows, seeds
+from ..config.studies import init_label, prune_rows, seeds, wrap_rows
 
 SUMMARY = "summary.json"
 DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
@@ -65,7 +65,7 @@ def wrap_runs(p: Params) -> dict[str, tuple[str, RunSpec]]:
     """{run id: (corpus, the matrix run it repeats on that corpus)}."""
     out = {}
     for corpus in p.studies.wrap.corpora:
-        for row in p.studies.wrap.rows:
+        for row in wrap_rows(p):
             for seed in seeds(p):
                 spec = find_run(p, f"{row}-s{seed}")
                 run_id = f"{row}-{corpus}-s{seed}"
@@ -75,7 +75,7 @@ def wrap_runs(p: Params) -> dict[str, tuple[str, RunSpec]]:
 
 def wrap_original_runs(p: Params) -> list[str]:
     """The main DAG's runs the wrap study compares with (not retrained)."""
-    return [f"{row}-s{seed}" for row in p.studies.wrap.rows for seed in seeds(p)]
+    return [f"{row}-s{seed}" for row in wrap_rows(p) for seed in seeds(p)]
 
 
 def wrap_run_dir(p: Params) -> Path:

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 from ..config import find_run, load_params
+from ..config.studies import wrap_rows
 from ..io import atomic_write_json, atomic_write_text
 from . import SUMMARY, root, wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wrap_runs
 from .train import study_params, trained_model
@@ -61,7 +62,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
     peaks.update({c: newline_peak(wrap_analysis_dir(params, c) / "corpus" / SUMMARY) for c in w.corpora})
     runs = wrap_runs(params)
     rows, records = [], []
-    for row in w.rows:
+    for row in wrap_rows(params):
         corpora = []
         for corpus in (REFERENCE, *w.corpora):
             cb = bumpshift.CorpusBumps(corpus, peaks[corpus]["sharp"])
@@ -82,6 +83,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
     return {"study": "wrap", "scale": params.scale, "params_digest": params.digest(), "width": w.width,
             "tol": w.tol, "bump_min_lag": params.analysis.bump_min_lag, "reference": REFERENCE,
             "corpora": [REFERENCE, *w.corpora], "peaks": peaks, "rows": rows, "bumps": records,
+            "rows_not_trained": [r for r in w.rows if r not in wrap_rows(params)],
             "verdict": overall}
 
 
