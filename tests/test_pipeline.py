@@ -117,12 +117,13 @@ def sections_of(stage: dict) -> set[str]:
 
 
 def dry_run_jobs(ws: Path, *args: str) -> tuple[list[str], subprocess.CompletedProcess]:
-    """The jobs a `snakemake -n` would run, as `rule` or `rule@run` (localrule all left out)."""
+    """The jobs a `snakemake -n` would run, as `rule` or `rule@run` (the target rules `all` and
+    `studies` left out: they run nothing)."""
     proc = run([str(BIN / "snakemake"), "-n", "--cores", "1", *args], ws)
     jobs, current = [], None
     for line in (proc.stdout + "\n").splitlines():
         if (m := re.match(r"^(local)?rule (\w+):$", line)) or (not line.strip() and current):
-            if current and current != "all":
+            if current and current not in ("all", "studies"):
                 jobs.append(current)
             current = m.group(2) if m else None
         elif current and (m := re.match(r"^\s+wildcards: run=(\S+)$", line)):
