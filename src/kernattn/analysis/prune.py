@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
-import torch
 from torch import nn
 
 

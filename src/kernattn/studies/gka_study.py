@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..config import load_params
 from ..io import atomic_write_json, read_lines
-from . import SUMMARY, gka_run_dir, gka_runs, root
+from . import SUMMARY, gka_run_dir, gka_runs, root, scale_options
 from .train import GKAInitTrack, study_params, trained_model
 
 HELP = "GKA init study: final loss per init, sigma per head over training, mean diagonal weight start/end"
@@ -122,5 +122,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")
+    scale_options(parser)

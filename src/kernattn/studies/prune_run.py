@@ -31,7 +31,7 @@ from ..config import Params, find_run, load_params
 from ..engine import derive_seed, train_run
 from ..io import atomic_write_json, read_lines
 from ..train import CharTrack
-from . import ARMS, SUMMARY, prune_dir, prune_runs
+from . import ARMS, SUMMARY, prune_dir, prune_runs, scale_options
 from .train import study_params, trained_model
 
 HELP = "prune study: remove one GPA run's weak heads, fine-tune beside a no-removal control (engine)"
@@ -137,8 +137,7 @@ def prune_one(params: Params, run_id: str, params_file: str = "params.yaml", pro
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")
+    scale_options(parser)
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="a GPA run of the prune study")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -15,7 +15,7 @@ import json
 
 from ..config import load_params
 from ..io import atomic_write_json, atomic_write_text
-from . import SUMMARY, prune_output, prune_runs, root
+from . import SUMMARY, prune_output, prune_runs, root, scale_options
 
 HELP = "prune study: every pruned run's losses and savings in one table"
 COLUMNS = ("run_id", "row", "seed", "removed", "loss_before", "loss_after_removal", "loss_after_fine_tune",
@@ -56,5 +56,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")
+    scale_options(parser)

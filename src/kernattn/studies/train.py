@@ -22,7 +22,7 @@ from ..config import Params, load_params
 from ..engine.options import add_run_options, run_track
 from ..errors import UsageError
 from ..train import CharTrack
-from . import gka_run_dir, gka_runs, wrap_data_dir, wrap_run_dir, wrap_runs
+from . import gka_run_dir, gka_runs, scale_options, wrap_data_dir, wrap_run_dir, wrap_runs
 
 HELP = "train one run of a study (line-wrap corpus or GKA init) through the engine (resumable)"
 
@@ -61,8 +61,7 @@ def study_track(params: Params, command: str, run_id: str) -> CharTrack:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
-    parser.add_argument("--scale", default=None, help="scale of params.yaml to use (default: the file's `scale`)")
+    scale_options(parser)
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="a run of the study (see the stage table)")
     add_run_options(parser)
 

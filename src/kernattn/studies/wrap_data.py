@@ -24,14 +24,13 @@ import numpy as np
 
 from ..config import load_params
 from ..io import atomic_dir
-from . import wrap_analysis_dir, wrap_data_dir
+from . import scale_options, wrap_analysis_dir, wrap_data_dir
 
 HELP = "line-wrap study: the rewrapped and unwrapped corpora (same split, same vocabulary) and their histograms"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")
+    scale_options(parser)
 
 
 def corpus_params(params, corpus: str):

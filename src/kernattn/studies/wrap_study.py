@@ -23,7 +23,7 @@ from pathlib import Path
 from ..config import find_run, load_params
 from ..config.studies import wrap_rows
 from ..io import atomic_write_json, atomic_write_text
-from . import SUMMARY, root, wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wrap_runs
+from . import SUMMARY, root, scale_options, wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wrap_runs
 from .train import study_params, trained_model
 
 HELP = "line-wrap study: first-layer bump per corpus and seed, newline peaks, the verdict"
@@ -102,5 +102,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")
+    scale_options(parser)
