@@ -106,6 +106,13 @@ def test_dvc_yaml_is_generated_from_params():
     # the bench builds the vision and LM models too: it reruns when their sections or code change
     assert {"bench", "model", "matrix", "vision", "lm"} == sections_of(stages["bench"])
     assert {"src/kernattn/vision", "src/kernattn/lm"} <= set(stages["bench"]["deps"])
+    # the studies (issue 17): their stages, their runs, and none of their outputs feeds the report
+    assert len(stages["train_wrap"]["foreach"]) == 12 and len(stages["train_gka_init"]["foreach"]) == 8
+    assert sorted(stages["prune"]["foreach"]) == sorted(f"{r}-s{k}" for r in ("gpa_dp_m8", "gpa_m64", "gpa_m64_rope")
+                                                        for k in (0, 1))
+    assert "results/tiny/runs/gpa_m64_rope-s1/final.json" in stages["wrap_study"]["deps"]
+    assert not any("/studies/" in d for d in stages["report"]["deps"])
+    assert "studies" in sections_of(stages["prune"]) and "studies" not in sections_of(stages["train"])
 
 
 def test_a_run_reads_its_own_row_and_the_rows_that_set_its_budget():
@@ -135,12 +142,13 @@ def sections_of(stage: dict) -> set[str]:
 
 
 def dry_run_jobs(ws: Path, *args: str) -> tuple[list[str], subprocess.CompletedProcess]:
-    """The jobs a `snakemake -n` would run, as `rule` or `rule@run` (localrule all left out)."""
+    """The jobs a `snakemake -n` would run, as `rule` or `rule@run` (the target rules `all` and
+    `studies` left out: they run nothing)."""
     proc = run([str(BIN / "snakemake"), "-n", "--cores", "1", *args], ws)
     jobs, current = [], None
     for line in (proc.stdout + "\n").splitlines():
         if (m := re.match(r"^(local)?rule (\w+):$", line)) or (not line.strip() and current):
-            if current and current != "all":
+            if current and current not in ("all", "studies"):
                 jobs.append(current)
             current = m.group(2) if m else None
         elif current and (m := re.match(r"^\s+wildcards: run=(\S+)$", line)):
@@ -156,21 +164,27 @@ from snakemake.settings.enums import Quietness
 from snakemake.settings.types import OutputSettings, ResourceSettings
 with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
     wf = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path("Snakefile"), workdir=Path("."))
-    print(json.dumps({r.name: list(r.params._names) for r in wf._workflow.rules if r.name != "all"}))
+    print(json.dumps({r.name: list(r.params._names) for r in wf._workflow.rules if r.name not in ("all", "studies")}))
 """
 
 
 def test_snakemake_jobs_are_dvc_stages_watching_the_same_sections(workspace):
-    """The two DAGs come from one stage table: the dry run's jobs are dvc.yaml's stages (one
-    name each, `rule@run` for per-run stages) and each rule reruns on the params sections its
-    DVC stage watches."""
+    """The two DAGs come from one stage table: the dry run's jobs (of `all` and `studies`) are
+    dvc.yaml's stages (one name each, `rule@run` for per-run stages) and each rule reruns on the
+    params sections its DVC stage watches."""
     assert main(["dvc-yaml", "--params", str(workspace / "params.yaml"), "--out", str(workspace / "dvc.yaml")]) == 0
     stages = yaml.safe_load((workspace / "dvc.yaml").read_text())["stages"]
     dvc_jobs = sorted(f"{n}@{r}" if r else n for n, s in stages.items() for r in s.get("foreach", [None]))
-    jobs, proc = dry_run_jobs(workspace, "--forceall")
+    jobs, proc = dry_run_jobs(workspace, "--forceall", "all", "studies")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert jobs == dvc_jobs
     assert {"train@rope-s0", "train_lm@base-s0", "train_vision@gka-s0", "bench", "report"} <= set(jobs)
+    assert {"prepare_wrap", "train_wrap@gpa_dp_m8-rewrapped-s0", "train_gka_init@gka-init_median-s0",
+            "prune@gpa_dp_m8-s0", "wrap_study", "gka_init_study", "prune_study"} <= set(jobs)
+    main_jobs, proc = dry_run_jobs(workspace, "--forceall")  # `all` alone: the smoke DAG, no study
+    assert proc.returncode == 0 and set(main_jobs) < set(jobs)
+    assert not any(j.split("@")[0] in ("prepare_wrap", "train_wrap", "wrap_study", "train_gka_init",
+                                       "gka_init_study", "prune", "prune_study") for j in main_jobs)
     api = run([sys.executable, "-c", RULE_PARAMS], workspace)
     assert api.returncode == 0, api.stderr[-3000:]
     rule_params = json.loads(api.stdout.strip().splitlines()[-1])

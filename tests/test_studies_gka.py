@@ -108,3 +108,81 @@ def test_data_driven_init_layer_by_layer_on_a_gpt():
         gka_init.named_log_sigma("two", 64)
     with pytest.raises(ValueError, match="no GKA"):
         gka_init.gka_modules(torch.nn.Linear(2, 2))
+
+
+# ----------------------------------------------------------------------------- init_sigma as a registry option
+@pytest.mark.parametrize("init, sigma", [(3.0, 3.0), (1, 1.0), ("sqrt_d_half", 2.0), ("sqrt_d", 4.0),
+                                         ("median", 4.0)])
+def test_init_sigma_rules_at_construction(init, sigma):
+    """d_head = 16: sqrt(d) / 2 = 2, sqrt(d) = 4; the median rule starts at sqrt(d) until its
+    first training batch. Only the median rule adds the `sigma_ready` buffer."""
+    attn = gka(d_model=32, n_head=2, init_sigma=init)
+    torch.testing.assert_close(attn.sigma.detach(), torch.full((2,), sigma, dtype=torch.float64))
+    assert ("sigma_ready" in attn.state_dict()) == (init == "median")
+
+
+def test_init_sigma_is_checked_by_the_registry():
+    for bad, words in ((0.0, "must be > 0"), ("sqrt", "one of sqrt_d_half, sqrt_d, median"), (True, "must be")):
+        with pytest.raises(attention.AttentionConfigError, match=words):
+            attention.make_options("gka", {"init_sigma": bad})
+
+
+def small_gpt(init_sigma, seed=0):
+    torch.manual_seed(seed)
+    small = SimpleNamespace(n_layer=2, n_head=2, d_model=32, context=16, mlp_ratio=2, dropout=0.0)
+    return GPT(20, small, "gka", {"init_sigma": init_sigma})
+
+
+def test_median_rule_sets_sigma_on_the_first_training_forward_as_the_measured_init():
+    """The lazy rule on the first training batch equals gka_init.data_driven_log_sigma (layer by
+    layer) on a model with the same weights; an evaluation before it changes nothing, and a
+    second training batch does not re-initialise."""
+    model, ref = small_gpt("median"), small_gpt(4.0)  # same seed: the same weights, sigma = sqrt(16)
+    idx = torch.randint(0, 20, (3, 16), generator=torch.Generator().manual_seed(0))
+    model.eval()
+    with torch.no_grad():
+        model(idx)
+    assert not any(bool(b.attn.sigma_ready) for b in model.blocks)
+    torch.testing.assert_close(model.blocks[0].attn.sigma.detach(), torch.full((2,), 4.0))
+    model.train()
+    model(idx)
+    expected = gka_init.data_driven_log_sigma(ref.eval(), lambda: ref(idx))
+    for block, value in zip(model.blocks, expected):
+        torch.testing.assert_close(block.attn.log_sigma.detach(), value)
+        assert bool(block.attn.sigma_ready)
+    other = torch.randint(0, 20, (3, 16), generator=torch.Generator().manual_seed(1))
+    model(other)
+    for block, value in zip(model.blocks, expected):
+        torch.testing.assert_close(block.attn.log_sigma.detach(), value, rtol=0, atol=0)
+
+
+def test_median_rule_is_not_repeated_after_a_resume():
+    """A checkpoint carries the flag: the resumed model keeps the trained bandwidths."""
+    model = small_gpt("median")
+    idx = torch.randint(0, 20, (3, 16), generator=torch.Generator().manual_seed(0))
+    model.train()
+    model(idx)
+    with torch.no_grad():
+        for b in model.blocks:
+            b.attn.log_sigma.add_(0.25)  # as if training had moved them
+    resumed = small_gpt("median", seed=5)
+    resumed.load_state_dict(model.state_dict())
+    resumed.train()
+    resumed(torch.randint(0, 20, (3, 16), generator=torch.Generator().manual_seed(2)))
+    for a, b in zip(model.blocks, resumed.blocks):
+        torch.testing.assert_close(b.attn.log_sigma.detach(), a.attn.log_sigma.detach(), rtol=0, atol=0)
+
+
+def test_median_distance_caps_the_pairs_by_batch_rows():
+    """Two rows: row 0's three causal distances are 1, 4, 3 (median 3), row 1's scaled by 10. With
+    room for three pairs only row 0 is read; with room for six both are (median of 1, 3, 4, 10, 30,
+    40 = (4 + 10) / 2 = 7); a cap below one row's pairs still reads one row."""
+    from kernattn.attention import gka as gka_mod
+
+    pos = torch.tensor([0.0, 1.0, 4.0])
+    f = torch.zeros(2, 1, 3, 1, dtype=torch.float64)
+    f[0, 0, :, 0], f[1, 0, :, 0] = pos, 10 * pos
+    causal = torch.tril(torch.ones(3, 3, dtype=torch.bool))
+    assert gka_mod.median_distance(f, causal, max_pairs=3).tolist() == [3.0]
+    assert gka_mod.median_distance(f, causal, max_pairs=6).tolist() == [7.0]
+    assert gka_mod.median_distance(f, causal, max_pairs=1).tolist() == [3.0]

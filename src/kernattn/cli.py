@@ -43,6 +43,14 @@ STAGES: dict[str, tuple[str, str]] = {
     "prepare-lm": ("kernattn.lm.data", "LM track: documents -> BPE tokenizer -> BOS-delimited token streams"),
     "train-lm": ("kernattn.lm.train", "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"),
     "eval-lm": ("kernattn.lm.evaluate", "LM track: bits per byte and the CORE subset of one trained run"),
+    # the studies of issue 17 (snakemake --cores all studies): kernattn.studies
+    "prepare-wrap": ("kernattn.studies.wrap_data", "line-wrap study: rewrapped and unwrapped corpora (same split and vocabulary), their histograms"),
+    "train-wrap": ("kernattn.studies.train", "line-wrap study: train one GPA run on a counterfactual corpus (engine, resumable)"),
+    "wrap-study": ("kernattn.studies.wrap_study", "line-wrap study: first-layer bump per corpus and seed, newline peaks, verdict"),
+    "train-gka-init": ("kernattn.studies.train", "GKA init study: train one GKA run with an init_sigma of the ablation (engine, resumable)"),
+    "gka-init-study": ("kernattn.studies.gka_study", "GKA init study: final loss per init, sigma over training, diagonal weight at start and end"),
+    "prune": ("kernattn.studies.prune_run", "prune study: remove one GPA run's weak heads, fine-tune beside a no-removal control"),
+    "prune-study": ("kernattn.studies.prune_study", "prune study: every pruned run's losses and savings in one table"),
 }
 
 

@@ -156,7 +156,7 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
 
     # ---- 3. head removal: zeroed, and replaced by its mean
     t0 = time.perf_counter()
-    base, costs, mean_costs = _removal_costs(model, data, params, device)
+    base, costs, mean_costs = removal_costs(model, data, params, device)
     claim = heads.weakest_head_summary(strength, costs, a.strength_threshold)
     mean_claim = heads.weakest_head_summary(strength, mean_costs, a.strength_threshold)
     ranks = heads.cost_ranks(costs)
@@ -214,7 +214,7 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
     return summary
 
 
-def _removal_costs(model, data, params, device) -> tuple[float, np.ndarray, np.ndarray]:
+def removal_costs(model, data, params, device) -> tuple[float, np.ndarray, np.ndarray]:
     """(base loss, [layers, heads] costs of zeroing each head, of replacing it by its mean over
     the same validation windows)."""
     from ..train import evaluate, validation_starts

@@ -22,12 +22,11 @@ This module measures that on any model holding GKA attention modules (char, LM o
 from __future__ import annotations
 
 import contextlib
-import math
-
 import numpy as np
 import torch
 from torch import nn
 
+from ..attention import gka
 from ..attention.gka import GKAAttention
 
 
@@ -97,14 +96,9 @@ def gradient_norms(model: nn.Module, loss_fn) -> list[dict]:
 
 def median_distance(f: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """[H]: per head the median of ||f_i - f_j|| over batch rows and the pairs i != j with
-    allowed[i, j], for head features f [B, H, N, d]; float64."""
-    pairs = allowed & ~torch.eye(allowed.shape[-1], dtype=torch.bool, device=allowed.device)
-    if not pairs.any():
-        raise ValueError("no pair of different tokens may attend to each other: no distance")
-    f = f.double()
-    dist = torch.cdist(f, f, compute_mode="donot_use_mm_for_euclid_dist")  # exact differences
-    per_head = dist[..., pairs].transpose(0, 1).reshape(f.shape[1], -1)  # [H, B * pairs]
-    return torch.from_numpy(np.median(per_head.cpu().numpy(), axis=1))
+    allowed[i, j], for head features f [B, H, N, d]; float64 (the rule GKA's init_sigma=median
+    applies: kernattn.attention.gka.median_distance, every row)."""
+    return gka.median_distance(f, allowed)
 
 
 def data_driven_log_sigma(model: nn.Module, run, apply: bool = True) -> list[torch.Tensor]:
@@ -131,9 +125,6 @@ def data_driven_log_sigma(model: nn.Module, run, apply: bool = True) -> list[tor
 
 
 def named_log_sigma(name: str, d_head: int) -> float:
-    """log sigma of the fixed inits of the ablation: "one" (1, seed 003's implicit choice),
-    "half_sqrt_d" (sqrt(d)/2) and "sqrt_d" (sqrt(d)); "median" is data-driven (above)."""
-    values = {"one": 1.0, "half_sqrt_d": math.sqrt(d_head) / 2, "sqrt_d": math.sqrt(d_head)}
-    if name not in values:
-        raise ValueError(f"unknown init_sigma {name!r}; allowed: {', '.join(values)}, or median (data-driven)")
-    return math.log(values[name])
+    """log sigma of a named init of the ablation at construction (kernattn.attention.gka's
+    rules: "sqrt_d_half", "sqrt_d"; "median" is data-driven, above, and starts at sqrt(d))."""
+    return gka.initial_log_sigma(name, d_head)

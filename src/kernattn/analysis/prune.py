@@ -22,18 +22,17 @@ fine-tuning with the head removed, and, because N more steps lower the loss of a
 trained tiny model anyway, after the same N steps (same batches) without removal: the
 removal's cost after fine-tuning is the difference of the last two.
 
-The fine-tuning loop is a minimal, self-contained AdamW loop over the char GPT (constant
-learning rate, random windows of the training split from a seeded generator); it is meant to
-move onto the training engine later.
+The fine-tuning runs on the training engine (kernattn.studies.prune_run: the char track with
+the trained weights loaded, the heads removed by hooks for the whole run, a constant learning
+rate), so it resumes, stops on SIGTERM and is tracked in MLflow like every run; this module
+holds the choice of heads, the costs and the record (`removal_record`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 
 import numpy as np
-import torch
 from torch import nn
 
 
@@ -96,48 +95,19 @@ def model_flops_per_token(model) -> float:
     return float(2 * matmul + kernel)
 
 
-def fine_tune(model, train: torch.Tensor, *, steps: int, batch_size: int, lr: float, seed: int,
-              weight_decay: float = 0.0) -> list[float]:
-    """`steps` AdamW steps on random windows of `train` (1-D token ids); returns the losses."""
-    from ..train import windows
-
-    gen = torch.Generator().manual_seed(seed)
-    device = next(model.parameters()).device
-    opt = torch.optim.AdamW(model.param_groups(weight_decay), lr=lr)
-    was_training = model.training
-    model.train()
-    losses = []
-    for _ in range(steps):
-        starts = torch.randint(0, train.numel() - model.context - 1, (batch_size,), generator=gen)
-        x, y = windows(train.to(device), starts, model.context)
-        loss = model.loss(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    model.train(was_training)
-    return losses
-
-
-def remove_and_fine_tune(model, remove: list[tuple[int, int]], evaluate, train: torch.Tensor, *,
-                         steps: int, batch_size: int, lr: float, seed: int) -> dict:
-    """The removal study for one trained model (module docstring). `evaluate(m)` returns the
-    validation loss of model m; `model` itself is left unchanged (copies are fine-tuned)."""
-    pruned, control = copy.deepcopy(model), copy.deepcopy(model)
-    before = evaluate(model)
-    with removed(pruned, remove):
-        after_removal = evaluate(pruned)
-        fine_tune(pruned, train, steps=steps, batch_size=batch_size, lr=lr, seed=seed)
-        after_fine_tune = evaluate(pruned)
-    fine_tune(control, train, steps=steps, batch_size=batch_size, lr=lr, seed=seed)
-    control_loss = evaluate(control)
+def removal_record(model, remove: list[tuple[int, int]], losses: dict, steps: int) -> dict:
+    """The removal study's record for one trained model (module docstring): `losses` holds
+    loss_before, loss_after_removal, loss_after_fine_tune and loss_control_fine_tune (the
+    same fine-tuning without removal); the costs are counted on `model`'s modules."""
     costs = [head_cost(model.blocks[layer].attn, model.context) for layer, _ in remove]
     params_saved = sum(c["params"] for c in costs)
     flops_saved = sum(c["flops_per_token"] for c in costs)
     return {
         "removed": [{"layer": layer + 1, "head": head + 1} for layer, head in remove],
-        "loss_before": before, "loss_after_removal": after_removal, "loss_after_fine_tune": after_fine_tune,
-        "loss_control_fine_tune": control_loss, "cost_after_fine_tune": after_fine_tune - control_loss,
+        **{k: float(losses[k]) for k in ("loss_before", "loss_after_removal", "loss_after_fine_tune",
+                                         "loss_control_fine_tune")},
+        "cost_after_removal": float(losses["loss_after_removal"] - losses["loss_before"]),
+        "cost_after_fine_tune": float(losses["loss_after_fine_tune"] - losses["loss_control_fine_tune"]),
         "fine_tune_steps": steps, "params_saved": params_saved,
         "params_saved_fraction": params_saved / model.num_params(),
         "flops_saved_per_token": flops_saved, "flops_saved_fraction": flops_saved / model_flops_per_token(model),

@@ -17,14 +17,29 @@ nothing N x N materialised, causal and window masks unchanged. Two float32 detai
   flash kernel requires (else SDPA falls back to the math path) and CUDA kernels prefer.
 The paper's eps in the denominator is left out: the diagonal term exp(0) = 1 is always
 allowed, so a row sum is never below 1.
+
+The initial bandwidth (`init_sigma`; seed 003 gives none): a number, or a named rule
+(issue 17). With sigma = 1 and features of unit RMS, squared distances between different
+tokens are about 2d, so every off-diagonal kernel value is about exp(-d): GKA starts as the
+identity and log sigma gets almost no gradient (kernattn.analysis.gka_init measures it).
+- "sqrt_d_half", "sqrt_d": sigma = sqrt(d) / 2, sqrt(d) (d = head dim), fixed at construction;
+- "median": data-driven, per head: sigma = the median distance ||f_i - f_j|| between the
+  features of different tokens that may attend to each other, measured on the first forward
+  pass in training mode (the first training batch), layer by layer (a layer is set on the
+  features its input has, which the layers below computed with their bandwidths already
+  set). A persistent buffer `sigma_ready` records that it happened, so a run resumed from a
+  checkpoint keeps its bandwidths. Before that pass (an evaluation at step 0, say) sigma is
+  sqrt(d). At most MEDIAN_PAIRS distances per head are measured (the first batch rows that
+  fit), which bounds the memory at long contexts.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,13 +49,53 @@ from .fused import attend
 from .positions import Rope
 from .registry import positive, register
 
+SIGMA_RULES = ("sqrt_d_half", "sqrt_d", "median")
+DATA_DRIVEN = "median"
+MEDIAN_PAIRS = 1 << 24  # distances per head measured by the median rule (rows of the first batch that fit)
+
+
+def _check_init_sigma(value) -> str | None:
+    if isinstance(value, str):
+        return None if value in SIGMA_RULES else f"must be a number > 0 or one of {', '.join(SIGMA_RULES)}"
+    return None if value > 0 else "must be > 0"
+
 
 @dataclass(frozen=True)
 class GKAOptions:
     rope: bool = False      # rotate the per-head features (nanochat flavour)
     qk_norm: bool = False   # parameter-free RMS norm of the per-head features (nanochat flavour)
-    init_sigma: float = positive(1.0, "initial bandwidth; sigma = exp(log_sigma)")
+    # initial bandwidth, sigma = exp(log_sigma): a number, or a rule of SIGMA_RULES (module docstring)
+    init_sigma: float | str = field(default=1.0, metadata={"check": _check_init_sigma,
+                                                            "doc": "initial bandwidth or a rule: " + ", ".join(SIGMA_RULES)})
     rope_base: float = positive(10000.0)
+
+
+def initial_log_sigma(init_sigma: float | str, d_head: int) -> float:
+    """log sigma at construction: the number, or the rule's value (the median rule's
+    placeholder until its first training batch is sqrt(d))."""
+    if isinstance(init_sigma, str):
+        if init_sigma not in SIGMA_RULES:
+            raise ValueError(f"unknown init_sigma {init_sigma!r}; allowed: a number > 0, {', '.join(SIGMA_RULES)}")
+        return math.log(math.sqrt(d_head) / (2 if init_sigma == "sqrt_d_half" else 1))
+    return math.log(init_sigma)
+
+
+def median_distance(f: torch.Tensor, allowed: torch.Tensor, max_pairs: int | None = None) -> torch.Tensor:
+    """[H]: per head the median of ||f_i - f_j|| over batch rows and the pairs i != j with
+    allowed[i, j], for head features f [B, H, N, d]; float64. With `max_pairs`, only the
+    first batch rows whose pairs fit in it (at least one row)."""
+    pairs = allowed & ~torch.eye(allowed.shape[-1], dtype=torch.bool, device=allowed.device)
+    n_pairs = int(pairs.sum())
+    if n_pairs == 0:
+        raise ValueError("no pair of different tokens may attend to each other: no distance")
+    if max_pairs is not None:
+        f = f[: max(1, max_pairs // n_pairs)]
+    f = f.detach().double()
+    dist = torch.cdist(f, f, compute_mode="donot_use_mm_for_euclid_dist")  # exact differences
+    per_head = dist[..., pairs].transpose(0, 1).reshape(f.shape[1], -1)  # [H, B * pairs]
+    # numpy's median (the mean of the two middle values for an even count); torch.median
+    # returns the lower one and torch.quantile refuses more than 2^24 values
+    return torch.from_numpy(np.median(per_head.cpu().numpy(), axis=1))
 
 
 def padded_width(d_head: int) -> int:
@@ -59,8 +114,10 @@ class GKAAttention(KernelAttention):
 
     def __init__(self, d_model, n_head, causal, window, impl, options):
         super().__init__(d_model, n_head, causal, window, impl, options)
-        self.log_sigma = nn.Parameter(torch.full((n_head,), math.log(options.init_sigma)))
+        self.log_sigma = nn.Parameter(torch.full((n_head,), initial_log_sigma(options.init_sigma, self.d_head)))
         self.rope = Rope(self.d_head, options.rope_base) if options.rope else None
+        if options.init_sigma == DATA_DRIVEN:  # only then: other GKA checkpoints keep their keys
+            self.register_buffer("sigma_ready", torch.zeros((), dtype=torch.bool))
 
     def position_scheme(self):
         return "rope" if self.rope is not None else None
@@ -80,7 +137,19 @@ class GKAAttention(KernelAttention):
             f = self.rope(f)
         if self.options.qk_norm:
             f = F.rms_norm(f, (self.d_head,))
+        if self.training and hasattr(self, "sigma_ready") and not bool(self.sigma_ready):
+            self._set_sigma_from(f)
         return SimpleNamespace(f=f, v=v, n=x.shape[1])
+
+    @torch.no_grad()
+    def _set_sigma_from(self, f: torch.Tensor) -> None:
+        """The median rule, on this forward pass's features (module docstring)."""
+        med = median_distance(f, self.allowed(f.shape[2], f.device), MEDIAN_PAIRS)
+        if not bool((med > 0).all()):
+            raise ValueError("GKA init_sigma=median: a head's features are identical on the first batch "
+                             "(median distance 0); give init_sigma a number")
+        self.log_sigma.copy_(med.log().to(self.log_sigma))
+        self.sigma_ready.fill_(True)
 
     def fast(self, p):
         f = p.f - p.f[:, :, :1].detach()

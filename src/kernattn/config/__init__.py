@@ -27,12 +27,13 @@ from .loader import MIRROR_ENV, OVERRIDES_ENV, SCALE_ENV, SECTIONS, Params, load
 from .rows import Compute, RunSpec, check_rows, resolve_attention, runs_of
 from .rows import find_run as find_in
 from .schema import fingerprinted, not_fingerprinted
+from .studies import StudiesParams
 from .vision import VisionParams
 
 __all__ = [
     "BENCH_FAMILIES", "AnalysisParams", "Compute", "BenchParams", "DataParams", "LMParams", "MatrixParams", "MIRROR_ENV",
     "ModelParams", "OVERRIDES_ENV", "Params", "ParamsError", "ReportParams", "Row", "RunSpec", "SCALE_ENV",
-    "SECTIONS", "TrackingParams", "TrainParams", "VisionParams", "check_rows", "find_run", "resolve_attention", "runs_of", "fingerprinted", "load_params",
+    "SECTIONS", "StudiesParams", "TrackingParams", "TrainParams", "VisionParams", "check_rows", "find_run", "resolve_attention", "runs_of", "fingerprinted", "load_params",
     "nest_dotted", "not_fingerprinted", "run_matrix",
 ]
 

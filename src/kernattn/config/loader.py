@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from ..errors import ParamsError
-from . import char, lm, vision  # submodules of this package (not its __init__)
+from . import char, lm, studies, vision  # submodules of this package (not its __init__)
 from .schema import build, deep_merge, fill_placeholders
 
 SCALE_ENV = "KERNATTN_SCALE"
@@ -37,6 +37,7 @@ class Params:
     bench: char.BenchParams
     vision: vision.VisionParams
     lm: lm.LMParams
+    studies: studies.StudiesParams
     path: str = "params.yaml"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -57,6 +58,7 @@ SECTIONS = {
     "bench": char.BenchParams,
     "vision": vision.VisionParams,
     "lm": lm.LMParams,
+    "studies": studies.StudiesParams,
 }
 
 Overrides = "dict | list[tuple[str, dict]] | None"
@@ -122,6 +124,7 @@ def _checked(params: Params, where: str) -> Params:
     char.check(params, where)
     params.vision.check(where)
     lm.check(params.lm, where)
+    studies.check(params, where)
     return params
 
 

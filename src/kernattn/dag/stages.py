@@ -5,6 +5,9 @@
     prepare_lm -> train_lm@<run> -> eval_lm@<run>   (a matched run needs no other run: its
                                                       steps come from FLOPs counted on the meta device)
     bench;  all of them -> report
+    the studies (issue 17; kernattn.studies), outside `all` (the Snakefile's `studies` target):
+    prepare -> prepare_wrap -> train_wrap@<run> -> wrap_study (with train@<row>-s<seed>, analyze_corpus)
+    prepare -> train_gka_init@<run> -> gka_init_study;  train@<gpa run> -> prune@<gpa run> -> prune_study
 
 The Snakefile's rules (rules/*.smk) and dvc.yaml (dag.dvc) both read this table, so the
 two DAGs have the same stages, files and params sections. Training stages do not read
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import analysis
+from .. import analysis, studies
 from ..config import Params, find_run, run_matrix
 from ..config.rows import chain
 from ..lm import pipeline as lm_paths
@@ -150,7 +153,68 @@ def shared_stages(p: Params, before: list[Stage]) -> list[Stage]:
     return [bench, report]
 
 
+def _final(folder, run_id: str) -> str:
+    return f"{folder}/{run_id}/final.json"
+
+
+def _wrap_stages(p: Params, data: list[str]) -> list[Stage]:
+    wrap_runs = studies.wrap_runs(p)
+    finals = [_final(studies.wrap_run_dir(p), r) for r in wrap_runs]
+    # every counterfactual's arrays (a run's path is a pattern of its id: it cannot pick its corpus's)
+    corpus_data = [str(studies.wrap_data_dir(p, c) / f) for c in p.studies.wrap.corpora for f in DATA_FILES[:3]]
+
+    def narrow(r: str) -> dict:  # the run's own row and corpus (adding a row reruns no other run)
+        corpus, spec = wrap_runs[r]
+        return {"matrix": run_spec(p, f"{spec.row}-s{spec.seed}"),
+                "studies": {"corpus": corpus, "width": p.studies.wrap.width}}
+
+    return [
+        Stage("prepare_wrap", ("data", "analysis", "studies"), ("studies", "analysis", "data"),
+              lambda _: [*studies.wrap_data_outputs(p), *studies.wrap_corpus_summaries(p)], inputs=lambda _: data,
+              dvc_outs=lambda _: [str(studies.root(p) / "wrap" / "data"), str(studies.root(p) / "wrap" / "analysis")]),
+        Stage("train_wrap", ("model", "train", "matrix", "studies"), ("",), lambda r: [_final(studies.wrap_run_dir(p), r)],
+              inputs=lambda _: corpus_data, dvc_outs=lambda r: [str(studies.wrap_run_dir(p) / r)],
+              runs=tuple(wrap_runs), extra="--stale archive", persist=True, threads=p.train.threads or 4,
+              narrow=narrow),
+        Stage("wrap_study", ("model", "matrix", "analysis", "studies"), ("",),
+              lambda _: [str(studies.summary_path(p, "wrap")), str(studies.root(p) / "wrap" / "bumps.csv")],
+              inputs=lambda _: [*data[:3], corpus_analysis_output(p), *studies.wrap_corpus_summaries(p), *finals,
+                                *(run_output(p, r) for r in studies.wrap_original_runs(p))]),
+    ]
+
+
+def studies_stages(p: Params) -> list[Stage]:
+    """The studies of issue 17 (kernattn.studies): not inputs of the report, not in `all`."""
+    data = data_outputs(p)
+    gka_runs = studies.gka_runs(p)
+    prune = tuple(studies.prune_runs(p))
+    return [
+        *_wrap_stages(p, data),
+        Stage("train_gka_init", ("model", "train", "matrix", "studies"), ("",), lambda r: [_final(studies.gka_run_dir(p), r)],
+              inputs=lambda _: data[:3], dvc_outs=lambda r: [str(studies.gka_run_dir(p) / r)], runs=tuple(gka_runs),
+              extra="--stale archive", persist=True, threads=p.train.threads or 4,
+              narrow=lambda r: {"matrix": dataclasses.asdict(gka_runs[r][1]), "studies": {"init": gka_runs[r][0]}}),
+        Stage("gka_init_study", ("model", "train", "matrix", "studies"), ("",),
+              lambda _: [str(studies.summary_path(p, "gka_init"))], inputs=lambda _: [*data[:3], *(_final(studies.gka_run_dir(p), r) for r in gka_runs)]),
+        Stage("prune", ("model", "train", "matrix", "analysis", "studies"), ("",),
+              lambda r: [studies.prune_output(p, r)], inputs=lambda r: [*data[:3], run_output(p, r)],
+              dvc_outs=lambda r: [str(studies.prune_dir(p, r))], runs=prune, persist=True,
+              threads=p.train.threads or 4, narrow=lambda r: {"matrix": run_spec(p, r)}),
+        Stage("prune_study", ("analysis", "studies"), ("studies",),
+              lambda _: [str(studies.summary_path(p, "prune")), str(studies.root(p) / "prune" / "prune.csv")],
+              inputs=lambda _: [studies.prune_output(p, r) for r in prune]),
+    ]
+
+
+def studies_outputs(stages: dict[str, Stage]) -> list[str]:
+    """What the Snakefile's `studies` target asks for: each study's summary."""
+    return [f for name in STUDY_TARGETS for f in stages[name].outputs(None)]
+
+
+STUDY_TARGETS = ("wrap_study", "gka_init_study", "prune_study")
+
+
 def stage_table(params: Params) -> dict[str, Stage]:
-    """Every stage, in an order that runs (upstream first), by name."""
+    """Every stage, in an order that runs (upstream first), by name; the studies last."""
     tracks = [*char_stages(params), *vision_stages(params), *lm_stages(params)]
-    return {s.name: s for s in [*tracks, *shared_stages(params, tracks)]}
+    return {s.name: s for s in [*tracks, *shared_stages(params, tracks), *studies_stages(params)]}

@@ -56,6 +56,7 @@ from . import bench_models, claims as claims_mod, gpa, stats
 from . import vision
 from .palette import row_colors
 from . import lm as lm_report
+from . import studies as studies_report
 
 HELP = "render report/index.html: results beside the papers' claims, with 95% intervals over seeds"
 
@@ -130,7 +131,8 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
         context["bench_models"] = bench_models.section(folder, params)
         context["vision"] = vision.section(folder, params)  # GKA on vision (issue 5)
         context["lm"] = lm_report.section(folder, params)
-        claims = evaluate_claims(papers, params, runs_df, context["lm"], context["vision"])
+        context["studies"] = studies_report.section(folder, params, papers)  # what exists (issue 17)
+        claims = evaluate_claims(papers, params, runs_df, context["lm"], context["vision"], context["studies"])
         context["claims"] = claims
         context["summary"] = claims_csv(claims)
         main_df.to_csv(folder / "tables" / "main.csv", index=False)
@@ -360,9 +362,10 @@ def main_table(params: Params, runs_df: pd.DataFrame) -> pd.DataFrame:
 ClaimResult = claims_mod.ClaimResult  # kept importable from here
 
 
-def evaluate_claims(papers: dict, params: Params, runs_df: pd.DataFrame,
-                    lm_ctx: dict | None = None, vision_ctx: dict | None = None) -> list[ClaimResult]:
-    """Every claim of paper_numbers.yaml judged, in file order (claims.py, lm.py, vision.py)."""
+def evaluate_claims(papers: dict, params: Params, runs_df: pd.DataFrame, lm_ctx: dict | None = None,
+                    vision_ctx: dict | None = None, studies_ctx: dict | None = None) -> list[ClaimResult]:
+    """Every claim of paper_numbers.yaml judged, in file order (claims.py, lm.py, vision.py,
+    studies.py)."""
     char = {id(r.claim): r for r in claims_mod.evaluate_char_claims(papers, params, runs_df)}
     lm_claims = [c for c in papers["claims"] if c["kind"].startswith("lm_")]
     vis_claims = [c for c in papers["claims"] if c["kind"].startswith("vision_")]
@@ -371,6 +374,8 @@ def evaluate_claims(papers: dict, params: Params, runs_df: pd.DataFrame,
         other.update({id(r.claim): r for r in lm_report.claims(lm_ctx, lm_claims, params.scale)})
     if vision_ctx is not None:
         other.update({id(r.claim): r for r in vision.claims(vision_ctx, vis_claims, params.scale)})
+    study_claims = [c for c in papers["claims"] if c["kind"].startswith("study_")]
+    other.update({id(r.claim): r for r in studies_report.claims(studies_ctx, study_claims, params.scale)})
     out = []
     for c in papers["claims"]:
         res = char.get(id(c)) or other.get(id(c))
@@ -631,6 +636,10 @@ OUTLINE = (
         ("lm", "Baseline vs GKA-LM: Tables 6-8"),)),
     ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)", (
         ("vision", "GKA on vision: counts, top-1 and attention maps"),)),
+    ("part-studies", "Studies: the experiments the papers leave open (issue 17)", (
+        ("study-wrap", "Does the bump follow the line width? The line-wrap counterfactual (seed 001, Section 3.2)"),
+        ("study-gka-init", "GKA's bandwidth at initialisation (seed 003 gives none)"),
+        ("study-prune", "Removing a weak head, then fine-tuning (seed 001, Sections 3.1 and 4)"))),
     ("part-bench", "Benchmarks", (
         ("bench", "Attention kernels: speed and memory"),
         ("bench-models", "Whole models: throughput, memory and MFU (GKA paper Table 4)"))),
@@ -720,6 +729,7 @@ def page_context(params, params_file, papers, runs, runs_df, main_df, claims, me
         "tracking_uris": list(dict.fromkeys(str(u) for u in runs_df["tracking_uri"] if u)),
         "level": stats.LEVEL, "toc": outline()[0], "heads": outline()[1],
         "figures": [], "tables": [], "bench_models": {"entries": [], "paper_source": "", "command": ""},
+        "studies": {}, "zip": zip,
     }
 
 

@@ -20,10 +20,12 @@ from . import stats
 # Where a claim's summary row links to, by kind, unless the claim names a `section`.
 DEFAULT_SECTION = {"order": "claims", "noninferior": "claims", "count": "claims", "number": "claims",
                    "unit_test": "blog", "lm_bpb": "lm", "lm_core": "lm", "lm_count": "lm",
-                   "vision_count": "vision", "vision_top1": "vision"}
+                   "vision_count": "vision", "vision_top1": "vision",
+                   "study_wrap": "study-wrap", "study_gka_init": "study-gka-init", "study_prune": "study-prune"}
 NEEDS = {"order": ("order",), "noninferior": ("rows", "margin"), "count": ("row", "field", "formula"),
          "number": ("row", "field", "paper_value"), "unit_test": ("test",), "lm_bpb": (), "lm_core": (),
-         "lm_count": (), "vision_count": (), "vision_top1": ()}
+         "lm_count": (), "vision_count": (), "vision_top1": (), "study_wrap": (), "study_gka_init": (),
+         "study_prune": ("margin",)}
 SUMMARY_COLUMNS = ["claim", "paper", "where", "statement", "paper_value", "ours", "estimate", "ci_lo", "ci_hi",
                    "interval", "verdict", "scale", "section"]
 

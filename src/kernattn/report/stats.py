@@ -334,3 +334,42 @@ def centered_diff_statistic(baselines: Sequence[float]):
         diffs = [(a.mean(axis=1) - b.mean(axis=1)) / (1 - base) for (a, b), base in zip(strata, baselines)]
         return np.mean(diffs, axis=0)
     return stat
+
+
+# ----------------------------------------------------------------------------- the studies (issue 17)
+def reading_verdict(outcome: str, supports: str, contradicts: str) -> str:
+    """A study whose own rule returns one of two outcomes, one supporting the paper's reading
+    and one contradicting it (the line-wrap study: kernattn.analysis.bumpshift), as a claim's
+    verdict: reproduced, contradicted, or inconclusive for anything else."""
+    if outcome == supports:
+        return REPRODUCED
+    if outcome == contradicts:
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def init_comparisons(baseline: str, values: dict[str, dict[int, float]],
+                     level: float = LEVEL) -> tuple[str, list[Comparison]]:
+    """"Some init beats `baseline`" (GKA's bandwidth study): each other init x against the
+    baseline, the claim x < baseline tested paired by seed (the seeds both have), Holm across
+    the inits (compare_ordering). Verdict: reproduced if any init is significantly lower;
+    contradicted if every other init is significantly higher; inconclusive (1 seed) when no
+    pair has two seeds; otherwise inconclusive."""
+    base = values[baseline]
+    pairs = []
+    for name, vals in values.items():
+        if name == baseline:
+            continue
+        seeds = sorted(set(vals) & set(base))
+        pairs.append((name, [vals[s] for s in seeds], baseline, [base[s] for s in seeds]))
+    if not pairs:
+        return NOT_RUN, []
+    comps = compare_ordering(pairs, level, paired=True)
+    verdicts = [c.verdict for c in comps]
+    if REPRODUCED in verdicts:
+        return REPRODUCED, comps
+    if all(v == CONTRADICTED for v in verdicts):
+        return CONTRADICTED, comps
+    if all(v == ONE_SEED for v in verdicts):
+        return ONE_SEED, comps
+    return INCONCLUSIVE, comps

@@ -1,0 +1,140 @@
+"""The `studies` section of params.yaml: the experiments the papers leave open (issue 17),
+run by `snakemake --cores all studies` (not by the main DAG).
+
+    studies:
+      seeds: null                  # null: the matrix's seeds (the wrap and prune studies pair with its runs)
+      wrap: {rows: [...], corpora: [rewrapped, unwrapped], width: 50, tol: 2.0}
+      gka_init: {rows: [{track: char, row: gka}], inits: [1.0, sqrt_d_half, sqrt_d, median]}
+      prune: {rows: null, k: 1, steps: 100, lr: null}
+      out_dir: results/{scale}/studies
+
+- wrap (seed 001, 3.2): the matrix's GPA `rows` trained again on each counterfactual corpus
+  (kernattn.analysis.wrap) at `width`; the bump verdict's tolerance `tol` in lags.
+- gka_init (seed 003): each row of `rows` (a track and one of that track's rows, whose
+  attention is gka) trained once per init of `inits` (a number or a rule of
+  kernattn.attention.gka.SIGMA_RULES) and seed. Only the char track is wired today: a row
+  {track: lm, row: ...} or {track: vision, row: ...} is one more entry once those tracks list
+  their rows (lm.rows / vision.rows) and the study learns to train them (kernattn.studies.gka).
+- prune (seed 001, 3.1 and 4): for each trained run of the GPA `rows` (null: every GPA row
+  the scale trains), the weak heads (or the `k` weakest) removed and the model fine-tuned for
+  `steps` steps at `lr` (null: train.lr x train.min_lr_ratio, where training's schedule ended),
+  beside the same fine-tuning without removal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ParamsError
+from .schema import nonneg, positive
+
+WRAP_CORPORA = ("rewrapped", "unwrapped")
+INIT_TRACKS = ("char",)  # the tracks whose runs the gka_init study can train (module docstring)
+
+
+@dataclass(frozen=True)
+class WrapStudy:
+    rows: tuple[str, ...] = ("gpa_dp_m8", "gpa_m64", "gpa_m64_rope")
+    corpora: tuple[str, ...] = WRAP_CORPORA
+    width: int = field(default=50, metadata=positive())
+    tol: float = field(default=2.0, metadata=nonneg())
+
+
+@dataclass(frozen=True)
+class InitRow:
+    track: str = field(default="char", metadata={"choices": INIT_TRACKS})
+    row: str = "gka"
+
+
+@dataclass(frozen=True)
+class GKAInitStudy:
+    rows: tuple[InitRow, ...] = (InitRow(),)
+    inits: tuple[Any, ...] = (1.0, "sqrt_d_half", "sqrt_d", "median")  # checked in `check`
+
+
+@dataclass(frozen=True)
+class PruneStudy:
+    rows: tuple[str, ...] | None = None
+    k: int = field(default=1, metadata=positive())
+    steps: int = field(default=100, metadata=positive())
+    lr: float | None = field(default=None, metadata=positive())
+
+
+@dataclass(frozen=True)
+class StudiesParams:
+    seeds: tuple[int, ...] | None = None
+    wrap: WrapStudy = field(default_factory=WrapStudy)
+    gka_init: GKAInitStudy = field(default_factory=GKAInitStudy)
+    prune: PruneStudy = field(default_factory=PruneStudy)
+    out_dir: str = "results/{scale}/studies"
+
+
+def seeds(params) -> tuple[int, ...]:
+    """The studies' seeds: studies.seeds, or the matrix's."""
+    return params.studies.seeds if params.studies.seeds is not None else params.matrix.seeds
+
+
+def trained_rows(params) -> tuple[str, ...]:
+    only = params.matrix.only
+    return tuple(r.name for r in params.matrix.rows if only is None or r.name in only)
+
+
+def wrap_rows(params) -> tuple[str, ...]:
+    """studies.wrap.rows that the scale trains (the study compares with their runs; the others
+    are listed as not trained in its summary)."""
+    return tuple(r for r in params.studies.wrap.rows if r in trained_rows(params))
+
+
+def prune_rows(params) -> tuple[str, ...]:
+    """The rows the prune study reads: studies.prune.rows that the scale trains, or (null)
+    every GPA row it trains."""
+    gpa = {r.name for r in params.matrix.rows if r.variant == "gpa"}
+    rows = params.studies.prune.rows if params.studies.prune.rows is not None else tuple(gpa)
+    return tuple(r for r in trained_rows(params) if r in rows and r in gpa)
+
+
+def check(params, where: str) -> None:
+    """Cross-key checks: rows name matrix rows of the right attention, seeds are trained. (A
+    row the scale does not train is left out of its study, not an error: a scale that trains a
+    subset, matrix.only, runs the studies on what it has.)"""
+    from .. import attention
+
+    s, m = params.studies, params.matrix
+    rows = {r.name: r for r in m.rows}
+    for seed in s.seeds or ():
+        if seed not in m.seeds:
+            raise ParamsError(f"{where}studies.seeds has {seed}, which the matrix does not train (matrix.seeds: "
+                              f"{', '.join(map(str, m.seeds))}); the studies pair with its runs: use those seeds")
+    for key, names in (("wrap.rows", s.wrap.rows), ("prune.rows", s.prune.rows or ())):
+        for name in names:
+            if name not in rows:
+                raise ParamsError(f"{where}studies.{key} names unknown row {name!r}; GPA rows: "
+                                  f"{', '.join(r for r in rows if rows[r].variant == 'gpa')}")
+            if rows[name].variant != "gpa":
+                raise ParamsError(f"{where}studies.{key} names {name!r}, whose attention is "
+                                  f"{rows[name].variant!r}: it has no kernel banks; name a gpa row")
+    for name in s.wrap.corpora:
+        if name not in WRAP_CORPORA:
+            raise ParamsError(f"{where}studies.wrap.corpora has {name!r}; allowed: {', '.join(WRAP_CORPORA)}")
+    for i, row in enumerate(s.gka_init.rows):
+        if row.row not in rows or rows[row.row].variant != "gka":
+            raise ParamsError(f"{where}studies.gka_init.rows[{i}].row is {row.row!r}: name a matrix row whose "
+                              f"attention is gka ({', '.join(r for r in rows if rows[r].variant == 'gka') or 'none'})")
+    if not s.gka_init.inits:
+        raise ParamsError(f"{where}studies.gka_init.inits is empty; give at least one init")
+    for i, init in enumerate(s.gka_init.inits):
+        try:
+            attention.make_options("gka", {"init_sigma": init})
+        except attention.AttentionConfigError as exc:
+            raise ParamsError(f"{where}studies.gka_init.inits[{i}]: {exc}") from None
+    labels = [init_label(v) for v in s.gka_init.inits]
+    if len(set(labels)) != len(labels):
+        raise ParamsError(f"{where}studies.gka_init.inits lists one init twice ({', '.join(labels)})")
+
+
+def init_label(init) -> str:
+    """An init as it appears in run ids: 1.0 -> "1", 0.5 -> "0p5", rules by name."""
+    if isinstance(init, str):
+        return init
+    return f"{float(init):g}".replace(".", "p").replace("-", "m").replace("+", "")

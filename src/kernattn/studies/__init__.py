@@ -1,0 +1,127 @@
+"""The experiments the papers leave open (issue 17), as pipeline stages: `snakemake --cores all
+studies` (or `dvc repro` of their stages), outside the main DAG.
+
+    prepare -> prepare_wrap -> train_wrap@<row>-<corpus>-s<seed> -+
+    train@<row>-s<seed> (main DAG), analyze_corpus (main DAG) ---+-> wrap_study
+    train_gka_init@<row>-init_<init>-s<seed> -> gka_init_study
+    train@<gpa run> (main DAG) -> prune@<gpa run> -> prune_study
+
+Everything lands under studies.out_dir (results/<scale>/studies/):
+    wrap/data/<corpus>/            the counterfactual corpus (train.npy, val.npy, vocab.json, meta.json)
+    wrap/analysis/<corpus>/corpus/ its newline, line and paragraph histograms (kernattn analyze-corpus)
+    wrap/runs/<run>/               a GPA run on it (the engine's run folder)
+    wrap/summary.json              bumps per corpus and seed, newline peaks, the verdict
+    gka_init/runs/<run>/           a GKA run per init and seed (metrics.jsonl holds sigma per head)
+    gka_init/summary.json          final loss per init, sigma over training, mean diagonal weight
+    prune/<run>/{pruned,control}/  the two fine-tunings of one trained GPA run (engine run folders)
+    prune/<run>/summary.json       losses before/after removal and fine-tuning, ablations, costs
+    prune/summary.json             every pruned run in one table
+Run ids keep the `<row>-s<seed>` form, the row naming the study's variation. The paths and
+run ids live here (no torch: the stage table imports this module); the stages in the
+modules beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ..config import Params, RunSpec, find_run
+from ..config.studies import init_label, prune_rows, seeds, wrap_rows
+
+SUMMARY = "summary.json"
+DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
+ARMS = ("pruned", "control")
+
+
+def root(p: Params) -> Path:
+    return Path(p.studies.out_dir)
+
+
+def summary_path(p: Params, study: str) -> Path:
+    """<studies.out_dir>/<study>/summary.json: what the report reads of each study."""
+    return root(p) / study / SUMMARY
+
+
+# ----------------------------------------------------------------------------- wrap
+def wrap_data_dir(p: Params, corpus: str) -> Path:
+    return root(p) / "wrap" / "data" / corpus
+
+
+def wrap_data_outputs(p: Params) -> list[str]:
+    return [str(wrap_data_dir(p, c) / f) for c in p.studies.wrap.corpora for f in DATA_FILES]
+
+
+def wrap_analysis_dir(p: Params, corpus: str) -> Path:
+    """analysis.out_dir of a counterfactual: its corpus analysis lands in <this>/corpus/."""
+    return root(p) / "wrap" / "analysis" / corpus
+
+
+def wrap_corpus_summaries(p: Params) -> list[str]:
+    return [str(wrap_analysis_dir(p, c) / "corpus" / SUMMARY) for c in p.studies.wrap.corpora]
+
+
+def wrap_runs(p: Params) -> dict[str, tuple[str, RunSpec]]:
+    """{run id: (corpus, the matrix run it repeats on that corpus)}."""
+    out = {}
+    for corpus in p.studies.wrap.corpora:
+        for row in wrap_rows(p):
+            for seed in seeds(p):
+                spec = find_run(p, f"{row}-s{seed}")
+                run_id = f"{row}-{corpus}-s{seed}"
+                out[run_id] = (corpus, dataclasses.replace(spec, run_id=run_id, label=f"{spec.label}, {corpus}"))
+    return out
+
+
+def wrap_original_runs(p: Params) -> list[str]:
+    """The main DAG's runs the wrap study compares with (not retrained)."""
+    return [f"{row}-s{seed}" for row in wrap_rows(p) for seed in seeds(p)]
+
+
+def wrap_run_dir(p: Params) -> Path:
+    return root(p) / "wrap" / "runs"
+
+
+# ----------------------------------------------------------------------------- GKA init
+def gka_runs(p: Params) -> dict[str, tuple[str, RunSpec]]:
+    """{run id: (init label, the run)}: each gka_init row x init x seed (char track)."""
+    rows = {r.name: r for r in p.matrix.rows}
+    out = {}
+    for entry in p.studies.gka_init.rows:
+        row = rows[entry.row]
+        for init in p.studies.gka_init.inits:
+            label = init_label(init)
+            for seed in seeds(p):
+                run_id = f"{row.name}-init_{label}-s{seed}"
+                out[run_id] = (label, RunSpec(run_id, row.name, seed, row.variant,
+                                              {**row.options, "init_sigma": init}, row.source,
+                                              f"{row.label or row.name}, sigma init {label}"))
+    return out
+
+
+def gka_run_dir(p: Params) -> Path:
+    return root(p) / "gka_init" / "runs"
+
+
+# ----------------------------------------------------------------------------- prune
+def prune_runs(p: Params) -> list[str]:
+    """The main DAG's GPA runs the prune study reads."""
+    return [f"{row}-s{seed}" for row in prune_rows(p) for seed in seeds(p)]
+
+
+def prune_dir(p: Params, run_id: str) -> Path:
+    return root(p) / "prune" / run_id
+
+
+def prune_output(p: Params, run_id: str) -> str:
+    return str(prune_dir(p, run_id) / SUMMARY)
+
+
+def command() -> str:
+    return "snakemake --cores all studies"
+
+
+def scale_options(parser) -> None:
+    """--params and --scale, which every study command takes."""
+    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
+    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")

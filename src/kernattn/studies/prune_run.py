@@ -1,0 +1,152 @@
+"""Removing a weak head from one trained GPA run, then fine-tuning (issue 17, part 3; seed 001).
+
+    kernattn prune --params params.yaml [--scale S] --run <gpa row>-s<seed>
+
+Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corpus, and:
+1. picks the heads: those whose bank strength (logit span over the lags the model uses,
+   kernattn.analysis.banks.strength) is below analysis.strength_threshold, or when none is,
+   the studies.prune.k weakest (kernattn.analysis.prune.heads_to_remove);
+2. measures every head's zero- and mean-ablation cost on the fixed validation windows
+   (kernattn.analysis.analyze_gpa.removal_costs, as analyze-gpa does);
+3. fine-tunes two copies of the trained model through the engine for studies.prune.steps
+   steps at the constant rate studies.prune.lr (null: train.lr x train.min_lr_ratio), the same
+   batches for both (a generator seeded from the run's seed and "prune", not the training
+   order): `pruned` with the heads removed (their output zeroed before W_O for the whole run,
+   kernattn.analysis.prune.removed) and `control` without removal. Their folders are
+   <studies.out_dir>/prune/<run>/{pruned,control}/ (resumable, MLflow runs <run>-pruned and
+   <run>-control). The engine's step-0 evaluation of `control` is the loss before removal, of
+   `pruned` the loss right after it; their final ones are after fine-tuning;
+4. writes <studies.out_dir>/prune/<run>/summary.json (kernattn.analysis.prune.removal_record,
+   the ablation costs, params and FLOPs saved), atomically, last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+
+from ..config import Params, find_run, load_params
+from ..engine import derive_seed, train_run
+from ..io import atomic_write_json, read_lines
+from ..train import CharTrack
+from . import ARMS, SUMMARY, prune_dir, prune_runs, scale_options
+from .train import study_params, trained_model
+
+HELP = "prune study: remove one GPA run's weak heads, fine-tune beside a no-removal control (engine)"
+
+
+def fine_tune_lr(params: Params) -> float:
+    p = params.studies.prune
+    return p.lr if p.lr is not None else params.train.lr * params.train.min_lr_ratio
+
+
+class PruneTrack(CharTrack):
+    """The char track continuing a trained model: its weights loaded, `remove` heads removed
+    (the pruned arm), a constant learning rate, studies.prune.steps steps."""
+
+    def __init__(self, params: Params, spec, arm: str, remove: list[tuple[int, int]], base_state: dict,
+                 base_fingerprint: str | None):
+        run_spec = dataclasses.replace(spec, run_id=f"{spec.run_id}-{arm}", label=f"{spec.label}, {arm}")
+        super().__init__(params, run_spec)
+        self.arm, self.remove, self.base_state, self.base_fingerprint = arm, list(remove), base_state, base_fingerprint
+        self.run_dir = prune_dir(params, spec.run_id) / arm
+        steps = params.studies.prune.steps
+        self.max_steps, self.eval_every = steps, steps  # evaluations: at step 0 and at the end
+        self.checkpoint_every = min(params.train.checkpoint_every, steps)
+        self.log_every = max(1, steps // 10)
+        self.lr = fine_tune_lr(params)
+        self._hooks = contextlib.ExitStack()
+
+    def fingerprint_config(self) -> dict:
+        return {**super().fingerprint_config(), "prune": {
+            "arm": self.arm, "remove": [list(h) for h in self.remove], "steps": self.max_steps, "lr": self.lr,
+            "base_fingerprint": self.base_fingerprint}}
+
+    def identity(self) -> dict:
+        return {**super().identity(), "arm": self.arm, "removed": [list(h) for h in self.remove]}
+
+    def build(self, device) -> None:
+        from ..analysis.prune import removed
+
+        super().build(device)
+        self.model.load_state_dict(self.base_state)
+        self.batch_gen.manual_seed(derive_seed(self.seed, "prune"))
+        if self.arm == "pruned":  # hooks, not weights: the checkpoint keeps the model's shapes
+            self._hooks.enter_context(removed(self.model, self.remove))
+
+    def set_lr(self, step: int) -> float:
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr
+        return self.lr
+
+    def line_fields(self, split: str, step: int, values: dict) -> dict:
+        fields = super().line_fields(split, step, values)
+        return {**fields, "lr": self.lr} if split == "val" else fields
+
+
+def val_losses(run_dir) -> tuple[float, float]:
+    """(step-0 validation loss, final validation loss) of an engine run folder."""
+    lines = [json.loads(x) for x in read_lines(run_dir / "metrics.jsonl")]
+    final = json.loads((run_dir / "final.json").read_text())
+    start = next(x["loss"] for x in lines if x.get("split") == "val" and x["step"] == 0)
+    return float(start), float(final["val_loss"])
+
+
+def prune_one(params: Params, run_id: str, params_file: str = "params.yaml", progress: bool = False) -> int:
+    """The stage for one run (module docstring); returns the exit status."""
+    from ..analysis import banks, heads, prune
+    from ..analysis.analyze_gpa import removal_costs
+    from ..train import resolve_device
+
+    spec = find_run(params, run_id)
+    device = resolve_device(params.train.device)
+    model, final, data = trained_model(params, spec, device, params_file)
+    strength = banks.strength(banks.bank_biases(model, params.model.context))
+    remove = prune.heads_to_remove(strength, params.analysis.strength_threshold, params.studies.prune.k)
+    base, zero_costs, mean_costs = removal_costs(model, data, params, device)
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    tracked = study_params(params, None, str(prune_dir(params, run_id)))  # the studies' MLflow experiment
+    for arm in ("control", "pruned"):
+        track = PruneTrack(tracked, spec, arm, remove, state, final.get("fingerprint"))
+        code = train_run(track, stale="archive", progress=progress)
+        if code:
+            return code
+    (before, control), (after_removal, after_ft) = (val_losses(prune_dir(params, run_id) / a) for a in ARMS[::-1])
+    record = prune.removal_record(model, remove, {
+        "loss_before": before, "loss_after_removal": after_removal, "loss_after_fine_tune": after_ft,
+        "loss_control_fine_tune": control}, params.studies.prune.steps)
+    summary = {"run_id": run_id, "row": spec.row, "seed": spec.seed, "label": spec.label, "scale": params.scale,
+               "params_digest": params.digest(), "fingerprint": final.get("fingerprint"),
+               "final_val_loss": final.get("val_loss"), "ablation_base_loss": base, "lr": fine_tune_lr(params),
+               "threshold": params.analysis.strength_threshold, "k": params.studies.prune.k,
+               "flagged_weak": bool((strength < params.analysis.strength_threshold).any()),
+               **record,
+               "zero_ablation": [float(zero_costs[l, h]) for l, h in remove],
+               "mean_ablation": [float(mean_costs[l, h]) for l, h in remove],
+               "strength": [float(strength[l, h]) for l, h in remove],
+               "heads": {"strength": strength.tolist(), "zero_cost": zero_costs.tolist(),
+                         "mean_cost": mean_costs.tolist(),
+                         "zero_mean_rho": heads.rank_correlation(zero_costs, mean_costs)[0]}}
+    atomic_write_json(prune_dir(params, run_id) / SUMMARY, summary)
+    print(f"kernattn prune: {run_id}: removed {record['removed']}; loss {before:.4f} -> {after_removal:.4f} "
+          f"(removed) -> {after_ft:.4f} (fine-tuned), control {control:.4f}; "
+          f"params saved {record['params_saved']:,} ({record['params_saved_fraction']:.1%})")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    scale_options(parser)
+    parser.add_argument("--run", required=True, metavar="RUN_ID", help="a GPA run of the prune study")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    if args.run not in prune_runs(params):
+        raise UsageError(f"{params.path}: {args.run!r} is not a run of the prune study at scale {params.scale!r}; "
+                         f"runs: {', '.join(prune_runs(params))}")
+    return prune_one(params, args.run, args.params, progress=not args.no_progress)

@@ -1,0 +1,85 @@
+"""The line-wrap study's corpora (issue 17, part 1; seed 001 Section 3.2).
+
+    kernattn prepare-wrap --params params.yaml [--scale S]
+
+Reads the prepared corpus (data.out_dir: train.npy, val.npy, vocab.json, meta.json, as
+`kernattn prepare` writes them) and writes, per corpus of studies.wrap.corpora, the same four
+files under <studies.out_dir>/wrap/data/<corpus>/ (one atomic folder each): the text re-laid
+out by kernattn.analysis.wrap (rewrapped at studies.wrap.width, or one line per paragraph),
+each split on its own, encoded with the original vocabulary (vocab.json copied unchanged).
+Then each corpus's newline, line and paragraph histograms (kernattn analyze-corpus's
+analysis, on that corpus) under <studies.out_dir>/wrap/analysis/<corpus>/corpus/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..config import load_params
+from ..io import atomic_dir
+from . import scale_options, wrap_analysis_dir, wrap_data_dir
+
+HELP = "line-wrap study: the rewrapped and unwrapped corpora (same split, same vocabulary) and their histograms"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    scale_options(parser)
+
+
+def corpus_params(params, corpus: str):
+    """The params with data.out_dir and analysis.out_dir moved to the counterfactual's folders
+    (what `kernattn analyze-corpus` and the char trainer read)."""
+    return dataclasses.replace(
+        params, data=dataclasses.replace(params.data, out_dir=str(wrap_data_dir(params, corpus))),
+        analysis=dataclasses.replace(params.analysis, out_dir=str(wrap_analysis_dir(params, corpus))))
+
+
+def write_corpus(params, corpus: str) -> dict:
+    """One counterfactual corpus's folder; returns its meta.json content."""
+    from ..analysis import wrap
+    from ..data import load_meta, load_split, load_vocab
+    from ..errors import UsageError
+
+    src = Path(params.data.out_dir)
+    try:
+        chars, original = load_vocab(src), load_meta(src)
+        train, val = load_split(src, "train"), load_split(src, "val")
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"{src}: cannot read the prepared corpus ({exc}); run kernattn prepare first") from None
+    t0 = time.perf_counter()
+    width = params.studies.wrap.width
+    new_train, new_val = wrap.transform_split(train, val, chars, corpus, width)
+    meta = {"corpus": corpus, "layout": {"kind": corpus, "width": width if corpus == "rewrapped" else None},
+            "source_dir": str(src), "source_cleaned_sha256": original.get("cleaned_sha256"),
+            "vocab_size": len(chars), "n_train": int(new_train.size), "n_val": int(new_val.size),
+            "n_chars": int(new_train.size + new_val.size),
+            "newlines": int(sum(np.count_nonzero(a == chars.index("\n")) for a in (new_train, new_val))),
+            "original": {"n_train": int(train.size), "n_val": int(val.size)},
+            "seconds": round(time.perf_counter() - t0, 3)}
+    with atomic_dir(wrap_data_dir(params, corpus)) as tmp:
+        np.save(tmp / "train.npy", new_train)
+        np.save(tmp / "val.npy", new_val)
+        shutil.copyfile(src / "vocab.json", tmp / "vocab.json")  # the same ids: the same file
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..analysis.corpus import analyze_corpus
+
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    for corpus in params.studies.wrap.corpora:
+        meta = write_corpus(params, corpus)
+        path = analyze_corpus(corpus_params(params, corpus))
+        peak = json.loads(path.read_text())["splits"]["train"]
+        print(f"kernattn prepare-wrap: {corpus}: {meta['n_train']:,} + {meta['n_val']:,} characters, "
+              f"{meta['newlines']:,} newlines; newline peak {peak['peak']} (sharp: {peak['sharp_peak']}); "
+              f"wrote {wrap_data_dir(params, corpus)}")
+    return 0

@@ -1,0 +1,105 @@
+"""The line-wrap study's reading and verdict (issue 17, part 1; seed 001 Section 3.2).
+
+    kernattn wrap-study --params params.yaml [--scale S]
+
+For every row of studies.wrap.rows and every corpus (the original, then studies.wrap.corpora):
+the first-layer bump of each seed's trained run (kernattn.analysis.bumpshift.run_bump: the
+median over the first layer's heads of the bank bumps at lags >= analysis.bump_min_lag, the
+banks read at lags 0..context as kernattn analyze-gpa reads them), the corpus's newline peak
+(its training split's sharp peak, kernattn analyze-corpus; None without line structure), and
+bumpshift's verdict per row (seed-paired shift interval, tolerance studies.wrap.tol). The
+original corpus's runs are the main DAG's (train.out_dir/<row>-s<seed>), not retrained.
+
+Writes <studies.out_dir>/wrap/summary.json (and bumps.csv: row, corpus, seed, bump), atomically.
+Overall: every row's verdict the same -> that verdict; otherwise inconclusive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..config import find_run, load_params
+from ..config.studies import wrap_rows
+from ..io import atomic_write_json, atomic_write_text
+from . import SUMMARY, root, scale_options, wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wrap_runs
+from .train import study_params, trained_model
+
+HELP = "line-wrap study: first-layer bump per corpus and seed, newline peaks, the verdict"
+REFERENCE = "original"
+
+
+def newline_peak(summary_file: Path) -> dict:
+    """The training split's newline peak of a corpus analysis: (sharp peak or None, peak, contrast)."""
+    from ..errors import UsageError
+
+    try:
+        train = json.loads(Path(summary_file).read_text())["splits"]["train"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"{summary_file}: no corpus analysis ({exc}); run kernattn analyze-corpus "
+                         f"(original) or kernattn prepare-wrap (counterfactuals)") from None
+    return {"sharp": train["sharp_peak"], "peak": train["peak"], "contrast": train["peak_contrast"],
+            "line_peak": train["lines"]["peak"], "paragraph_median": train["paragraphs"]["median"]}
+
+
+def first_layer_bump(params, spec, device, params_file: str) -> float | None:
+    from ..analysis import banks, bumpshift
+
+    model, _, _ = trained_model(params, spec, device, params_file)
+    shapes = banks.bank_shapes(model, params.model.context + 1)
+    return bumpshift.run_bump(shapes[0], params.analysis.bump_min_lag)
+
+
+def read_study(params, params_file: str = "params.yaml") -> dict:
+    """summary.json's content (module docstring)."""
+    from ..analysis import bumpshift, corpus_dir
+    from ..train import resolve_device
+
+    w = params.studies.wrap
+    device = resolve_device("cpu")  # a bank's shape is a few hundred numbers
+    peaks = {REFERENCE: newline_peak(corpus_dir(params) / SUMMARY)}
+    peaks.update({c: newline_peak(wrap_analysis_dir(params, c) / "corpus" / SUMMARY) for c in w.corpora})
+    runs = wrap_runs(params)
+    rows, records = [], []
+    for row in wrap_rows(params):
+        corpora = []
+        for corpus in (REFERENCE, *w.corpora):
+            cb = bumpshift.CorpusBumps(corpus, peaks[corpus]["sharp"])
+            for run_id, (c, spec) in runs.items():
+                if c != corpus or spec.row != row:
+                    continue
+                p = study_params(params, str(wrap_data_dir(params, c)), str(wrap_run_dir(params)))
+                cb.bumps[spec.seed] = first_layer_bump(p, spec, device, params_file)
+            if corpus == REFERENCE:
+                for seed in sorted({s.seed for c, s in runs.values() if s.row == row}):
+                    spec = find_run(params, f"{row}-s{seed}")
+                    cb.bumps[seed] = first_layer_bump(params, spec, device, params_file)
+            records += [{"row": row, "corpus": corpus, "seed": s, "bump": b} for s, b in sorted(cb.bumps.items())]
+            corpora.append(cb)
+        rows.append({"row": row, **bumpshift.study_verdict(corpora, REFERENCE, w.tol)})
+    verdicts = {r["verdict"] for r in rows}
+    overall = verdicts.pop() if len(verdicts) == 1 else bumpshift.INCONCLUSIVE
+    return {"study": "wrap", "scale": params.scale, "params_digest": params.digest(), "width": w.width,
+            "tol": w.tol, "bump_min_lag": params.analysis.bump_min_lag, "reference": REFERENCE,
+            "corpora": [REFERENCE, *w.corpora], "peaks": peaks, "rows": rows, "bumps": records,
+            "rows_not_trained": [r for r in w.rows if r not in wrap_rows(params)],
+            "verdict": overall}
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    summary = read_study(params, args.params)
+    out = root(params) / "wrap"
+    table = pd.DataFrame(summary["bumps"], columns=["row", "corpus", "seed", "bump"])
+    atomic_write_text(out / "bumps.csv", table.to_csv(index=False))
+    atomic_write_json(out / SUMMARY, summary)  # last: the stage's output
+    print(f"kernattn wrap-study: {summary['verdict']} "
+          f"({'; '.join(r['row'] + ': ' + r['verdict'] for r in summary['rows'])}); wrote {out / SUMMARY}")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    scale_options(parser)

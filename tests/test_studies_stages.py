@@ -1,0 +1,144 @@
+"""Issue 17: the studies' params section (one-line errors) and the `studies` target run end to
+end at the micro scale through the real Snakemake: every study's outputs, what the prune study
+promises about its two fine-tunings, a resumed median-init run equal to a whole one, and the
+main DAG untouched by the studies."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from kernattn.config import ParamsError, load_params
+from kernattn.io import load_torch
+
+from .test_pipeline import BIN, dry_run_jobs, run, workspace  # noqa: F401  (fixture)
+from .test_report import PARAMS
+
+
+# ----------------------------------------------------------------------------- params
+@pytest.mark.parametrize("studies, words", [
+    ({"gka_init": {"inits": [1.0, "sqrt"]}}, "studies.gka_init.inits[1]: option 'init_sigma'"),
+    ({"gka_init": {"inits": [1, 1.0]}}, "studies.gka_init.inits lists one init twice"),
+    ({"gka_init": {"inits": []}}, "studies.gka_init.inits is empty"),
+    ({"gka_init": {"rows": [{"track": "char", "row": "rope"}]}}, "studies.gka_init.rows[0].row is 'rope'"),
+    ({"gka_init": {"rows": [{"track": "audio", "row": "gka"}]}}, "studies.gka_init.rows[0].track must be one of char"),
+    ({"wrap": {"rows": ["nope"]}}, "studies.wrap.rows names unknown row 'nope'"),
+    ({"wrap": {"rows": ["rope"]}}, "studies.wrap.rows names 'rope', whose attention is 'softmax'"),
+    ({"wrap": {"corpora": ["shuffled"]}}, "studies.wrap.corpora has 'shuffled'"),
+    ({"wrap": {"width": 0}}, "studies.wrap.width must be > 0"),
+    ({"prune": {"rows": ["gka"]}}, "studies.prune.rows names 'gka', whose attention is 'gka'"),
+    ({"prune": {"steps": -1}}, "studies.prune.steps must be > 0"),
+    ({"seeds": [7]}, "studies.seeds has 7, which the matrix does not train"),
+    ({"wrapp": {}}, "unknown key 'studies.wrapp'"),
+])
+def test_bad_studies_params_are_one_line(tmp_path, studies, words):
+    doc = yaml.safe_load(PARAMS.read_text())
+    doc["studies"] = {**doc["studies"], **studies}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ParamsError) as err:
+        load_params(path, "tiny")
+    message = str(err.value)
+    assert words in message and "\n" not in message and str(path) in message, message
+
+
+def test_rows_the_scale_does_not_train_are_left_out_of_the_studies(tmp_path):
+    """A scale training a subset (matrix.only) runs the studies on the rows it has."""
+    from kernattn import studies
+
+    doc = yaml.safe_load(PARAMS.read_text())
+    doc["scales"]["tiny"]["matrix"]["only"] = ["rope", "gpa_m64"]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    p = load_params(path, "tiny")
+    assert studies.wrap_original_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
+    assert studies.prune_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
+    assert sorted(studies.wrap_runs(p)) == sorted(f"gpa_m64-{c}-s{s}" for c in ("rewrapped", "unwrapped")
+                                                  for s in (0, 1))
+    assert len(studies.gka_runs(p)) == 8  # the study trains its own GKA runs: 4 inits x 2 seeds
+
+
+# ----------------------------------------------------------------------------- the target
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def check_prune(ws: Path) -> None:
+    """The control arm's step-0 loss is the trained run's; the pruned arm's is that plus the
+    head's zero-ablation cost; no gradient reaches the removed head's W_O columns (hooks for the
+    whole run): AdamW only decays them, by (1 - lr x weight_decay) per step, while the control's
+    move with their gradients."""
+    summary = _json(ws / "results/micro/studies/prune/gpa_dp_m8-s0/summary.json")
+    final = _json(ws / "results/micro/runs/gpa_dp_m8-s0/final.json")
+    assert summary["loss_before"] == pytest.approx(final["val_loss"], abs=1e-6)
+    assert summary["loss_after_removal"] - summary["loss_before"] == pytest.approx(summary["zero_ablation"][0],
+                                                                                   abs=1e-6)
+    [head] = summary["removed"]
+    base = load_torch(ws / "results/micro/runs/gpa_dp_m8-s0/ckpt.pt")["model"]
+    key = f"blocks.{head['layer'] - 1}.attn.proj_out.weight"
+    width = base[key].shape[1] // 2  # micro: 2 heads
+    cols = slice((head["head"] - 1) * width, head["head"] * width)
+    arms = {a: load_torch(ws / f"results/micro/studies/prune/gpa_dp_m8-s0/{a}/ckpt.pt")["model"]
+            for a in ("pruned", "control")}
+    decay = (1 - summary["lr"] * load_params(ws / "params.yaml").train.weight_decay) ** summary["fine_tune_steps"]
+    torch.testing.assert_close(arms["pruned"][key][:, cols], base[key][:, cols] * decay, rtol=1e-6, atol=0)
+    assert not torch.allclose(arms["control"][key][:, cols], base[key][:, cols] * decay, rtol=1e-4, atol=0)
+    for arm in ("pruned", "control"):
+        assert _json(ws / f"results/micro/studies/prune/gpa_dp_m8-s0/{arm}/final.json")["steps"] == 3
+
+
+def check_studies(ws: Path) -> None:
+    wrap = _json(ws / "results/micro/studies/wrap/summary.json")
+    assert wrap["corpora"] == ["original", "rewrapped", "unwrapped"] and [r["row"] for r in wrap["rows"]] == ["gpa_dp_m8"]
+    # hard-wrapped at 63-68 characters (peak 68 = line + 1); rewrapped at 50: a peak at most 50 + 1
+    assert wrap["peaks"]["original"]["sharp"] == 68 and wrap["peaks"]["rewrapped"]["sharp"] <= wrap["width"] + 1
+    assert wrap["verdict"] == "inconclusive"  # one seed: no interval, as the rule says
+    for corpus in ("rewrapped", "unwrapped"):
+        data = ws / "results/micro/studies/wrap/data" / corpus
+        assert (data / "vocab.json").read_text() == (ws / "results/micro/data/dickens/vocab.json").read_text()
+        assert _json(ws / f"results/micro/studies/wrap/runs/gpa_dp_m8-{corpus}-s0/final.json")["steps"] == 6
+    gka = _json(ws / "results/micro/studies/gka_init/summary.json")
+    assert sorted(r["init"] for r in gka["runs"]) == sorted(["1", "sqrt_d_half", "sqrt_d", "median"])
+    by = {r["init"]: r for r in gka["runs"]}
+    assert by["sqrt_d"]["sigma_curve"][0]["sigma"] == [[4.0, 4.0]]  # d_head 16
+    assert [c["step"] for c in by["median"]["sigma_curve"]] == [0, 3, 6]
+    lines = [json.loads(x) for x in (ws / "results/micro/studies/gka_init/runs/gka-init_1-s0/metrics.jsonl")
+             .read_text().splitlines()]
+    assert all({"sigma_L1H1", "sigma_L1H2"} <= set(x) for x in lines if x.get("split") == "val")
+    prune = _json(ws / "results/micro/studies/prune/summary.json")
+    assert [r["run_id"] for r in prune["runs"]] == ["gpa_dp_m8-s0"]
+    check_prune(ws)
+
+
+def test_studies_target_end_to_end_at_micro(workspace):
+    ws = workspace
+    jobs, proc = dry_run_jobs(ws)  # the main DAG (`all`) has no study job
+    assert proc.returncode == 0 and not any(j.split("@")[0] in STUDY_STAGES for j in jobs), jobs
+    first = run([str(BIN / "snakemake"), "--cores", "2", "studies"], ws)
+    assert first.returncode == 0, first.stderr[-3000:]
+    check_studies(ws)
+    jobs, proc = dry_run_jobs(ws, "studies")
+    assert proc.returncode == 0 and jobs == [], jobs
+    shutil.rmtree(ws / "results/micro/studies/prune")  # outputs gone: only their stages rerun
+    jobs, _ = dry_run_jobs(ws, "studies")
+    assert jobs == ["prune@gpa_dp_m8-s0", "prune_study"], jobs
+    # a median-init run stopped after 3 steps and resumed ends with the whole run's weights and flag
+    whole = ws / "results/micro/studies/gka_init/runs/gka-init_median-s0"
+    kept = load_torch(whole / "ckpt.pt")["model"]
+    args = ["--params", "params.yaml", "--run", "gka-init_median-s0", "--no-progress"]
+    stopped = run([str(BIN / "kernattn"), "train-gka-init", *args, "--fresh", "--stop-after", "3"], ws)
+    assert stopped.returncode == 0 and not (whole / "final.json").exists(), stopped.stderr[-2000:]
+    resumed = run([str(BIN / "kernattn"), "train-gka-init", *args], ws)
+    assert resumed.returncode == 0 and "resuming at step 3" in resumed.stdout + resumed.stderr
+    again = load_torch(whole / "ckpt.pt")["model"]
+    assert set(again) == set(kept) and all(torch.equal(again[k], kept[k]) for k in kept)
+    assert bool(again["blocks.0.attn.sigma_ready"])
+
+
+STUDY_STAGES = ("prepare_wrap", "train_wrap", "wrap_study", "train_gka_init", "gka_init_study", "prune",
+                "prune_study")
