@@ -142,3 +142,14 @@ def test_studies_target_end_to_end_at_micro(workspace):
 
 STUDY_STAGES = ("prepare_wrap", "train_wrap", "wrap_study", "train_gka_init", "gka_init_study", "prune",
                 "prune_study")
+
+
+def test_init_labels_name_the_runs():
+    from kernattn.config.studies import init_label
+    from kernattn.studies import gka_runs
+
+    assert [init_label(v) for v in (1.0, 1, 0.5, 2.25, "median")] == ["1", "1", "0p5", "2p25", "median"]
+    runs = gka_runs(load_params(PARAMS, "tiny"))
+    assert sorted(runs) == sorted(f"gka-init_{i}-s{s}" for i in ("1", "sqrt_d_half", "sqrt_d", "median") for s in (0, 1))
+    label, spec = runs["gka-init_sqrt_d-s1"]
+    assert (label, spec.seed, spec.variant, spec.options["init_sigma"]) == ("sqrt_d", 1, "gka", "sqrt_d")
