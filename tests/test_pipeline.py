@@ -34,9 +34,12 @@ def env() -> dict:
 
 @pytest.fixture()
 def workspace(tmp_path: Path) -> Path:
+    return make_workspace(tmp_path / "ws")
+
+
+def make_workspace(ws: Path) -> Path:
     """A copy of the pipeline's top level with params.yaml set to the micro scale."""
     assert MIRROR.is_file(), f"{MIRROR} is missing: tests read the shared data beside the repository"
-    ws = tmp_path / "ws"
     ws.mkdir()
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
     shutil.copytree(REPO / "rules", ws / "rules")  # the Snakefile's includes (rules/vision.smk)
@@ -230,20 +233,6 @@ def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(workspace):
     jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr * 2}}}")
     assert jobs == sorted(["bench", "prepare_lm", "report", *(f"{s}@{r}-s0" for s in ("train_lm", "eval_lm")
                                                  for r in ("base", "gka_tokens", "gka_flops"))])
-
-
-def test_dvc_repro_runs_the_same_stages_and_then_is_up_to_date(workspace):
-    assert main(["dvc-yaml", "--params", str(workspace / "params.yaml"), "--out", str(workspace / "dvc.yaml")]) == 0
-    init = run([str(BIN / "dvc"), "init", "--no-scm", "-q"], workspace)
-    assert init.returncode == 0, init.stderr
-    first = run([str(BIN / "dvc"), "repro"], workspace)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    check_outputs(workspace)
-    second = run([str(BIN / "dvc"), "repro"], workspace)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "Data and pipelines are up to date" in second.stdout + second.stderr
-    for stage in ("prepare", "train@rope-s0", "report"):
-        assert f"Stage '{stage}' didn't change, skipping" in second.stdout + second.stderr
 
 
 def test_install_profile_fills_site_values(tmp_path):
