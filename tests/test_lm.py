@@ -260,6 +260,18 @@ def test_base_attention_matches_explicit_reference_forward_and_backward():
     torch.testing.assert_close(g1, g2, atol=1e-9, rtol=1e-8)
 
 
+def test_value_embeddings_start_at_the_scale_of_v():
+    """nanochat inits a value embedding like c_v: uniform(+-sqrt(3 / d)), std d^-1/2 (not N(0, 1),
+    sqrt(d) times too large); the token embedding stays N(0, 1)."""
+    torch.manual_seed(0)
+    d = 512
+    model = GPT(GPTConfig(vocab_size=8192, depth=1, aspect_ratio=d, head_dim=128, context=16))
+    ve = model.value_embeds["0"].weight  # 4.2M entries: the sample std is within 0.1% of the law's
+    assert ve.std().item() == pytest.approx(d ** -0.5, rel=5e-3)
+    assert ve.abs().max().item() <= math.sqrt(3 / d)
+    assert model.wte.weight.std().item() == pytest.approx(1.0, rel=5e-3)
+
+
 def test_gka_lm_uses_the_registry_gka_with_rope_and_qk_norm():
     cfg = GPTConfig(vocab_size=64, depth=2, aspect_ratio=32, head_dim=16, context=32, short_window=8, variant="gka")
     model = GPT(cfg)

@@ -162,12 +162,14 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """nanochat-like: unit-normal embeddings, uniform input matrices of std d^-1/2, zero
-        output projections (each block starts as the identity), a tiny unembedding."""
+        """nanochat's init_weights: a unit-normal token embedding, uniform input matrices and
+        value embeddings of std d^-1/2 (the VEs are added to v, so they start at v's scale),
+        zero output projections (each block starts as the identity), a tiny unembedding."""
         d = self.cfg.dim
-        bound = math.sqrt(3.0 / d)
-        for emb in (self.wte, *self.value_embeds.values()):
-            nn.init.normal_(emb.weight, std=1.0)
+        bound = math.sqrt(3.0 / d)  # uniform(-b, b) has std b / sqrt(3) = d^-1/2
+        nn.init.normal_(self.wte.weight, std=1.0)
+        for emb in self.value_embeds.values():
+            nn.init.uniform_(emb.weight, -bound, bound)
         for block in self.blocks:
             for name, lin in block.named_modules():
                 if isinstance(lin, nn.Linear):
