@@ -152,6 +152,8 @@ CROSS = [
     ("lm duplicate row", lambda d: d["lm"]["rows"].append({"name": "base", "variant": "gka"}),
      "lm.rows has two rows named 'base'"),
     ("lm vocab", lambda d: d["lm"].update(vocab_size=70000), "lm.vocab_size=70000 must be <= 65536"),
+    ("lm schedule", lambda d: d["lm"].update(warmup_frac=0.6, warmdown_frac=0.97),
+     "scale paper: lm.warmup_frac=0.6 + warmdown_frac=0.97 must be <= 1"),
     ("vision variant", lambda d: d["vision"]["rows"].append({"name": "v", "variant": "vit"}),
      "vision.rows[3] (v): unknown attention variant 'vit'; valid names: deit, vlt, gka, favor"),
     ("vision 1-D positions", lambda d: d["vision"]["rows"].append({"name": "al", "variant": "softmax",

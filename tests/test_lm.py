@@ -230,12 +230,17 @@ def test_sliding_window_attention_equals_dense_definition(backend, n, window):
     torch.testing.assert_close(got.double(), want, atol=1e-5 if backend == "flex" else 1e-10, rtol=1e-5)
 
 
-def test_base_attention_matches_explicit_reference_forward_and_backward():
+# nanochat c7ba252 (RoPE base 10000, no QK gain) and the later 6ed7d1d / a825e63 options
+@pytest.mark.parametrize("rope_base, gain", [(10000.0, 1.0), (100000.0, 1.2)])
+def test_base_attention_matches_explicit_reference_forward_and_backward(rope_base, gain):
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=64, depth=2, aspect_ratio=32, head_dim=16, context=48, short_window=9,
-                    variant="base")
+                    variant="base", rope_base=rope_base, qk_gain=gain)
     attn = Attention(cfg, layer=1, window=9).double()
-    assert attn.inner.registry_name == "softmax" and float(attn.inner.rope.inv_freq[1]) == pytest.approx(100000.0 ** (-2 / 16), rel=1e-6)
+    assert attn.inner.registry_name == "softmax" and attn.inner.options.qk_gain == gain
+    # the base is visible in the rotary frequencies: base^(-2i/d) for pair i
+    torch.testing.assert_close(attn.inner.rope.inv_freq.double(),
+                               rope_base ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16), rtol=1e-6, atol=0)
     for p in attn.parameters():
         torch.nn.init.normal_(p, std=0.3)
     x = torch.randn(2, 48, 64, dtype=torch.float64, requires_grad=True)
@@ -249,7 +254,7 @@ def test_base_attention_matches_explicit_reference_forward_and_backward():
         gate = 2 * torch.sigmoid(x[..., :32] @ attn.ve_gate.weight.T)
         v = v + gate.transpose(1, 2)[..., None] * h(ve)
         rms = lambda t: t / t.pow(2).mean(-1, keepdim=True).add(torch.finfo(t.dtype).eps).sqrt()  # noqa: E731
-        q, k = rms(attn.inner.rope(q)) * 1.2, rms(attn.inner.rope(k)) * 1.2
+        q, k = rms(attn.inner.rope(q)) * gain, rms(attn.inner.rope(k)) * gain
         o = _dense_attention(q, k, v, 9)
         return o.transpose(1, 2).reshape(2, 48, 64) @ attn.inner.proj_out.weight.T
 
@@ -258,6 +263,46 @@ def test_base_attention_matches_explicit_reference_forward_and_backward():
     g1, = torch.autograd.grad(y.square().sum(), x)
     g2, = torch.autograd.grad(want.square().sum(), x)
     torch.testing.assert_close(g1, g2, atol=1e-9, rtol=1e-8)
+
+
+def test_without_qk_gain_q_and_k_are_exactly_rms_normed():
+    """qk_gain 1.0 (c7ba252): every head's rotated q and k have mean square 1, nothing more."""
+    cfg = GPTConfig(vocab_size=64, depth=1, aspect_ratio=32, head_dim=16, context=24, variant="base")
+    inner = Attention(cfg, layer=0, window=None).inner.double()
+    p = inner.prepare(3 * torch.randn(2, 24, 32, dtype=torch.float64))
+    for t in (p.q, p.k):
+        torch.testing.assert_close(t.pow(2).mean(-1), torch.ones(t.shape[:-1], dtype=torch.float64),
+                                   rtol=0, atol=1e-12)
+
+
+def test_defaults_are_nanochat_c7ba252():
+    """The model and schedule defaults, of the dataclasses and of params.yaml's paper scale, are
+    nanochat's at the commit the paper accessed (read from its gpt.py, base_train.py, base_eval.py)."""
+    from kernattn.config.lm import NANOCHAT_COMMIT, LMParams
+
+    assert NANOCHAT_COMMIT.startswith("c7ba252") and len(NANOCHAT_COMMIT) == 40
+    cfg = GPTConfig(vocab_size=64, depth=2)
+    assert (cfg.rope_base, cfg.qk_gain, cfg.resid_lambda_init, cfg.x0_lambda_init, cfg.softcap) == (
+        10000.0, 1.0, 1.0, 0.1, 15.0)
+    paper = load_params(REPO / "params.yaml", "paper").lm
+    for lm in (LMParams(), paper):
+        assert (lm.rope_base, lm.qk_gain, lm.resid_lambda_init, lm.x0_lambda_init, lm.softcap) == (
+            10000.0, 1.0, 1.0, 0.1, 15.0)
+        assert (lm.warmup_frac, lm.warmdown_frac, lm.min_lr_ratio, lm.param_data_ratio) == (0.0, 0.5, 0.0, 10.5)
+        assert lm.short_window is None and lm.window_pattern == "SSSL"  # S = context // 2
+    base = GPTConfig.from_params(paper, 32768, "base")
+    assert base.attention == ("softmax", {"position": "rope", "qk_norm": True, "rope_base": 10000.0, "qk_gain": 1.0})
+
+
+@pytest.mark.parametrize("resid, x0", [(1.0, 0.1), (0.9, 0.0)])
+def test_residual_scalars_start_at_their_configured_inits(resid, x0):
+    model = GPT(GPTConfig(vocab_size=64, depth=3, aspect_ratio=32, head_dim=16, context=16,
+                          resid_lambda_init=resid, x0_lambda_init=x0))
+    for _ in range(2):  # at construction, and again after reset_parameters
+        assert torch.equal(model.resid_lambdas.data, torch.full((3,), resid))
+        assert torch.equal(model.x0_lambdas.data, torch.full((3,), x0))
+        model.x0_lambdas.data.fill_(7.0)
+        model.reset_parameters()
 
 
 def test_value_embeddings_start_at_the_scale_of_v():
