@@ -289,6 +289,7 @@ def test_defaults_are_nanochat_c7ba252():
         assert (lm.rope_base, lm.qk_gain, lm.resid_lambda_init, lm.x0_lambda_init, lm.softcap) == (
             10000.0, 1.0, 1.0, 0.1, 15.0)
         assert (lm.warmup_frac, lm.warmdown_frac, lm.min_lr_ratio, lm.param_data_ratio) == (0.0, 0.5, 0.0, 10.5)
+        assert lm.bpb_tokens == 40 * 524_288 and flops.tokens_per_step(lm) == 2**20
         assert lm.short_window is None and lm.window_pattern == "SSSL"  # S = context // 2
     base = GPTConfig.from_params(paper, 32768, "base")
     assert base.attention == ("softmax", {"position": "rope", "qk_norm": True, "rope_base": 10000.0, "qk_gain": 1.0})
@@ -337,6 +338,30 @@ def test_depth20_parameter_counts_and_flops_match_table8():
     assert round(g["total"] / b["total"], 2) == 0.42
     assert flops.flops_per_token(base)["total"] == pytest.approx(3.0042e9, rel=2e-5)
     assert flops.flops_per_token(gka)["total"] == pytest.approx(2.4143e9, rel=2e-5)
+
+
+def test_paper_scale_budgets_are_table8():
+    """At paper scale, 2^20 tokens a step (nanochat's batch rule at depth 20): the base row's
+    param:data rule gives int(10.5 x 435,162,240 scaling params) // 2^20 = 4,357 steps =
+    4,568,645,632 tokens, and gka_paper's {tokens: 2778726400} is 2,650 steps: Table 8's 4.5686e9
+    and 2.7787e9 tokens, and with its FLOPs/token its 1.3725e19 and 6.7088e18 training FLOPs."""
+    from kernattn.lm.runs import lm_runs
+    from kernattn.lm.train import plan
+
+    lm = load_params(REPO / "params.yaml", "paper").lm
+    runs = {r.run_id: r for r in lm_runs(lm)}
+    base, paper = plan(lm, 32768, runs["base-s0"]), plan(lm, 32768, runs["gka_paper-s0"])
+    assert base["params"]["scaling"] == 435_162_240 and int(10.5 * 435_162_240) // 2**20 == 4357
+    assert (base["steps"], base["train_tokens"]) == (4357, 4_568_645_632)
+    assert (paper["steps"], paper["train_tokens"]) == (2650, 2_778_726_400)
+    assert f"{base['train_tokens']:.4e}" == "4.5686e+09" and f"{paper['train_tokens']:.4e}" == "2.7787e+09"
+    assert base["train_flops"] == pytest.approx(1.3725e19, rel=1e-4)
+    assert paper["train_flops"] == pytest.approx(6.7088e18, rel=1e-4)
+    # the matched rows: GKA at the base's 4,357 steps, or as many as spend its FLOPs
+    assert plan(lm, 32768, runs["gka_tokens-s0"])["steps"] == 4357
+    flop = plan(lm, 32768, runs["gka_flops-s0"])
+    assert flop["steps"] == round(4357 * base["flops_per_token"]["total"] / flop["flops_per_token"]["total"])
+    assert abs(flop["train_flops"] - base["train_flops"]) <= flop["flops_per_token"]["total"] * 2**20  # one step
 
 
 def test_matched_steps_give_equal_tokens_or_equal_flops():

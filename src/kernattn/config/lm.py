@@ -78,8 +78,9 @@ class LMParams:
     rows: tuple[Row, ...] = field(default=(), metadata=NOFP)
     seeds: tuple[int, ...] = (0,)
     # ---- training (a row without `compute` trains `steps`)
-    batch_size: int = field(default=32, metadata=positive("sequences per step"))
-    grad_accum: int = field(default=8, metadata=positive())
+    batch_size: int = field(default=32, metadata=positive("sequences per micro-batch"))
+    # 32 x 16 x 2048 = 2^20 tokens a step: the batch nanochat's rule picks at depth 20.
+    grad_accum: int = field(default=16, metadata=positive())
     # Steps of a row without compute; None: nanochat's rule, param_data_ratio x the row's scaling params tokens.
     steps: int | None = field(default=None, metadata=positive())
     param_data_ratio: float = field(default=10.5, metadata=positive())
@@ -98,7 +99,8 @@ class LMParams:
     device: str = field(default="auto", metadata={"choices": ("auto", "cpu", "cuda"), **NOFP})
     out_dir: str = field(default="results/{scale}/lm/runs", metadata=NOFP)
     # ---- evaluation
-    bpb_tokens: int = field(default=10_485_760, metadata=positive("tokens scored per split for BPB", **NOFP))
+    # nanochat c7ba252's base_eval: 40 x 524,288 tokens per split (80 x from 324e69c).
+    bpb_tokens: int = field(default=20_971_520, metadata=positive("tokens scored per split for BPB", **NOFP))
     core_items: int | None = field(default=None, metadata=positive("first N items of each task (None: all)", **NOFP))
     # Few-shot examples per task (DCLM's CORE: 0 for all six of the paper's subset).
     core_fewshot: dict[str, int] = field(default_factory=lambda: {t: 0 for t in CORE_TASKS}, metadata=NOFP)
