@@ -152,6 +152,8 @@ CROSS = [
     ("lm duplicate row", lambda d: d["lm"]["rows"].append({"name": "base", "variant": "gka"}),
      "lm.rows has two rows named 'base'"),
     ("lm vocab", lambda d: d["lm"].update(vocab_size=70000), "lm.vocab_size=70000 must be <= 65536"),
+    ("lm schedule", lambda d: d["lm"].update(warmup_frac=0.6, warmdown_frac=0.97),
+     "scale paper: lm.warmup_frac=0.6 + warmdown_frac=0.97 must be <= 1"),
     ("vision variant", lambda d: d["vision"]["rows"].append({"name": "v", "variant": "vit"}),
      "vision.rows[3] (v): unknown attention variant 'vit'; valid names: deit, vlt, gka, favor"),
     ("vision 1-D positions", lambda d: d["vision"]["rows"].append({"name": "al", "variant": "softmax",
@@ -270,4 +272,4 @@ def test_one_row_schema_runs_and_a_scale_replacing_rows():
     assert [r.run_id for r in lm_runs(over.lm)] == ["a-s3", "b-s0", "b-s1"]
     assert [r.run_id for r in runs_of(over.lm.rows, (7,), only=["b"])] == ["b-s7"]
     table8 = next(r for r in paper.lm.rows if r.name == "gka_paper")
-    assert table8.compute.tokens == 2_778_700_000 and table8.compute.describe() == "2,778,700,000 tokens"
+    assert table8.compute.tokens == 2_778_726_400 and table8.compute.describe() == "2,778,726,400 tokens"

@@ -230,12 +230,17 @@ def test_sliding_window_attention_equals_dense_definition(backend, n, window):
     torch.testing.assert_close(got.double(), want, atol=1e-5 if backend == "flex" else 1e-10, rtol=1e-5)
 
 
-def test_base_attention_matches_explicit_reference_forward_and_backward():
+# nanochat c7ba252 (RoPE base 10000, no QK gain) and the later 6ed7d1d / a825e63 options
+@pytest.mark.parametrize("rope_base, gain", [(10000.0, 1.0), (100000.0, 1.2)])
+def test_base_attention_matches_explicit_reference_forward_and_backward(rope_base, gain):
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=64, depth=2, aspect_ratio=32, head_dim=16, context=48, short_window=9,
-                    variant="base")
+                    variant="base", rope_base=rope_base, qk_gain=gain)
     attn = Attention(cfg, layer=1, window=9).double()
-    assert attn.inner.registry_name == "softmax" and float(attn.inner.rope.inv_freq[1]) == pytest.approx(100000.0 ** (-2 / 16), rel=1e-6)
+    assert attn.inner.registry_name == "softmax" and attn.inner.options.qk_gain == gain
+    # the base is visible in the rotary frequencies: base^(-2i/d) for pair i
+    torch.testing.assert_close(attn.inner.rope.inv_freq.double(),
+                               rope_base ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16), rtol=1e-6, atol=0)
     for p in attn.parameters():
         torch.nn.init.normal_(p, std=0.3)
     x = torch.randn(2, 48, 64, dtype=torch.float64, requires_grad=True)
@@ -249,7 +254,7 @@ def test_base_attention_matches_explicit_reference_forward_and_backward():
         gate = 2 * torch.sigmoid(x[..., :32] @ attn.ve_gate.weight.T)
         v = v + gate.transpose(1, 2)[..., None] * h(ve)
         rms = lambda t: t / t.pow(2).mean(-1, keepdim=True).add(torch.finfo(t.dtype).eps).sqrt()  # noqa: E731
-        q, k = rms(attn.inner.rope(q)) * 1.2, rms(attn.inner.rope(k)) * 1.2
+        q, k = rms(attn.inner.rope(q)) * gain, rms(attn.inner.rope(k)) * gain
         o = _dense_attention(q, k, v, 9)
         return o.transpose(1, 2).reshape(2, 48, 64) @ attn.inner.proj_out.weight.T
 
@@ -258,6 +263,59 @@ def test_base_attention_matches_explicit_reference_forward_and_backward():
     g1, = torch.autograd.grad(y.square().sum(), x)
     g2, = torch.autograd.grad(want.square().sum(), x)
     torch.testing.assert_close(g1, g2, atol=1e-9, rtol=1e-8)
+
+
+def test_without_qk_gain_q_and_k_are_exactly_rms_normed():
+    """qk_gain 1.0 (c7ba252): every head's rotated q and k have mean square 1, nothing more."""
+    cfg = GPTConfig(vocab_size=64, depth=1, aspect_ratio=32, head_dim=16, context=24, variant="base")
+    inner = Attention(cfg, layer=0, window=None).inner.double()
+    p = inner.prepare(3 * torch.randn(2, 24, 32, dtype=torch.float64))
+    for t in (p.q, p.k):
+        torch.testing.assert_close(t.pow(2).mean(-1), torch.ones(t.shape[:-1], dtype=torch.float64),
+                                   rtol=0, atol=1e-12)
+
+
+def test_defaults_are_nanochat_c7ba252():
+    """The model and schedule defaults, of the dataclasses and of params.yaml's paper scale, are
+    nanochat's at the commit the paper accessed (read from its gpt.py, base_train.py, base_eval.py)."""
+    from kernattn.config.lm import NANOCHAT_COMMIT, LMParams
+
+    assert NANOCHAT_COMMIT.startswith("c7ba252") and len(NANOCHAT_COMMIT) == 40
+    cfg = GPTConfig(vocab_size=64, depth=2)
+    assert (cfg.rope_base, cfg.qk_gain, cfg.resid_lambda_init, cfg.x0_lambda_init, cfg.softcap) == (
+        10000.0, 1.0, 1.0, 0.1, 15.0)
+    paper = load_params(REPO / "params.yaml", "paper").lm
+    for lm in (LMParams(), paper):
+        assert (lm.rope_base, lm.qk_gain, lm.resid_lambda_init, lm.x0_lambda_init, lm.softcap) == (
+            10000.0, 1.0, 1.0, 0.1, 15.0)
+        assert (lm.warmup_frac, lm.warmdown_frac, lm.min_lr_ratio, lm.param_data_ratio) == (0.0, 0.5, 0.0, 10.5)
+        assert lm.bpb_tokens == 40 * 524_288 and flops.tokens_per_step(lm) == 2**20
+        assert lm.short_window is None and lm.window_pattern == "SSSL"  # S = context // 2
+    base = GPTConfig.from_params(paper, 32768, "base")
+    assert base.attention == ("softmax", {"position": "rope", "qk_norm": True, "rope_base": 10000.0, "qk_gain": 1.0})
+
+
+@pytest.mark.parametrize("resid, x0", [(1.0, 0.1), (0.9, 0.0)])
+def test_residual_scalars_start_at_their_configured_inits(resid, x0):
+    model = GPT(GPTConfig(vocab_size=64, depth=3, aspect_ratio=32, head_dim=16, context=16,
+                          resid_lambda_init=resid, x0_lambda_init=x0))
+    for _ in range(2):  # at construction, and again after reset_parameters
+        assert torch.equal(model.resid_lambdas.data, torch.full((3,), resid))
+        assert torch.equal(model.x0_lambdas.data, torch.full((3,), x0))
+        model.x0_lambdas.data.fill_(7.0)
+        model.reset_parameters()
+
+
+def test_value_embeddings_start_at_the_scale_of_v():
+    """nanochat inits a value embedding like c_v: uniform(+-sqrt(3 / d)), std d^-1/2 (not N(0, 1),
+    sqrt(d) times too large); the token embedding stays N(0, 1)."""
+    torch.manual_seed(0)
+    d = 512
+    model = GPT(GPTConfig(vocab_size=8192, depth=1, aspect_ratio=d, head_dim=128, context=16))
+    ve = model.value_embeds["0"].weight  # 4.2M entries: the sample std is within 0.1% of the law's
+    assert ve.std().item() == pytest.approx(d ** -0.5, rel=5e-3)
+    assert ve.abs().max().item() <= math.sqrt(3 / d)
+    assert model.wte.weight.std().item() == pytest.approx(1.0, rel=5e-3)
 
 
 def test_gka_lm_uses_the_registry_gka_with_rope_and_qk_norm():
@@ -280,6 +338,30 @@ def test_depth20_parameter_counts_and_flops_match_table8():
     assert round(g["total"] / b["total"], 2) == 0.42
     assert flops.flops_per_token(base)["total"] == pytest.approx(3.0042e9, rel=2e-5)
     assert flops.flops_per_token(gka)["total"] == pytest.approx(2.4143e9, rel=2e-5)
+
+
+def test_paper_scale_budgets_are_table8():
+    """At paper scale, 2^20 tokens a step (nanochat's batch rule at depth 20): the base row's
+    param:data rule gives int(10.5 x 435,162,240 scaling params) // 2^20 = 4,357 steps =
+    4,568,645,632 tokens, and gka_paper's {tokens: 2778726400} is 2,650 steps: Table 8's 4.5686e9
+    and 2.7787e9 tokens, and with its FLOPs/token its 1.3725e19 and 6.7088e18 training FLOPs."""
+    from kernattn.lm.runs import lm_runs
+    from kernattn.lm.train import plan
+
+    lm = load_params(REPO / "params.yaml", "paper").lm
+    runs = {r.run_id: r for r in lm_runs(lm)}
+    base, paper = plan(lm, 32768, runs["base-s0"]), plan(lm, 32768, runs["gka_paper-s0"])
+    assert base["params"]["scaling"] == 435_162_240 and int(10.5 * 435_162_240) // 2**20 == 4357
+    assert (base["steps"], base["train_tokens"]) == (4357, 4_568_645_632)
+    assert (paper["steps"], paper["train_tokens"]) == (2650, 2_778_726_400)
+    assert f"{base['train_tokens']:.4e}" == "4.5686e+09" and f"{paper['train_tokens']:.4e}" == "2.7787e+09"
+    assert base["train_flops"] == pytest.approx(1.3725e19, rel=1e-4)
+    assert paper["train_flops"] == pytest.approx(6.7088e18, rel=1e-4)
+    # the matched rows: GKA at the base's 4,357 steps, or as many as spend its FLOPs
+    assert plan(lm, 32768, runs["gka_tokens-s0"])["steps"] == 4357
+    flop = plan(lm, 32768, runs["gka_flops-s0"])
+    assert flop["steps"] == round(4357 * base["flops_per_token"]["total"] / flop["flops_per_token"]["total"])
+    assert abs(flop["train_flops"] - base["train_flops"]) <= flop["flops_per_token"]["total"] * 2**20  # one step
 
 
 def test_matched_steps_give_equal_tokens_or_equal_flops():

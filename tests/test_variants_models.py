@@ -115,12 +115,12 @@ def test_softmax_row_is_nanochats_baseline():
     soft = GPT(lm_config("softmax", {}, window_pattern="SL", short_window=8))
     soft.load_state_dict(base.state_dict())
     assert base.cfg.attention == soft.cfg.attention == (
-        "softmax", {"position": "rope", "qk_norm": True, "qk_gain": 1.2, "rope_base": base.cfg.rope_base})
+        "softmax", {"position": "rope", "qk_norm": True, "qk_gain": 1.0, "rope_base": base.cfg.rope_base})
     idx = torch.randint(0, 64, (2, 32))
     torch.testing.assert_close(base(idx), soft(idx), rtol=0, atol=0)
     # a row's options win over the LM defaults
     gpa = lm_config("gpa", {"n_kernels": 8, "combine": "add", "rope": False}).attention
-    assert gpa == ("gpa", {"rope": False, "qk_norm": True, "qk_gain": 1.2, "rope_base": 100000.0,
+    assert gpa == ("gpa", {"rope": False, "qk_norm": True, "qk_gain": 1.0, "rope_base": 10000.0,
                            "n_kernels": 8, "combine": "add"})
 
 

@@ -52,7 +52,8 @@ class Rope(nn.Module):
 
 def normalise_qk(q: torch.Tensor, k: torch.Tensor, qk_norm: bool, gain: float):
     """nanochat's QK norm: a parameter-free RMS norm of each head's q and k (after RoPE),
-    then both times `gain` (1.2 in nanochat: the logits' scale is gain^2 / sqrt(d))."""
+    then both times `gain` (none at nanochat c7ba252, 1.2 from a825e63: the logits' scale is
+    gain^2 / sqrt(d))."""
     if qk_norm:
         q, k = F.rms_norm(q, (q.shape[-1],)), F.rms_norm(k, (k.shape[-1],))
     if gain != 1.0:

@@ -3,8 +3,8 @@
 Kernel view (seed 000 eq. 2): K_ij = exp(q_i . k_j / sqrt(d) + b(i - j)), where the position
 scheme either rotates q and k (RoPE, learned RoPE) or adds a per-head lag bias b (ALiBi,
 T5 buckets, a free lag table). `qk_norm` + `qk_gain` are nanochat's parameter-free RMS norm of
-each head's rotated q and k and the gain applied after it: `softmax` with position rope,
-qk_norm and qk_gain 1.2 is nanochat's attention.
+each head's rotated q and k and the gain applied after it: `softmax` with position rope and
+qk_norm is nanochat's attention (qk_gain 1.0 at c7ba252, the LM's default; 1.2 from a825e63).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class SoftmaxOptions:
     t5_buckets: int = positive(32, "number of T5 buckets")
     t5_max_distance: int = positive(128, "distance of the last T5 bucket")
     qk_norm: bool = False  # parameter-free RMS norm of each head's q and k, after RoPE (nanochat)
-    qk_gain: float = positive(1.0, "q and k are multiplied by it after qk_norm (nanochat: 1.2)")
+    qk_gain: float = positive(1.0, "q and k are multiplied by it after qk_norm (nanochat a825e63: 1.2)")
 
 
 def make_position(opts, n_head: int, d_head: int, causal: bool):

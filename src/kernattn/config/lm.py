@@ -3,6 +3,11 @@
 One flat dataclass (the loader validates every key, type and range, deep-merges the scales
 and runs `check` whenever params are loaded). Paper defaults reproduce the depth-20 runs of seed 003 (Tables 6-8); the tiny and
 micro scales shrink depth, context, vocabulary, steps and the CORE subset.
+
+The model and schedule defaults are nanochat's at NANOCHAT_COMMIT, the last commit on its
+master at or before 2026-02-28, the date the GKA paper cites nanochat as accessed (seed 003,
+ref. 13). What nanochat changed later (RoPE base 100000 and a QK gain in 6ed7d1d, 2026-03-09;
+gain 1.2 in a825e63, 2026-03-14) are options, each field's comment says which.
 """
 
 from __future__ import annotations
@@ -14,11 +19,23 @@ from .rows import MATCH as MATCHED
 from .rows import Row, check_lag_table, check_rows
 from .schema import NOFP, nonneg, positive
 
-QK_GAIN = 1.2  # nanochat scales q and k by 1.2 after their RMS norm (notes/anchors.md)
+NANOCHAT_COMMIT = "c7ba25214276d165eeefca7cb2060587975db189"  # 2026-02-20, "docs: fix typos in experiment log (#547)"
+NANOCHAT_COMMIT_DATE = "2026-02-20"
 ALIASES = {"base": ("softmax", {})}  # the LM's name for nanochat's attention (a row's variant)
 # nanochat's flavour, for the options a row does not set (only those the variant has), with
-# rope_base from lm.rope_base: softmax is then nanochat's attention exactly.
-LM_DEFAULTS = {"position": "rope", "rope": True, "qk_norm": True, "qk_gain": QK_GAIN}
+# rope_base and qk_gain from lm (lm_defaults): softmax is then nanochat's attention exactly.
+LM_DEFAULTS = {"position": "rope", "rope": True, "qk_norm": True}
+
+
+def lm_defaults(rope_base: float, qk_gain: float) -> dict:
+    """The attention options a row's variant takes when the row leaves them out."""
+    return LM_DEFAULTS | {"rope_base": rope_base, "qk_gain": qk_gain}
+
+
+def _unit_interval(v) -> str | None:
+    return None if 0 <= v <= 1 else "must be between 0 and 1"
+
+
 CORE_TASKS = ("hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai", "winograd", "winogrande")
 
 
@@ -47,21 +64,30 @@ class LMParams:
     # Short-window length; None: half the context (what reproduces Table 8's FLOPs/token).
     short_window: int | None = field(default=None, metadata=positive())
     value_embeds: bool = True
-    rope_base: float = field(default=100000.0, metadata=positive())
+    # nanochat c7ba252: 10000; 100000 from 6ed7d1d (2026-03-09).
+    rope_base: float = field(default=10000.0, metadata=positive())
+    # q and k times qk_gain after their RMS norm; 1.0: no gain (c7ba252). 1.15 in 6ed7d1d, 1.2 in a825e63.
+    qk_gain: float = field(default=1.0, metadata=positive("q and k are multiplied by it after the QK norm"))
+    # Residual scalars x <- resid_lambda x + x0_lambda x0 at their init (c7ba252: 1.0 and 0.1;
+    # x0 0.0 before the merge c88bbf8, 2026-01-27; per-layer ramps 1.15->1.05, 0.20->0.05 from a825e63).
+    resid_lambda_init: float = field(default=1.0, metadata=positive())
+    x0_lambda_init: float = field(default=0.1, metadata=nonneg())
     softcap: float = field(default=15.0, metadata=positive())
     # ---- the runs: rows (config.rows; a row's `compute` sets its length) x seeds. Not in a
     # run's fingerprint as a whole: a run records its own row and planned steps instead.
     rows: tuple[Row, ...] = field(default=(), metadata=NOFP)
     seeds: tuple[int, ...] = (0,)
     # ---- training (a row without `compute` trains `steps`)
-    batch_size: int = field(default=32, metadata=positive("sequences per step"))
-    grad_accum: int = field(default=8, metadata=positive())
+    batch_size: int = field(default=32, metadata=positive("sequences per micro-batch"))
+    # 32 x 16 x 2048 = 2^20 tokens a step: the batch nanochat's rule picks at depth 20.
+    grad_accum: int = field(default=16, metadata=positive())
     # Steps of a row without compute; None: nanochat's rule, param_data_ratio x the row's scaling params tokens.
     steps: int | None = field(default=None, metadata=positive())
     param_data_ratio: float = field(default=10.5, metadata=positive())
     lr: float = field(default=3e-3, metadata=positive())
-    warmup_frac: float = field(default=0.0, metadata=nonneg())
-    warmdown_frac: float = field(default=0.4, metadata=nonneg())
+    warmup_frac: float = field(default=0.0, metadata={"check": _unit_interval})
+    # nanochat c7ba252: 0.5 (0.4 from ae0bf52 to 3c3a3d7, 2026-01; 0.65 from 6ed7d1d).
+    warmdown_frac: float = field(default=0.5, metadata={"check": _unit_interval})
     min_lr_ratio: float = field(default=0.0, metadata=nonneg())
     weight_decay: float = field(default=0.0, metadata=nonneg())
     grad_clip: float = field(default=1.0, metadata=nonneg())
@@ -73,7 +99,8 @@ class LMParams:
     device: str = field(default="auto", metadata={"choices": ("auto", "cpu", "cuda"), **NOFP})
     out_dir: str = field(default="results/{scale}/lm/runs", metadata=NOFP)
     # ---- evaluation
-    bpb_tokens: int = field(default=10_485_760, metadata=positive("tokens scored per split for BPB", **NOFP))
+    # nanochat c7ba252's base_eval: 40 x 524,288 tokens per split (80 x from 324e69c).
+    bpb_tokens: int = field(default=20_971_520, metadata=positive("tokens scored per split for BPB", **NOFP))
     core_items: int | None = field(default=None, metadata=positive("first N items of each task (None: all)", **NOFP))
     # Few-shot examples per task (DCLM's CORE: 0 for all six of the paper's subset).
     core_fewshot: dict[str, int] = field(default_factory=lambda: {t: 0 for t in CORE_TASKS}, metadata=NOFP)
@@ -86,7 +113,7 @@ class LMParams:
 
     def defaults(self) -> dict:
         """The attention options a row's variant takes when the row leaves them out."""
-        return LM_DEFAULTS | {"rope_base": self.rope_base}
+        return lm_defaults(self.rope_base, self.qk_gain)
 
 
 def layer_windows(pattern: str, depth: int, context: int, short: int | None) -> list[int | None]:
@@ -136,6 +163,9 @@ def check(lm: LMParams, where: str) -> None:
         problems.append(f".vocab_size={lm.vocab_size} must be >= 272 (256 bytes + special tokens)")
     if not lm.seeds:
         problems.append(".seeds is empty; give at least one seed")
+    if lm.warmup_frac + lm.warmdown_frac > 1:
+        problems.append(f".warmup_frac={lm.warmup_frac} + warmdown_frac={lm.warmdown_frac} must be <= 1 "
+                        f"(the warmup and the warmdown would overlap)")
     if problems:
         raise ParamsError(f"{where}lm{problems[0]}")
     check_rows(lm.rows, "lm.rows", where, ALIASES, lm.defaults(), compute=True, track_check=row_check(lm))

@@ -9,7 +9,7 @@ for the LM `compute`, how long it trains:
     compute: null                        # the track's own steps (lm.steps or nanochat's rule)
     compute: {match: tokens, row: base}  # the training tokens of row `base`
     compute: {match: flops, row: base}   # the training FLOPs of row `base`
-    compute: {tokens: 2778700000}        # an explicit training-token budget
+    compute: {tokens: 2778726400}        # an explicit training-token budget
 
 Run ids are `<row name>-s<seed>` in every track (`runs_of`). Imports: errors and schema; the
 attention registry only inside `check_rows`, when params are loaded.

@@ -1,17 +1,19 @@
 """A GPT in the nanochat style with a depth knob, and any attention of the registry.
 
+nanochat's GPT at commit c7ba252 (config.lm.NANOCHAT_COMMIT), AdamW aside (train.py).
 Shape from one number: model_dim = aspect_ratio x depth, heads of head_dim (64 x 20 = 1280,
 10 heads of 128 at depth 20). Blocks are pre-norm with parameter-free RMS norms, per-layer
-residual scalars (x <- a_l x + b_l x0, x0 the embedded input), and a ReLU^2 MLP (4x); the
-unembedding is untied and its logits are soft-capped (softcap x tanh(z / softcap)).
+residual scalars (x <- a_l x + b_l x0, x0 the embedded input; a_l, b_l start at
+cfg.resid_lambda_init, cfg.x0_lambda_init), and a ReLU^2 MLP (4x); the unembedding is untied
+and its logits are soft-capped (softcap x tanh(z / softcap)).
 
 Attention per layer is the registry's variant `cfg.variant` with `cfg.attention_options`,
 causal, with the sliding-window pattern (e.g. "SSSL" tiled over the layers, the last layer
 always L; S keeps `short_window` keys, L all of them). Options a row leaves out take the LM's
-nanochat defaults (`LM_DEFAULTS`): RoPE at cfg.rope_base, parameter-free QK RMS norm and its
-gain 1.2 wherever the variant has those options. So:
+nanochat defaults (`lm_defaults`): RoPE at cfg.rope_base, parameter-free QK RMS norm times
+cfg.qk_gain (1.0 at c7ba252: no gain) wherever the variant has those options. So:
 - `softmax` (alias `base`) is nanochat's attention: bias-free W_Q, W_K, W_V, W_O; RoPE on q
-  and k, then the QK norm times QK_GAIN;
+  and k, then the QK norm (times qk_gain);
 - `gka` is seed 003's GKA-LM (projection-free Gaussian kernel, rope + qk_norm);
 - gpa, alibi / t5 / lag_table (softmax positions), learned RoPE, valueless (VLT), nw and
   favor run with the same windows (lag biases: FlexAttention block masks on CUDA, the blocked
@@ -36,7 +38,7 @@ from torch import nn
 from .. import attention
 from ..attention import registry
 from ..attention.registry import freeze_options
-from ..config.lm import ALIASES, LM_DEFAULTS, QK_GAIN, layer_windows  # noqa: F401  (QK_GAIN: the tests' anchor)
+from ..config.lm import ALIASES, layer_windows, lm_defaults
 from ..config.rows import resolve_attention
 
 VE_GATE_CHANNELS = 32
@@ -53,7 +55,10 @@ class GPTConfig:
     window_pattern: str = "SSSL"
     short_window: int | None = None
     value_embeds: bool = True
-    rope_base: float = 100000.0
+    rope_base: float = 10000.0
+    qk_gain: float = 1.0
+    resid_lambda_init: float = 1.0
+    x0_lambda_init: float = 0.1
     softcap: float = 15.0
     variant: str = "base"  # a registry variant name, or the alias base (= softmax)
     attention_options: tuple[tuple[str, Any], ...] = ()  # the row's options (freeze_options)
@@ -71,7 +76,7 @@ class GPTConfig:
         """(registry name, options): the row's options over the LM defaults the variant has
         (AttentionConfigError names the valid variants)."""
         return resolve_attention(self.variant, dict(self.attention_options), ALIASES,
-                                 LM_DEFAULTS | {"rope_base": self.rope_base})
+                                 lm_defaults(self.rope_base, self.qk_gain))
 
     @property
     def uses_value_embeds(self) -> bool:
@@ -81,8 +86,9 @@ class GPTConfig:
     def from_params(cls, lm, vocab_size: int, variant: str, options: dict[str, Any] | None = None) -> "GPTConfig":
         return cls(vocab_size=vocab_size, depth=lm.depth, aspect_ratio=lm.aspect_ratio, head_dim=lm.head_dim,
                    context=lm.context, window_pattern=lm.window_pattern, short_window=lm.short_window,
-                   value_embeds=lm.value_embeds, rope_base=lm.rope_base, softcap=lm.softcap, variant=variant,
-                   attention_options=freeze_options(options))
+                   value_embeds=lm.value_embeds, rope_base=lm.rope_base, qk_gain=lm.qk_gain,
+                   resid_lambda_init=lm.resid_lambda_init, x0_lambda_init=lm.x0_lambda_init, softcap=lm.softcap,
+                   variant=variant, attention_options=freeze_options(options))
 
 
 def has_value_embed(layer: int, depth: int) -> bool:
@@ -154,20 +160,23 @@ class GPT(nn.Module):
         self.value_embeds = nn.ModuleDict(
             {str(i): nn.Embedding(cfg.vocab_size, cfg.dim)
              for i in range(cfg.depth) if cfg.uses_value_embeds and has_value_embed(i, cfg.depth)})
-        self.resid_lambdas = nn.Parameter(torch.ones(cfg.depth))
-        self.x0_lambdas = nn.Parameter(torch.zeros(cfg.depth))
+        self.resid_lambdas = nn.Parameter(torch.full((cfg.depth,), cfg.resid_lambda_init))
+        self.x0_lambdas = nn.Parameter(torch.full((cfg.depth,), cfg.x0_lambda_init))
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if not any(p.is_meta for p in self.parameters()):
             self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """nanochat-like: unit-normal embeddings, uniform input matrices of std d^-1/2, zero
-        output projections (each block starts as the identity), a tiny unembedding."""
+        """nanochat's init_weights: a unit-normal token embedding, uniform input matrices and
+        value embeddings of std d^-1/2 (the VEs are added to v, so they start at v's scale),
+        zero output projections (each block starts as the identity), a tiny unembedding, the
+        residual scalars at their configured inits."""
         d = self.cfg.dim
-        bound = math.sqrt(3.0 / d)
-        for emb in (self.wte, *self.value_embeds.values()):
-            nn.init.normal_(emb.weight, std=1.0)
+        bound = math.sqrt(3.0 / d)  # uniform(-b, b) has std b / sqrt(3) = d^-1/2
+        nn.init.normal_(self.wte.weight, std=1.0)
+        for emb in self.value_embeds.values():
+            nn.init.uniform_(emb.weight, -bound, bound)
         for block in self.blocks:
             for name, lin in block.named_modules():
                 if isinstance(lin, nn.Linear):
@@ -178,6 +187,8 @@ class GPT(nn.Module):
                     else:
                         nn.init.uniform_(lin.weight, -bound, bound)
         nn.init.normal_(self.lm_head.weight, std=0.001)
+        self.resid_lambdas.fill_(self.cfg.resid_lambda_init)
+        self.x0_lambdas.fill_(self.cfg.x0_lambda_init)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """idx [B, N] -> logits [B, N, vocab] (float32, soft-capped)."""

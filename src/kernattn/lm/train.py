@@ -15,9 +15,11 @@ row's own model, see flops.base_steps); {match: tokens, row: R} the steps of row
 {match: flops, row: R} as many steps as give R's total training FLOPs; {tokens: N} the steps
 closest to N tokens. Each step is grad_accum micro-batches of
 batch_size random windows of context + 1 tokens (a generator seeded from the run's seed).
-Optimiser: AdamW (the nanochat reference uses Muon for the matrices; not reproduced here),
-lr constant after a linear warmup (warmup_frac of the steps), then linear warmdown over the
-last warmdown_frac to lr x min_lr_ratio.
+Optimiser: one AdamW, betas (0.9, 0.95), one lr for every parameter (nanochat c7ba252 uses
+Muon for the matrices and AdamW with per-group LRs and betas (0.8, 0.95) for the rest, all
+scaled by sqrt(batch / 2^19); not reproduced here). Schedule as nanochat's: lr constant after
+a linear warmup (round(warmup_frac x steps)), then a linear warmdown over the last
+round(warmdown_frac x steps) to lr x min_lr_ratio.
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ def batch(data: np.ndarray, starts: torch.Tensor, context: int) -> tuple[torch.T
 
 
 def lr_factor(step: int, total: int, lm) -> float:
-    warm = int(lm.warmup_frac * total)
-    down = int(lm.warmdown_frac * total)
+    warm = round(lm.warmup_frac * total)  # round() as nanochat's get_lr_multiplier
+    down = round(lm.warmdown_frac * total)
     if step < warm:
         return (step + 1) / warm
     if down and step >= total - down:

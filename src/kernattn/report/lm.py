@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from ..config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from ..lm.core import KINDS, RANDOM_BASELINE
 from . import stats
 from .claims import ClaimResult
@@ -35,6 +36,10 @@ PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
 TASKS = tuple(KINDS)
 BOOT_RESAMPLES = 4000
 BOOT_SEED = 0
+# The lm keys of nanochat's model and schedule: where a scale sets one apart from nanochat
+# c7ba252 (LMParams' defaults), the report says so.
+NANOCHAT_KEYS = ("rope_base", "qk_gain", "resid_lambda_init", "x0_lambda_init", "softcap", "window_pattern",
+                 "short_window", "warmup_frac", "warmdown_frac", "min_lr_ratio", "param_data_ratio")
 
 
 def paper_numbers() -> dict:
@@ -50,8 +55,16 @@ def depth20_counts(vocab: int = 32768, context: int = 2048) -> dict:
     for variant in ("base", "gka"):
         model = build_model(GPTConfig(vocab_size=vocab, depth=20, context=context, variant=variant), "meta")
         out[variant] = {**model.param_counts(), "flops_per_token": flops_per_token(model)["total"],
-                        "value_embeds": bool(model.value_embed_layers)}
+                        "has_value_embeds": bool(model.value_embed_layers)}  # value_embeds: their count
     return out
+
+
+def nanochat_differences(lm) -> list[str]:
+    """'key value (c7ba252: value)' for each of NANOCHAT_KEYS where `lm` leaves nanochat's commit."""
+    ref = LMParams()
+    show = lambda v: "null" if v is None else str(v)  # noqa: E731  (YAML's spelling)
+    return [f"{k} {show(getattr(lm, k))} (c7ba252: {show(getattr(ref, k))})" for k in NANOCHAT_KEYS
+            if getattr(lm, k) != getattr(ref, k)]
 
 
 def _mean(values):
@@ -94,6 +107,7 @@ def section(folder: Path, params) -> dict:
             "d20": d20, "boot_resamples": BOOT_RESAMPLES, "claim_rows": claim_rows(lm.rows),
             "tasks": TASKS, "baselines": RANDOM_BASELINE, "kinds": KINDS, "lm": lm, "meta": meta,
             "is_paper": params.scale == "paper", "model_dim": lm.model_dim(),
+            "nanochat": {"commit": NANOCHAT_COMMIT, "date": NANOCHAT_COMMIT_DATE, "differences": nanochat_differences(lm)},
             "n_head": max(1, lm.model_dim() // lm.head_dim)}
 
 
