@@ -49,9 +49,10 @@ rule wrap_study:
 
 
 rule train_gka_init:
-    # The GKA row with one init_sigma of the ablation; resumes from its checkpoint.
+    # A GKA row (char, LM or vision) with one init_sigma of the ablation; resumes from its
+    # checkpoint. Its input is its own track's data (a function of the run; DVC's foreach lists all three).
     input:
-        STAGES["train_gka_init"].inputs("{run}"),
+        lambda wildcards: STAGES["train_gka_init"].inputs(wildcards.run),
     output:
         STAGES["train_gka_init"].outputs("{run}"),
     wildcard_constraints:

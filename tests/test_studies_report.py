@@ -51,6 +51,23 @@ def test_init_comparisons_hand_computed():
     assert stats.init_comparisons("1", {"1": base})[0] == stats.NOT_RUN
 
 
+def test_init_comparisons_across_tracks_are_one_holm_family():
+    """char: the differences above (p = 0.0351); vision (top-1 error): -5, -4, -3 (mean -4, sd 1,
+    t = 6.928 on 2 df, p = 0.0202); LM: no difference. Each alone is significant at 0.05; as one
+    family of three Holm compares 0.0202 with 0.05 / 3 and rejects nothing; without the LM,
+    0.0202 < 0.05 / 2 and 0.0351 < 0.05: both rejected."""
+    char = ("1", {"1": {0: 2.0, 1: 2.1, 2: 2.2}, "sqrt_d": {0: 1.9, 1: 1.9, 2: 2.05}})
+    vision = ("1", {"1": {0: 30.0, 1: 28.0, 2: 29.0}, "sqrt_d": {0: 25.0, 1: 24.0, 2: 26.0}})
+    lm = ("1", {"1": {0: 3.0, 1: 3.2, 2: 3.1}, "sqrt_d": {0: 3.0, 1: 3.1, 2: 3.2}})
+    verdict, comps = stats.init_family_comparisons({"char": char, "lm": lm, "vision": vision})
+    assert [(c.a, c.b) for c in comps] == [("char: sqrt_d", "char: 1"), ("lm: sqrt_d", "lm: 1"),
+                                           ("vision: sqrt_d", "vision: 1")]
+    assert comps[2].p == pytest.approx(0.0202, abs=1e-4) and comps[2].p_holm == pytest.approx(3 * comps[2].p)
+    assert verdict == stats.INCONCLUSIVE and stats.REPRODUCED not in [c.verdict for c in comps]
+    verdict, comps = stats.init_family_comparisons({"char": char, "vision": vision})
+    assert verdict == stats.REPRODUCED and [c.verdict for c in comps] == [stats.REPRODUCED] * 2
+
+
 # ----------------------------------------------------------------------------- constructed studies
 def wrap_summary(scale: str) -> dict:
     """One row: the bump moves from 69/71 to 50/52 when the line peak moves from 68 to 49:
@@ -73,6 +90,12 @@ def gka_run(init: str, seed: int, loss: float) -> dict:
             "val_loss": loss, "steps": 100, "d_head": 32, "sigma_curve": curve, "sigma_end": [[1.5, 2.0]],
             "diag_start": [[0.99, 0.97]], "diag_end": [[0.5, 0.3]], "grad_log_sigma_start": [1e-6],
             "grad_w_o_start": [1e-2]}
+
+
+def track_gka_run(track: str, init: str, seed: int, **metrics) -> dict:
+    row = "gka_tokens" if track == "lm" else "gka"
+    return {**gka_run(init, seed, metrics.pop("val_loss", 1.0)), "track": track, "row": row,
+            "run_id": f"{track}_{row}-init_{init}-s{seed}", **metrics}
 
 
 def prune_run(seed: int, tuned: float, control: float) -> dict:
@@ -142,3 +165,39 @@ def test_a_study_of_another_scale_is_not_shown(tmp_path):
     page = parse(tmp_path / "report" / "index.html")
     assert page.verdicts["001-weak-head-removable"] == "at scale tiny: not run"
     assert page.verdicts["003-gka-init-sigma"] == "at scale tiny: reproduced"
+
+
+def test_report_with_the_gka_init_study_of_three_tracks(tmp_path):
+    """The constructed values of test_init_comparisons_across_tracks_are_one_holm_family as
+    runs: a table per track (the ViT compared on its top-1 error), one Holm family, and every
+    number of the tables in tables/study-gka-init.csv."""
+    import pandas as pd
+
+    params_path = write_params(tmp_path)
+    write_runs(params_path)
+    params = load_params(params_path)
+    write_studies(params)
+    runs = json.loads(summary_path(params, "gka_init").read_text())["runs"]
+    runs = [{**r, "track": "char"} for r in runs]
+    runs += [track_gka_run("lm", i, s, val_loss=v) for i, vals in (("1", (3.0, 3.2, 3.1)), ("sqrt_d", (3.0, 3.1, 3.2)))
+             for s, v in enumerate(vals)]
+    runs += [track_gka_run("vision", i, s, top1=t - 1, top1_ema=t) for i, vals in (("1", (70, 72, 71)), ("sqrt_d", (75, 76, 74)))
+             for s, t in enumerate(vals)]
+    summary_path(params, "gka_init").write_text(json.dumps(
+        {"study": "gka_init", "scale": params.scale, "inits": ["1", "sqrt_d"], "runs": runs,
+         "rows": ["char:gka", "lm:gka_tokens", "vision:gka"]}))
+    assert main(["report", "--params", str(params_path)]) == 0
+    folder = tmp_path / "report"
+    page = parse(folder / "index.html")
+    assert page.verdicts["003-gka-init-sigma"] == "at scale tiny: inconclusive"  # Holm across the three tracks
+    for table in ("study-gka-table", "study-gka-table-lm", "study-gka-table-vision"):
+        assert len(page.tables[table]) == 2, table
+    csv = pd.read_csv(folder / "tables" / "study-gka-init.csv")
+    assert list(zip(csv["track"], csv["init"].astype(str))) == [(t, i) for t in ("char", "lm", "vision") for i in ("1", "sqrt_d")]
+    vision = csv[csv["track"] == "vision"].set_index(csv[csv["track"] == "vision"]["init"].astype(str))
+    assert vision.loc["1", "value_mean"] == pytest.approx(29.0) and vision.loc["1", "top1_ema_mean"] == pytest.approx(71.0)
+    assert vision.loc["sqrt_d", "diff_vs_baseline_mean"] == pytest.approx(-4.0)
+    assert vision.loc["sqrt_d", "p_holm"] == pytest.approx(3 * 0.0202, abs=3e-4)
+    assert "top-1 error" in csv[csv["track"] == "vision"]["metric"].iloc[0]
+    claims = pd.read_csv(folder / "tables" / "claims.csv").set_index("claim")
+    assert "vision: sqrt_d − 1" in claims.loc["003-gka-init-sigma", "ours"]

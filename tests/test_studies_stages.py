@@ -26,7 +26,12 @@ from .test_report import PARAMS
     ({"gka_init": {"inits": [1, 1.0]}}, "studies.gka_init.inits lists one init twice"),
     ({"gka_init": {"inits": []}}, "studies.gka_init.inits is empty"),
     ({"gka_init": {"rows": [{"track": "char", "row": "rope"}]}}, "studies.gka_init.rows[0].row is 'rope'"),
-    ({"gka_init": {"rows": [{"track": "audio", "row": "gka"}]}}, "studies.gka_init.rows[0].track must be one of char"),
+    ({"gka_init": {"rows": [{"track": "audio", "row": "gka"}]}},
+     "studies.gka_init.rows[0].track must be one of char, lm, vision"),
+    ({"gka_init": {"rows": [{"track": "lm", "row": "base"}]}},
+     "studies.gka_init.rows[0].row is 'base': name a row of lm.rows whose attention is gka (gka_tokens, gka_flops"),
+    ({"gka_init": {"rows": [{"track": "vision", "row": "deit"}]}},
+     "studies.gka_init.rows[0].row is 'deit': name a row of vision.rows whose attention is gka (gka)"),
     ({"wrap": {"rows": ["nope"]}}, "studies.wrap.rows names unknown row 'nope'"),
     ({"wrap": {"rows": ["rope"]}}, "studies.wrap.rows names 'rope', whose attention is 'softmax'"),
     ({"wrap": {"corpora": ["shuffled"]}}, "studies.wrap.corpora has 'shuffled'"),
@@ -60,7 +65,8 @@ def test_rows_the_scale_does_not_train_are_left_out_of_the_studies(tmp_path):
     assert studies.prune_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
     assert sorted(studies.wrap_runs(p)) == sorted(f"gpa_m64-{c}-s{s}" for c in ("rewrapped", "unwrapped")
                                                   for s in (0, 1))
-    assert len(studies.gka_runs(p)) == 8  # the study trains its own GKA runs: 4 inits x 2 seeds
+    # the study trains its own GKA runs, 4 inits x 2 seeds per track: not limited by matrix.only
+    assert [r.track for r in studies.gka_runs(p).values()] == ["char"] * 8 + ["lm"] * 8 + ["vision"] * 8
 
 
 # ----------------------------------------------------------------------------- the target
@@ -92,6 +98,34 @@ def check_prune(ws: Path) -> None:
         assert _json(ws / f"results/micro/studies/prune/gpa_dp_m8-s0/{arm}/final.json")["steps"] == 3
 
 
+def check_gka_init(ws: Path) -> None:
+    """Every track's GKA row trained per init: sigma at the start as the rule says, sigma on
+    every val line, the tracks' own metrics and folders."""
+    gka = _json(ws / "results/micro/studies/gka_init/summary.json")
+    inits = ["1", "sqrt_d_half", "sqrt_d", "median"]
+    assert [(r["track"], r["init"]) for r in gka["runs"]] == [(t, i) for t in ("char", "lm", "vision") for i in inits]
+    by = {(r["track"], r["init"]): r for r in gka["runs"]}
+    # head widths at micro: char 32 / 2 heads, LM head_dim 32, ViT 32 / 2 heads
+    assert by["char", "sqrt_d"]["sigma_curve"][0]["sigma"] == [[4.0, 4.0]]
+    assert by["lm", "sqrt_d"]["sigma_curve"][0]["sigma"] == [[pytest.approx(32 ** 0.5)] * 2]  # depth 1, 2 heads of 32
+    assert by["vision", "sqrt_d_half"]["sigma_curve"][0]["sigma"] == [[2.0, 2.0]] * 2  # depth 2
+    assert [c["step"] for c in by["char", "median"]["sigma_curve"]] == [0, 3, 6]
+    assert [c["step"] for c in by["lm", "median"]["sigma_curve"]] == [0, 2, 4]
+    for track, run_id in (("char", "gka-init_1-s0"), ("lm", "lm_gka_tokens-init_1-s0"), ("vision", "vision_gka-init_1-s0")):
+        folder = ws / "results/micro/studies/gka_init/runs" / run_id
+        lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+        assert all("sigma_L1H1" in x for x in lines if x.get("split") == "val"), track
+        assert _json(folder / "final.json")["run_id"] == run_id
+    for track, (row, metric) in {"char": ("gka", "val_loss"), "lm": ("gka_tokens", "val_loss"),
+                                 "vision": ("gka", "top1_ema")}.items():
+        for init in inits:
+            r = by[track, init]
+            assert r["row"] == row and r[metric] is not None
+            assert len(r["diag_start"]) == len(r["diag_end"]) == len(r["sigma_end"])
+            median = by[track, "median"]["sigma_curve"][0]["sigma"]
+            assert median != by[track, "1"]["sigma_curve"][0]["sigma"]  # the median rule moved sigma
+
+
 def check_studies(ws: Path) -> None:
     wrap = _json(ws / "results/micro/studies/wrap/summary.json")
     assert wrap["corpora"] == ["original", "rewrapped", "unwrapped"] and [r["row"] for r in wrap["rows"]] == ["gpa_dp_m8"]
@@ -102,14 +136,7 @@ def check_studies(ws: Path) -> None:
         data = ws / "results/micro/studies/wrap/data" / corpus
         assert (data / "vocab.json").read_text() == (ws / "results/micro/data/dickens/vocab.json").read_text()
         assert _json(ws / f"results/micro/studies/wrap/runs/gpa_dp_m8-{corpus}-s0/final.json")["steps"] == 6
-    gka = _json(ws / "results/micro/studies/gka_init/summary.json")
-    assert sorted(r["init"] for r in gka["runs"]) == sorted(["1", "sqrt_d_half", "sqrt_d", "median"])
-    by = {r["init"]: r for r in gka["runs"]}
-    assert by["sqrt_d"]["sigma_curve"][0]["sigma"] == [[4.0, 4.0]]  # d_head 16
-    assert [c["step"] for c in by["median"]["sigma_curve"]] == [0, 3, 6]
-    lines = [json.loads(x) for x in (ws / "results/micro/studies/gka_init/runs/gka-init_1-s0/metrics.jsonl")
-             .read_text().splitlines()]
-    assert all({"sigma_L1H1", "sigma_L1H2"} <= set(x) for x in lines if x.get("split") == "val")
+    check_gka_init(ws)
     prune = _json(ws / "results/micro/studies/prune/summary.json")
     assert [r["run_id"] for r in prune["runs"]] == ["gpa_dp_m8-s0"]
     check_prune(ws)
@@ -150,6 +177,14 @@ def test_init_labels_name_the_runs():
 
     assert [init_label(v) for v in (1.0, 1, 0.5, 2.25, "median")] == ["1", "1", "0p5", "2p25", "median"]
     runs = gka_runs(load_params(PARAMS, "tiny"))
-    assert sorted(runs) == sorted(f"gka-init_{i}-s{s}" for i in ("1", "sqrt_d_half", "sqrt_d", "median") for s in (0, 1))
-    label, spec = runs["gka-init_sqrt_d-s1"]
-    assert (label, spec.seed, spec.variant, spec.options["init_sigma"]) == ("sqrt_d", 1, "gka", "sqrt_d")
+    inits = ("1", "sqrt_d_half", "sqrt_d", "median")
+    assert sorted(runs) == sorted(f"{prefix}-init_{i}-s{s}" for prefix in ("gka", "lm_gka_tokens", "vision_gka")
+                                  for i in inits for s in (0, 1))
+    run = runs["gka-init_sqrt_d-s1"]
+    assert (run.track, run.label, run.spec.seed, run.spec.variant, run.spec.options["init_sigma"]) == (
+        "char", "sqrt_d", 1, "gka", "sqrt_d")
+    # an LM run keeps its row (the budget it matches: base's tokens) and the row's options
+    lm = runs["lm_gka_tokens-init_median-s0"]
+    assert (lm.track, lm.spec.row, lm.spec.compute.match, lm.spec.compute.row) == ("lm", "gka_tokens", "tokens", "base")
+    assert lm.spec.options == {"init_sigma": "median"} and lm.spec.run_id == "lm_gka_tokens-init_median-s0"
+    assert runs["vision_gka-init_1-s1"].spec.variant == "gka"

@@ -81,24 +81,13 @@ def _fmt(x) -> str:
 # ----------------------------------------------------------------------------- inputs
 def load_models(params, spec: RunSpec, data, device, params_file: str = "params.yaml"):
     """(model at initialisation, trained model, final.json) of a finished run."""
-    from ..errors import UsageError
+    from ..engine.rundir import load_finished
     from ..models import GPT
-    from ..io import LoadError, load_torch
-    from ..train import CKPT, FINAL, seed_everything
+    from ..train import seed_everything
 
     folder = Path(params.train.out_dir) / spec.run_id
-    cmd = f"kernattn train --params {params_file} --scale {params.scale} --run {spec.run_id}"
-    try:
-        final = json.loads((folder / FINAL).read_text())
-        ckpt = load_torch(folder / CKPT, f"retrain with: {cmd} --fresh")  # weights_only=True
-    except LoadError as exc:
-        raise UsageError(str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{folder}: no finished run to analyse ({type(exc).__name__}: {exc}); "
-                         f"produce it with: {cmd}") from None
-    if ckpt.get("fingerprint") != final.get("fingerprint") or ckpt.get("step") != final.get("steps"):
-        raise UsageError(f"{folder}: ckpt.pt (step {ckpt.get('step')}) is not the checkpoint of final.json "
-                         f"(step {final.get('steps')}); retrain with: {cmd} --fresh")
+    final, ckpt = load_finished(folder, f"kernattn train --params {params_file} --scale {params.scale} "
+                                        f"--run {spec.run_id}")
     # The init is the training stage's own: same seed, same constructor (banks: seed 001's init).
     seed_everything(spec.seed)
     init = GPT(data.vocab_size, params.model, spec.variant, spec.options).to(device).eval()

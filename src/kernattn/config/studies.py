@@ -4,17 +4,19 @@ run by `snakemake --cores all studies` (not by the main DAG).
     studies:
       seeds: null                  # null: the matrix's seeds (the wrap and prune studies pair with its runs)
       wrap: {rows: [...], corpora: [rewrapped, unwrapped], width: 50, tol: 2.0}
-      gka_init: {rows: [{track: char, row: gka}], inits: [1.0, sqrt_d_half, sqrt_d, median]}
+      gka_init: {rows: [{track: char, row: gka}, {track: lm, row: gka_tokens}, {track: vision, row: gka}],
+                 inits: [1.0, sqrt_d_half, sqrt_d, median]}
       prune: {rows: null, k: 1, steps: 100, lr: null}
       out_dir: results/{scale}/studies
 
 - wrap (seed 001, 3.2): the matrix's GPA `rows` trained again on each counterfactual corpus
   (kernattn.analysis.wrap) at `width`; the bump verdict's tolerance `tol` in lags.
-- gka_init (seed 003): each row of `rows` (a track and one of that track's rows, whose
-  attention is gka) trained once per init of `inits` (a number or a rule of
-  kernattn.attention.gka.SIGMA_RULES) and seed. Only the char track is wired today: a row
-  {track: lm, row: ...} or {track: vision, row: ...} is one more entry once those tracks list
-  their rows (lm.rows / vision.rows) and the study learns to train them (kernattn.studies.gka).
+- gka_init (seed 003): each row of `rows` (a track, char / lm / vision, and one of that
+  track's rows whose attention is gka: matrix.rows, lm.rows, vision.rows) trained once per
+  init of `inits` (a number or a rule of kernattn.attention.gka.SIGMA_RULES) and seed: for
+  the char track the studies' seeds, for lm and vision the seeds that track trains the row
+  with. A scale that replaces lm.rows or vision.rows keeps the rows named here (or names
+  others in its own studies.gka_init.rows): an unknown row is a one-line error.
 - prune (seed 001, 3.1 and 4): for each trained run of the GPA `rows` (null: every GPA row
   the scale trains), the weak heads (or the `k` weakest) removed and the model fine-tuned for
   `steps` steps at `lr` (null: train.lr x train.min_lr_ratio, where training's schedule ended),
@@ -30,7 +32,7 @@ from ..errors import ParamsError
 from .schema import nonneg, positive
 
 WRAP_CORPORA = ("rewrapped", "unwrapped")
-INIT_TRACKS = ("char",)  # the tracks whose runs the gka_init study can train (module docstring)
+INIT_TRACKS = ("char", "lm", "vision")  # the tracks whose runs the gka_init study can train
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class InitRow:
 
 @dataclass(frozen=True)
 class GKAInitStudy:
-    rows: tuple[InitRow, ...] = (InitRow(),)
+    rows: tuple[InitRow, ...] = (InitRow(), InitRow("lm", "gka_tokens"), InitRow("vision", "gka"))
     inits: tuple[Any, ...] = (1.0, "sqrt_d_half", "sqrt_d", "median")  # checked in `check`
 
 
@@ -118,9 +120,10 @@ def check(params, where: str) -> None:
         if name not in WRAP_CORPORA:
             raise ParamsError(f"{where}studies.wrap.corpora has {name!r}; allowed: {', '.join(WRAP_CORPORA)}")
     for i, row in enumerate(s.gka_init.rows):
-        if row.row not in rows or rows[row.row].variant != "gka":
-            raise ParamsError(f"{where}studies.gka_init.rows[{i}].row is {row.row!r}: name a matrix row whose "
-                              f"attention is gka ({', '.join(r for r in rows if rows[r].variant == 'gka') or 'none'})")
+        gka_rows = track_gka_rows(params, row.track)
+        if row.row not in gka_rows:
+            raise ParamsError(f"{where}studies.gka_init.rows[{i}].row is {row.row!r}: name a row of "
+                              f"{TRACK_ROWS[row.track]} whose attention is gka ({', '.join(gka_rows) or 'none'})")
     if not s.gka_init.inits:
         raise ParamsError(f"{where}studies.gka_init.inits is empty; give at least one init")
     for i, init in enumerate(s.gka_init.inits):
@@ -131,6 +134,24 @@ def check(params, where: str) -> None:
     labels = [init_label(v) for v in s.gka_init.inits]
     if len(set(labels)) != len(labels):
         raise ParamsError(f"{where}studies.gka_init.inits lists one init twice ({', '.join(labels)})")
+
+
+TRACK_ROWS = {"char": "matrix.rows", "lm": "lm.rows", "vision": "vision.rows"}
+
+
+def track_gka_rows(params, track: str) -> list[str]:
+    """The names of `track`'s rows whose registry attention is gka (the vision and LM aliases
+    resolved)."""
+    from .lm import ALIASES as LM_ALIASES, lm_defaults
+    from .rows import resolve_attention
+    from .vision import VARIANTS as VISION_ALIASES, VISION_DEFAULTS
+
+    if track == "char":
+        return [r.name for r in params.matrix.rows if r.variant == "gka"]
+    rows, aliases, defaults = ((params.lm.rows, LM_ALIASES,
+                                lm_defaults(params.lm.rope_base, params.lm.qk_gain)) if track == "lm"
+                               else (params.vision.rows, VISION_ALIASES, VISION_DEFAULTS))
+    return [r.name for r in rows if resolve_attention(r.variant, r.options, aliases, defaults)[0] == "gka"]
 
 
 def init_label(init) -> str:

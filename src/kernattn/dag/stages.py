@@ -7,7 +7,8 @@
     bench;  all of them -> report
     the studies (issue 17; kernattn.studies), outside `all` (the Snakefile's `studies` target):
     prepare -> prepare_wrap -> train_wrap@<run> -> wrap_study (with train@<row>-s<seed>, analyze_corpus)
-    prepare -> train_gka_init@<run> -> gka_init_study;  train@<gpa run> -> prune@<gpa run> -> prune_study
+    prepare / prepare_lm / prepare_vision -> train_gka_init@<run> (char, LM and vision GKA rows) -> gka_init_study
+    train@<gpa run> -> prune@<gpa run> -> prune_study
 
 The Snakefile's rules (rules/*.smk) and dvc.yaml (dag.dvc) both read this table, so the
 two DAGs have the same stages, files and params sections. Training stages do not read
@@ -183,19 +184,43 @@ def _wrap_stages(p: Params, data: list[str]) -> list[Stage]:
     ]
 
 
+INIT_SECTIONS = ("model", "train", "matrix", "lm", "vision", "studies")  # what a GKA-init run may read
+
+
+def _gka_init_stages(p: Params, data: list[str]) -> list[Stage]:
+    """GKA's bandwidth at initialisation: a GKA row of each track (char, LM, vision) per init
+    and seed. A run reads only its own track's sections, narrowed to its row and seed (the
+    others are empty for it: changing the LM does not retrain a char run)."""
+    runs = studies.gka_runs(p)
+    track_data = {"char": data[:3], "lm": lm_paths.data_outputs(p), "vision": [vision_paths.data_output(p.vision)]}
+    track_sections = {"char": ("model", "train", "matrix"), "lm": ("lm",), "vision": ("vision",)}
+
+    def narrow(r: str) -> dict:
+        run = runs[r]
+        view = {"matrix": dataclasses.asdict(run.spec)} if run.track == "char" else track_run_view(
+            p, run.track, lm_runs(p.lm) if run.track == "lm" else vision_paths.runs(p.vision),
+            f"{run.spec.row}-s{run.spec.seed}")
+        own = {s: view.get(s, p.raw[s]) for s in track_sections[run.track]}
+        return {s: own.get(s, {}) for s in INIT_SECTIONS[:-1]} | {"studies": {"init": run.label}}
+
+    finals = [_final(studies.gka_run_dir(p), r) for r in runs]
+    return [
+        Stage("train_gka_init", INIT_SECTIONS, ("",), lambda r: [_final(studies.gka_run_dir(p), r)],
+              inputs=lambda r: track_data[runs[r].track] if r in runs else [f for d in track_data.values() for f in d],
+              dvc_outs=lambda r: [str(studies.gka_run_dir(p) / r)], runs=tuple(runs), extra="--stale archive",
+              persist=True, threads=p.train.threads or 4, narrow=narrow),
+        Stage("gka_init_study", INIT_SECTIONS, ("",), lambda _: [str(studies.summary_path(p, "gka_init"))],
+              inputs=lambda _: [*dict.fromkeys(f for r in runs.values() for f in track_data[r.track]), *finals]),
+    ]
+
+
 def studies_stages(p: Params) -> list[Stage]:
     """The studies of issue 17 (kernattn.studies): not inputs of the report, not in `all`."""
     data = data_outputs(p)
-    gka_runs = studies.gka_runs(p)
     prune = tuple(studies.prune_runs(p))
     return [
         *_wrap_stages(p, data),
-        Stage("train_gka_init", ("model", "train", "matrix", "studies"), ("",), lambda r: [_final(studies.gka_run_dir(p), r)],
-              inputs=lambda _: data[:3], dvc_outs=lambda r: [str(studies.gka_run_dir(p) / r)], runs=tuple(gka_runs),
-              extra="--stale archive", persist=True, threads=p.train.threads or 4,
-              narrow=lambda r: {"matrix": dataclasses.asdict(gka_runs[r][1]), "studies": {"init": gka_runs[r][0]}}),
-        Stage("gka_init_study", ("model", "train", "matrix", "studies"), ("",),
-              lambda _: [str(studies.summary_path(p, "gka_init"))], inputs=lambda _: [*data[:3], *(_final(studies.gka_run_dir(p), r) for r in gka_runs)]),
+        *_gka_init_stages(p, data),
         Stage("prune", ("model", "train", "matrix", "analysis", "studies"), ("",),
               lambda r: [studies.prune_output(p, r)], inputs=lambda r: [*data[:3], run_output(p, r)],
               dvc_outs=lambda r: [str(studies.prune_dir(p, r))], runs=prune, persist=True,

@@ -47,6 +47,24 @@ def read_checkpoint(path: Path, fix: str, keys: tuple[str, ...] = CKPT_KEYS) -> 
     return require_keys(ckpt, path, fix, keys)
 
 
+def load_finished(folder: Path, cmd: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(final.json, ckpt.pt) of a finished run, the checkpoint the one final.json records (same
+    fingerprint and step); anything else is one line ending with `cmd`, the command that
+    produces the run."""
+    try:
+        final = json.loads((folder / FINAL).read_text())
+        ckpt = load_torch(folder / CKPT, f"retrain with: {cmd} --fresh")  # weights_only=True
+    except LoadError as exc:
+        raise UsageError(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{folder}: no finished run to read ({type(exc).__name__}: {exc}); "
+                         f"produce it with: {cmd}") from None
+    if ckpt.get("fingerprint") != final.get("fingerprint") or ckpt.get("step") != final.get("steps"):
+        raise UsageError(f"{folder}: ckpt.pt (step {ckpt.get('step')}) is not the checkpoint of final.json "
+                         f"(step {final.get('steps')}); retrain with: {cmd} --fresh")
+    return final, ckpt
+
+
 def require_keys(ckpt: Any, path: Path, fix: str, keys: tuple[str, ...]) -> dict[str, Any]:
     missing = [k for k in keys if k not in ckpt] if isinstance(ckpt, dict) else list(keys)
     if missing:

@@ -143,6 +143,8 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
         for b in bench:
             for name, df in b["csv"].items():
                 df.to_csv(folder / "tables" / name)
+        for name, df in studies_report.tables(context["studies"]).items():
+            df.to_csv(folder / "tables" / name, index=False)
         context["tables"] = sorted(p.name for p in (folder / "tables").iterdir())
         (folder / "index.html").write_text(render(context), encoding="utf-8")
 

@@ -350,18 +350,29 @@ def reading_verdict(outcome: str, supports: str, contradicts: str) -> str:
 
 def init_comparisons(baseline: str, values: dict[str, dict[int, float]],
                      level: float = LEVEL) -> tuple[str, list[Comparison]]:
-    """"Some init beats `baseline`" (GKA's bandwidth study): each other init x against the
-    baseline, the claim x < baseline tested paired by seed (the seeds both have), Holm across
-    the inits (compare_ordering). Verdict: reproduced if any init is significantly lower;
-    contradicted if every other init is significantly higher; inconclusive (1 seed) when no
-    pair has two seeds; otherwise inconclusive."""
-    base = values[baseline]
+    """"Some init beats `baseline`" (GKA's bandwidth study) in one track: init_family_comparisons
+    with a single family, comparisons named by the inits alone."""
+    return init_family_comparisons({"": (baseline, values)}, level)
+
+
+def init_family_comparisons(families: dict[str, tuple[str, dict[str, dict[int, float]]]],
+                            level: float = LEVEL) -> tuple[str, list[Comparison]]:
+    """"Some init beats its baseline", across families (tracks): {family: (baseline init,
+    {init: {seed: value}})}, a lower value better. Each other init x of a family against that
+    family's baseline, the claim x < baseline tested paired by seed (the seeds both have),
+    Holm across every pair of every family (compare_ordering); a comparison is named
+    "<family>: <init>" (the init alone for the family ""). Verdict: reproduced if any init is
+    significantly lower; contradicted if every other init is significantly higher;
+    inconclusive (1 seed) when no pair has two seeds; otherwise inconclusive."""
     pairs = []
-    for name, vals in values.items():
-        if name == baseline:
-            continue
-        seeds = sorted(set(vals) & set(base))
-        pairs.append((name, [vals[s] for s in seeds], baseline, [base[s] for s in seeds]))
+    for family, (baseline, values) in families.items():
+        base = values[baseline]
+        name = (lambda init: f"{family}: {init}") if family else (lambda init: init)
+        for init, vals in values.items():
+            if init == baseline:
+                continue
+            seeds = sorted(set(vals) & set(base))
+            pairs.append((name(init), [vals[s] for s in seeds], name(baseline), [base[s] for s in seeds]))
     if not pairs:
         return NOT_RUN, []
     comps = compare_ordering(pairs, level, paired=True)

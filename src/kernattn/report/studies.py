@@ -7,8 +7,8 @@ saying how to produce it, and its summary row reads "not run".
 Intervals (report/stats.py): a mean over seeds is Student t (mean_ci); a difference between
 two inits, or between the pruned and the control fine-tuning, is paired (same seed, same
 batches: paired_diff_ci). The claims (paper_numbers.yaml kinds study_wrap, study_gka_init,
-study_prune) are judged by stats.reading_verdict, stats.init_comparisons and
-stats.compare_noninferior.
+study_prune) are judged by stats.reading_verdict, stats.init_family_comparisons (the GKA
+inits of every track, one Holm family) and stats.compare_noninferior.
 """
 
 from __future__ import annotations
@@ -68,54 +68,111 @@ def _fmean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def gka_context(summary: dict) -> dict:
-    by_init: dict[str, list[dict]] = {}
+TRACK_ORDER = ("char", "lm", "vision")
+# What each track's runs are compared on (lower is better) and how the report names it.
+TRACK_METRICS = {
+    "char": ("val_loss", "final val loss (nats/char)", "char GPT"),
+    "lm": ("val_loss", "final val loss (nats/token)", "nanochat LM"),
+    "vision": ("top1_err", "final top-1 error, EMA weights (%)", "ViT"),
+}
+
+
+def _metric(run: dict, track: str) -> float:
+    return 100.0 - run["top1_ema"] if track == "vision" else run["val_loss"]
+
+
+def _by_track(summary: dict) -> dict[str, dict[str, list[dict]]]:
+    """{track: {init: [runs]}} in the tracks' fixed order (a summary from before the LM and
+    vision tracks joined has char runs only, without a track field)."""
+    out: dict[str, dict[str, list[dict]]] = {}
     for r in summary["runs"]:
-        by_init.setdefault(r["init"], []).append(r)
-    values = {k: {r["seed"]: r["val_loss"] for r in runs} for k, runs in by_init.items()}
-    baseline = BASELINE_INIT if BASELINE_INIT in values else next(iter(values))
-    verdict, comps = stats.init_comparisons(baseline, values)
-    diffs = {c.a: c for c in comps}
-    table = []
-    for init, runs in by_init.items():
-        c = diffs.get(init)
-        table.append({"init": init, "loss": _ci(r["val_loss"] for r in runs), "n": len(runs),
-                      "diff": c.ci if c else None, "p_holm": c.p_holm if c else None,
-                      "verdict": c.verdict if c else "baseline",
-                      "sigma_start": _mean_grid([r["sigma_curve"][0]["sigma"] for r in runs]),
-                      "sigma_end": _mean_grid([r["sigma_end"] for r in runs]),
-                      "diag_start": _mean_grid([r["diag_start"] for r in runs]),
-                      "diag_end": _mean_grid([r["diag_end"] for r in runs]),
-                      "grad_ratio": _fmean([g / w for r in runs for g, w in
-                                            zip(r["grad_log_sigma_start"], r["grad_w_o_start"]) if w > 0])})
-    return {"present": True, "summary": summary, "baseline": baseline, "verdict": verdict, "comparisons": comps,
-            "table": table, "values": values, "d_head": summary["runs"][0]["d_head"] if summary["runs"] else None}
+        out.setdefault(r.get("track", "char"), {}).setdefault(r["init"], []).append(r)
+    return {t: out[t] for t in sorted(out, key=lambda t: TRACK_ORDER.index(t) if t in TRACK_ORDER else 99)}
+
+
+def _init_row(init: str, runs: list[dict], track: str, comp) -> dict:
+    return {"init": init, "metric": _ci(_metric(r, track) for r in runs), "n": len(runs),
+            "loss": _ci(r["val_loss"] for r in runs),
+            "top1": _ci(r["top1_ema"] for r in runs) if track == "vision" else None,
+            "diff": comp.ci if comp else None, "p_holm": comp.p_holm if comp else None,
+            "verdict": comp.verdict if comp else "baseline",
+            "sigma_start": _mean_grid([r["sigma_curve"][0]["sigma"] for r in runs]),
+            "sigma_end": _mean_grid([r["sigma_end"] for r in runs]),
+            "diag_start": _mean_grid([r["diag_start"] for r in runs]),
+            "diag_end": _mean_grid([r["diag_end"] for r in runs]),
+            "grad_ratio": _fmean([g / w for r in runs for g, w in
+                                  zip(r["grad_log_sigma_start"], r["grad_w_o_start"]) if w > 0])}
+
+
+def gka_context(summary: dict) -> dict:
+    """Per track: each init's metric with its interval and its paired difference from sigma = 1;
+    one verdict for the study, Holm across every init of every track."""
+    by_track = _by_track(summary)
+    families, baselines = {}, {}
+    for track, by_init in by_track.items():
+        values = {k: {r["seed"]: _metric(r, track) for r in runs} for k, runs in by_init.items()}
+        baselines[track] = BASELINE_INIT if BASELINE_INIT in values else next(iter(values))
+        families[track] = (baselines[track], values)
+    verdict, comps = stats.init_family_comparisons(families) if families else (stats.NOT_RUN, [])
+    found = {c.a: c for c in comps}
+    tracks = []
+    for track, by_init in by_track.items():
+        key, label, model = TRACK_METRICS.get(track, ("val_loss", "final val loss", track))
+        own = [c for c in comps if c.b == f"{track}: {baselines[track]}"]
+        first = next(iter(by_init.values()))[0]
+        tracks.append({"track": track, "model": model, "row": first["row"], "metric_label": label,
+                       "baseline": baselines[track], "d_head": first["d_head"],
+                       "verdict": _track_verdict(own), "seeds": sorted({r["seed"] for v in by_init.values() for r in v}),
+                       "table": [_init_row(init, runs, track, found.get(f"{track}: {init}"))
+                                 for init, runs in by_init.items()]})
+    return {"present": True, "summary": summary, "verdict": verdict, "comparisons": comps, "tracks": tracks}
+
+
+def _track_verdict(comps) -> str:
+    """One track's reading of the study's family of tests (already Holm-adjusted across all)."""
+    verdicts = [c.verdict for c in comps]
+    if not verdicts:
+        return stats.NOT_RUN
+    if stats.REPRODUCED in verdicts:
+        return stats.REPRODUCED
+    if all(v == stats.CONTRADICTED for v in verdicts):
+        return stats.CONTRADICTED
+    return stats.ONE_SEED if all(v == stats.ONE_SEED for v in verdicts) else stats.INCONCLUSIVE
 
 
 def sigma_figure(path: Path, summary: dict, scale: str) -> None:
-    """Sigma per head over training, one panel per init (every seed; one colour per head)."""
+    """Sigma per head over training: one row of panels per track, one panel per init (every
+    seed; one colour per head)."""
     from ..analysis import plots
 
+    by_track = _by_track(summary)
     inits = list(dict.fromkeys(r["init"] for r in summary["runs"]))
-    fig = plots.new_figure(3.2 * len(inits), 3.2)
-    axes = np.atleast_1d(fig.subplots(1, len(inits), sharey=True))
-    for ax, init in zip(axes, inits):
-        for r in (r for r in summary["runs"] if r["init"] == init):
-            steps = [c["step"] for c in r["sigma_curve"]]
-            grid = np.asarray([c["sigma"] for c in r["sigma_curve"]], dtype=np.float64)  # [steps, layers, heads]
-            for layer in range(grid.shape[1]):
-                for head in range(grid.shape[2]):
-                    ax.plot(steps, grid[:, layer, head], lw=0.9, color=f"C{layer * grid.shape[2] + head}",
-                            ls="-" if r["seed"] == 0 else "--",
-                            label=f"L{layer + 1}H{head + 1}" if r["seed"] == 0 else None)
-        ax.set_title(f"init {init}", fontsize=8)
+    fig = plots.new_figure(3.2 * len(inits), 2.9 * len(by_track))
+    axes = np.atleast_2d(fig.subplots(len(by_track), len(inits), sharey="row", squeeze=False))
+    for row_axes, (track, by_init) in zip(axes, by_track.items()):
+        for ax, init in zip(row_axes, inits):
+            runs = by_init.get(init, [])
+            first_seed = min((r["seed"] for r in runs), default=0)
+            for r in runs:
+                _sigma_lines(ax, r, solid=r["seed"] == first_seed)
+            ax.set_title(f"{TRACK_METRICS.get(track, ('', '', track))[2]}, init {init}", fontsize=8)
+            ax.set_yscale("log")
+        row_axes[0].set_ylabel("sigma (log scale)", fontsize=8)
+        row_axes[-1].legend(fontsize=5, ncol=2)
+    for ax in axes[-1]:
         ax.set_xlabel("step", fontsize=8)
-        ax.set_yscale("log")
-    axes[0].set_ylabel("sigma (log scale)", fontsize=8)
-    axes[-1].legend(fontsize=6, ncol=2)
-    fig.suptitle(plots.wrap(f"GKA bandwidth per head over training, char GPT [scale {scale}]; "
-                            "solid: seed 0, dashed: other seeds"), fontsize=8)
+    fig.suptitle(plots.wrap(f"GKA bandwidth per head over training [scale {scale}]; "
+                            "solid: the first seed, dashed: the others"), fontsize=8)
     fig.savefig(path, dpi=100)
+
+
+def _sigma_lines(ax, run: dict, solid: bool) -> None:
+    steps = [c["step"] for c in run["sigma_curve"]]
+    grid = np.asarray([c["sigma"] for c in run["sigma_curve"]], dtype=np.float64)  # [steps, layers, heads]
+    for layer in range(grid.shape[1]):
+        for head in range(grid.shape[2]):
+            ax.plot(steps, grid[:, layer, head], lw=0.9, color=f"C{(layer * grid.shape[2] + head) % 10}",
+                    ls="-" if solid else "--", label=f"L{layer + 1}H{head + 1}" if solid else None)
 
 
 # ----------------------------------------------------------------------------- prune
@@ -154,6 +211,49 @@ def section(folder: Path, params, papers: dict | None = None) -> dict:
     return ctx
 
 
+def _ci_cols(prefix: str, ci) -> dict:
+    """A mean-CI dict or a DiffCI as CSV columns (empty when there is none)."""
+    if ci is None:
+        return {f"{prefix}_mean": None, f"{prefix}_lo": None, f"{prefix}_hi": None}
+    mean = ci["mean"] if isinstance(ci, dict) else ci.diff
+    lo, hi = (ci["lo"], ci["hi"]) if isinstance(ci, dict) else (ci.lo, ci.hi)
+    return {f"{prefix}_mean": mean, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
+
+
+def tables(ctx: dict) -> dict[str, "pd.DataFrame"]:
+    """The studies part's tables as CSV frames (tables/<name>): every number the page shows."""
+    import pandas as pd
+
+    out = {}
+    if ctx.get("wrap", {}).get("present"):
+        w = ctx["wrap"]
+        out["study-wrap-peaks.csv"] = pd.DataFrame(w["peaks"])
+        out["study-wrap.csv"] = pd.DataFrame([
+            {"row": r["row"], "corpus": r["corpus"], "newline_peak": r["newline_peak"], **_ci_cols("bump", r["bump"]),
+             "bumps": " ".join(map(str, r["bumps"])), "predicted_shift": r["predicted"],
+             **_ci_cols("shift", r["shift"]), "verdict": r["verdict"], "reason": r["reason"]} for r in w["table"]])
+    if ctx.get("gka", {}).get("present"):
+        out["study-gka-init.csv"] = pd.DataFrame([
+            {"track": t["track"], "row": t["row"], "metric": t["metric_label"], "init": r["init"], "n": r["n"],
+             **_ci_cols("value", r["metric"]), **_ci_cols("diff_vs_baseline", r["diff"]), "p_holm": r["p_holm"],
+             "test": r["verdict"], **_ci_cols("val_loss", r["loss"]), **_ci_cols("top1_ema", r["top1"]),
+             "sigma_start": " ".join(f"{v:.4g}" for v in r["sigma_start"]),
+             "sigma_end": " ".join(f"{v:.4g}" for v in r["sigma_end"]),
+             "diag_start": " ".join(f"{v:.4g}" for v in r["diag_start"]),
+             "diag_end": " ".join(f"{v:.4g}" for v in r["diag_end"]), "grad_ratio_start": r["grad_ratio"]}
+            for t in ctx["gka"]["tracks"] for r in t["table"]])
+    if ctx.get("prune", {}).get("present"):
+        keep = ("run_id", "flagged_weak", "loss_before", "loss_after_removal", "loss_after_fine_tune",
+                "loss_control_fine_tune", "cost_after_fine_tune", "params_saved", "params_saved_fraction",
+                "flops_saved_per_token", "flops_saved_fraction")
+        out["study-prune.csv"] = pd.DataFrame([
+            {**{k: r.get(k) for k in keep}, "removed": " ".join(f"L{h['layer']}H{h['head']}" for h in r["removed"]),
+             "strength": " ".join(f"{v:.4g}" for v in r["strength"]),
+             "zero_ablation": " ".join(f"{v:.6g}" for v in r["zero_ablation"]),
+             "mean_ablation": " ".join(f"{v:.6g}" for v in r["mean_ablation"])} for r in ctx["prune"]["runs"]])
+    return out
+
+
 def claims(ctx: dict | None, claim_list: list[dict], scale: str) -> list[ClaimResult]:
     out = []
     for claim in claim_list:
@@ -185,10 +285,12 @@ def _wrap_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
 
 def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     comps = [c for c in part["comparisons"] if c.ci is not None]
-    ours = "; ".join(f"{c.a} − {c.b}: {fmt_diff(c.ci)}" for c in comps) or "1 seed: no interval"
+    ours = "; ".join(f"{c.a} − {c.b.rpartition(': ')[2]}: {fmt_diff(c.ci)}" for c in comps) or "1 seed: no interval"
+    units = "; ".join(f"{t['track']}: {t['metric_label']}" for t in part["tracks"])
     res = ClaimResult(claim, part["verdict"], part["comparisons"], scale=scale, ours=ours,
-                      interval="95% paired t over seeds, Holm across the inits" if comps else "")
-    if comps:
+                      detail=f"lower is better ({units})",
+                      interval="95% paired t over seeds, Holm across the inits of every track" if comps else "")
+    if len(part["tracks"]) == 1 and comps:  # one track: the best init's difference in one unit
         best = min(comps, key=lambda c: c.ci.diff)
         res.estimate, res.lo, res.hi = best.ci.diff, best.ci.lo, best.ci.hi
     return res

@@ -3,7 +3,7 @@ studies` (or `dvc repro` of their stages), outside the main DAG.
 
     prepare -> prepare_wrap -> train_wrap@<row>-<corpus>-s<seed> -+
     train@<row>-s<seed> (main DAG), analyze_corpus (main DAG) ---+-> wrap_study
-    train_gka_init@<row>-init_<init>-s<seed> -> gka_init_study
+    prepare / prepare_lm / prepare_vision -> train_gka_init@<run> -> gka_init_study
     train@<gpa run> (main DAG) -> prune@<gpa run> -> prune_study
 
 Everything lands under studies.out_dir (results/<scale>/studies/):
@@ -11,7 +11,7 @@ Everything lands under studies.out_dir (results/<scale>/studies/):
     wrap/analysis/<corpus>/corpus/ its newline, line and paragraph histograms (kernattn analyze-corpus)
     wrap/runs/<run>/               a GPA run on it (the engine's run folder)
     wrap/summary.json              bumps per corpus and seed, newline peaks, the verdict
-    gka_init/runs/<run>/           a GKA run per init and seed (metrics.jsonl holds sigma per head)
+    gka_init/runs/<run>/           a GKA run per track, init and seed (metrics.jsonl holds sigma per head)
     gka_init/summary.json          final loss per init, sigma over training, mean diagonal weight
     prune/<run>/{pruned,control}/  the two fine-tunings of one trained GPA run (engine run folders)
     prune/<run>/summary.json       losses before/after removal and fine-tuning, ablations, costs
@@ -27,7 +27,10 @@ import dataclasses
 from pathlib import Path
 
 from ..config import Params, RunSpec, find_run
+from ..config.rows import runs_of
 from ..config.studies import init_label, prune_rows, seeds, wrap_rows
+from ..lm.runs import lm_runs
+from ..vision.stages import runs as vision_runs
 
 SUMMARY = "summary.json"
 DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
@@ -83,19 +86,38 @@ def wrap_run_dir(p: Params) -> Path:
 
 
 # ----------------------------------------------------------------------------- GKA init
-def gka_runs(p: Params) -> dict[str, tuple[str, RunSpec]]:
-    """{run id: (init label, the run)}: each gka_init row x init x seed (char track)."""
-    rows = {r.name: r for r in p.matrix.rows}
+@dataclasses.dataclass(frozen=True)
+class InitRun:
+    """One run of the GKA-init study: `spec` is its track's run of the row with
+    options.init_sigma set and the study's run id."""
+    track: str   # char, lm or vision
+    label: str   # the init as it appears in run ids (init_label)
+    spec: RunSpec
+
+
+def init_base_runs(p: Params, track: str, row: str) -> list[RunSpec]:
+    """The runs of `track`'s row `row` the study repeats per init: the char row at the
+    studies' seeds, an LM or vision row at the seeds its track trains it with."""
+    if track == "char":
+        r = next(r for r in p.matrix.rows if r.name == row)
+        return runs_of([r], seeds(p))
+    return [r for r in (lm_runs(p.lm) if track == "lm" else vision_runs(p.vision)) if r.row == row]
+
+
+def gka_runs(p: Params) -> dict[str, InitRun]:
+    """{run id: the run}: each gka_init row x init x seed. Run ids: <row>-init_<init>-s<seed>
+    for the char track, <track>_<row>-init_<init>-s<seed> for the others."""
     out = {}
     for entry in p.studies.gka_init.rows:
-        row = rows[entry.row]
+        base = init_base_runs(p, entry.track, entry.row)
+        prefix = "" if entry.track == "char" else f"{entry.track}_"
         for init in p.studies.gka_init.inits:
             label = init_label(init)
-            for seed in seeds(p):
-                run_id = f"{row.name}-init_{label}-s{seed}"
-                out[run_id] = (label, RunSpec(run_id, row.name, seed, row.variant,
-                                              {**row.options, "init_sigma": init}, row.source,
-                                              f"{row.label or row.name}, sigma init {label}"))
+            for run in base:
+                run_id = f"{prefix}{run.row}-init_{label}-s{run.seed}"
+                out[run_id] = InitRun(entry.track, label, dataclasses.replace(
+                    run, run_id=run_id, options={**run.options, "init_sigma": init},
+                    label=f"{run.label or run.row}, sigma init {label}"))
     return out
 
 

@@ -2,15 +2,15 @@
 
     kernattn gka-init-study --params params.yaml [--scale S]
 
-For every run of the study (studies.gka_init.rows x inits x seeds, trained by kernattn
-train-gka-init), from its folder <studies.out_dir>/gka_init/runs/<run>/:
-- the final validation loss (final.json);
+For every run of the study (studies.gka_init.rows x inits x seeds, of the char, LM and vision
+tracks, trained by kernattn train-gka-init), from its folder <studies.out_dir>/gka_init/runs/<run>/:
+- the final validation loss (final.json), and the ViT's top-1 (raw and EMA weights);
 - sigma per head over training: at step 0 the bandwidths the run started with, then the
   `sigma_L<l>H<h>` fields of its val lines (steps > 0). Step 0 is rebuilt, not read: the
   median rule sets sigma on the first training batch, after the step-0 evaluation;
 - at the start and at the end, per layer and head, the mean weight a token gives itself
-  (kernattn.analysis.gka_init.mean_diagonal_weight) on the first batch of the fixed validation
-  windows, and at the start the gradient norms reaching log sigma and W_O on the first
+  (kernattn.analysis.gka_init.mean_diagonal_weight) on the first batch of the track's fixed
+  validation set, and at the start the gradient norms reaching log sigma and W_O on the first
   training batch (gka_init.gradient_norms). The start is the model the run began with: the
   same seed and constructor, the median rule applied on the same first training batch.
 Writes <studies.out_dir>/gka_init/summary.json (atomically). The report makes the intervals
@@ -27,7 +27,7 @@ from pathlib import Path
 from ..config import load_params
 from ..io import atomic_write_json, read_lines
 from . import SUMMARY, gka_run_dir, gka_runs, root, scale_options
-from .train import GKAInitTrack, study_params, trained_model
+from .train import gka_init_track
 
 HELP = "GKA init study: final loss per init, sigma per head over training, mean diagonal weight start/end"
 SIGMA_KEY = re.compile(r"^sigma_L(\d+)H(\d+)$")
@@ -49,25 +49,43 @@ def sigma_curve(metrics_file: Path) -> list[dict]:
     return out
 
 
-def start_readings(track: GKAInitTrack, device) -> dict:
+def probe_input(track):
+    """The model input the diagonal weight is measured on: the first batch of the track's
+    fixed validation set (the same for every run of the track)."""
+    if track.name == "char":
+        from ..train import windows
+
+        return windows(track.val_data, track.val_starts[0], track.params.model.context)[0]
+    if track.name == "lm":
+        from ..lm.train import batch
+
+        return batch(track.val_data, track.val_starts[0], track.section.context)[0].to(track.device)
+    return next(iter(track.val_loader))[0].to(track.device)
+
+
+def start_readings(track, device) -> dict:
     """The run's model at step 0 (module docstring): sigma, diagonal weight, gradient norms."""
     import torch
 
     from ..analysis import gka_init
     from ..engine import seed_everything
-    from ..train import windows
 
     seed_everything(track.seed)  # as the engine does before build: the same initial weights
     track.build(device)
     model = track.model
-    x, y = track.batch(0, 0)
+    first = track.batch(0, 0)
     model.train()
     with torch.no_grad():
-        model(x)  # the first training forward: the median rule sets sigma here (others: no-op)
-    grads = gka_init.gradient_norms(model, lambda: model.loss(x, y))
-    return {"sigma": [b.attn.sigma.detach().tolist() for b in model.blocks],
-            "diag": _diag(model, windows(track.val_data, track.val_starts[0], track.params.model.context)[0]),
+        model(first[0])  # the first training forward: the median rule sets sigma here (others: no-op)
+    grads = gka_init.gradient_norms(model, lambda: track.loss(model, first))
+    return {"sigma": _sigmas(model), "diag": _diag(model, probe_input(track)),
             "grad_log_sigma": [g["log_sigma_norm"] for g in grads], "grad_w_o": [g["w_o_norm"] for g in grads]}
+
+
+def _sigmas(model) -> list[list[float]]:
+    from ..analysis.gka_init import gka_modules
+
+    return [m.sigma.detach().tolist() for m in gka_modules(model)]
 
 
 def _diag(model, x) -> list[list[float]]:
@@ -77,32 +95,57 @@ def _diag(model, x) -> list[list[float]]:
     return gka_init.mean_diagonal_weight(model, lambda: model(x)).tolist()
 
 
-def read_run(params, run_id: str, spec, label: str, device, params_file: str) -> dict:
-    from ..train import windows
+def trained_gka_model(track, device, params_file: str, scale: str):
+    """(the finished run's trained model in eval mode, final.json): the track's model rebuilt and
+    its last checkpoint loaded; a missing or mismatched run is one line naming the command."""
+    from ..engine import seed_everything
+    from ..engine.rundir import load_finished
 
-    p = study_params(params, None, str(gka_run_dir(params)))
-    track = GKAInitTrack(p, spec)
+    final, ckpt = load_finished(track.run_dir, f"kernattn train-gka-init --params {params_file} --scale {scale} "
+                                               f"--run {track.run_id}")
+    seed_everything(track.seed)
+    track.build(device)
+    track.model.load_state_dict(ckpt["model"])
+    return track.model.eval(), final
+
+
+def track_metrics(track_name: str, final: dict) -> dict:
+    """What the report compares per init: the final validation loss (nats per character or
+    token, or the ViT's cross-entropy) and, for the ViT, top-1 of the raw and the EMA weights."""
+    out = {"val_loss": final["val_loss"]}
+    if track_name == "vision":
+        out |= {"top1": final["top1"], "top1_ema": final["top1_ema"]}
+    return out
+
+
+def read_run(params, run_id: str, run, device, params_file: str) -> dict:
+    track = gka_init_track(params, run)
     start = start_readings(track, device)
-    model, final, _ = trained_model(p, spec, device, params_file)
-    x = windows(track.val_data, track.val_starts[0], params.model.context)[0]
+    x = probe_input(track)
+    model, final = trained_gka_model(gka_init_track(params, run), device, params_file, params.scale)
     curve = [{"step": 0, "sigma": start["sigma"]}]
     curve += [c for c in sigma_curve(gka_run_dir(params) / run_id / "metrics.jsonl") if c["step"] > 0]
-    return {"run_id": run_id, "row": spec.row, "init": label, "init_sigma": spec.options["init_sigma"],
-            "seed": spec.seed, "val_loss": final["val_loss"], "steps": final["steps"],
-            "mlflow_run_id": final.get("mlflow_run_id"), "d_head": params.model.d_model // params.model.n_head,
-            "sigma_curve": curve, "sigma_end": [b.attn.sigma.detach().tolist() for b in model.blocks],
+    spec = run.spec
+    return {"run_id": run_id, "track": run.track, "row": spec.row, "init": run.label,
+            "init_sigma": spec.options["init_sigma"], "seed": spec.seed, **track_metrics(run.track, final),
+            "steps": final["steps"], "mlflow_run_id": final.get("mlflow_run_id"),
+            "d_head": model_d_head(model), "sigma_curve": curve, "sigma_end": _sigmas(model),
             "diag_start": start["diag"], "diag_end": _diag(model, x),
             "grad_log_sigma_start": start["grad_log_sigma"], "grad_w_o_start": start["grad_w_o"]}
 
 
+def model_d_head(model) -> int:
+    from ..analysis.gka_init import gka_modules
+
+    return gka_modules(model)[0].d_head
+
+
 def read_study(params, params_file: str = "params.yaml") -> dict:
-    from ..train import resolve_device
+    from ..config.studies import init_label
+    from ..engine import resolve_device
 
     device = resolve_device("cpu")
-    runs = [read_run(params, run_id, spec, label, device, params_file)
-            for run_id, (label, spec) in gka_runs(params).items()]
-    from ..config.studies import init_label
-
+    runs = [read_run(params, run_id, run, device, params_file) for run_id, run in gka_runs(params).items()]
     return {"study": "gka_init", "scale": params.scale, "params_digest": params.digest(),
             "inits": [init_label(v) for v in params.studies.gka_init.inits],
             "rows": [f"{r.track}:{r.row}" for r in params.studies.gka_init.rows], "runs": runs}
@@ -113,11 +156,11 @@ def run(args: argparse.Namespace) -> int:
     summary = read_study(params, args.params)
     out = root(params) / "gka_init" / SUMMARY
     atomic_write_json(out, summary)
-    by_init = {}
+    by_init: dict[tuple[str, str], list[float]] = {}
     for r in summary["runs"]:
-        by_init.setdefault(r["init"], []).append(r["val_loss"])
+        by_init.setdefault((r["track"], r["init"]), []).append(r["val_loss"])
     print("kernattn gka-init-study: final val loss " + "; ".join(
-        f"{k}: {sum(v) / len(v):.4f} ({len(v)} seeds)" for k, v in by_init.items()) + f"; wrote {out}")
+        f"{t} {k}: {sum(v) / len(v):.4f} ({len(v)} seeds)" for (t, k), v in by_init.items()) + f"; wrote {out}")
     return 0
 
 

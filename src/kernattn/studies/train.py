@@ -2,21 +2,23 @@
 another corpus or another attention option, into the study's folder.
 
     kernattn train-wrap     --params P [--scale S] --run <row>-<corpus>-s<seed> [--fresh] [--stale archive]
-    kernattn train-gka-init --params P [--scale S] --run <row>-init_<init>-s<seed> [--fresh] [--stale archive]
+    kernattn train-gka-init --params P [--scale S] --run [<track>_]<row>-init_<init>-s<seed> [--fresh] [--stale archive]
 
 A line-wrap run is the matrix run <row>-s<seed> with data.out_dir moved to the counterfactual
 corpus (<studies.out_dir>/wrap/data/<corpus>/, same vocabulary) and train.out_dir to
-<studies.out_dir>/wrap/runs/; a GKA-init run is the matrix row with options.init_sigma set, in
-<studies.out_dir>/gka_init/runs/. Everything else is `kernattn train`'s: model, schedule, seed,
-batch order (the same batches per seed as the original runs, on their own corpus), resume,
-SIGTERM, MLflow (experiment <tracking.experiment>-studies). GKA runs also log, on every val
-line, each head's bandwidth: `sigma_L<layer>H<head>` (from 1).
+<studies.out_dir>/wrap/runs/; a GKA-init run is a GKA row of the char, LM or vision track with
+options.init_sigma set, in <studies.out_dir>/gka_init/runs/, trained by that track
+(kernattn.train.CharTrack, lm.train.LMTrack, vision.train.VisionTrack). Everything else is the
+track's own: model, schedule, seed, batch order (the same batches per seed as the original
+runs), resume, SIGTERM, MLflow (experiment <the track's experiment>-studies). GKA runs also log,
+on every val line, each head's bandwidth: `sigma_L<layer>H<head>` (from 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+from types import SimpleNamespace
 
 from ..config import Params, load_params
 from ..engine.options import add_run_options, run_track
@@ -36,28 +38,62 @@ def study_params(params: Params, data_dir: str | None, out_dir: str) -> Params:
         tracking=dataclasses.replace(params.tracking, experiment=f"{params.tracking.experiment}-studies"))
 
 
-class GKAInitTrack(CharTrack):
-    """The char track, logging each GKA head's bandwidth on its val lines."""
+class SigmaLog:
+    """A track mixin: each GKA head's bandwidth on the val lines, `sigma_L<layer>H<head>`."""
 
     def line_fields(self, split: str, step: int, values: dict) -> dict:
         fields = super().line_fields(split, step, values)
         if split == "val":
-            for layer, block in enumerate(self.model.blocks, 1):
-                for head, sigma in enumerate(block.attn.sigma.detach().cpu().tolist(), 1):
-                    fields[f"sigma_L{layer}H{head}"] = sigma
+            fields.update(sigma_fields(self.model))
         return fields
 
 
-def study_track(params: Params, command: str, run_id: str) -> CharTrack:
+def sigma_fields(model) -> dict[str, float]:
+    from ..analysis.gka_init import gka_modules
+
+    return {f"sigma_L{layer}H{head}": sigma
+            for layer, attn in enumerate(gka_modules(model), 1)
+            for head, sigma in enumerate(attn.sigma.detach().float().cpu().tolist(), 1)}
+
+
+class GKAInitTrack(SigmaLog, CharTrack):
+    """The char track, logging each GKA head's bandwidth on its val lines."""
+
+
+def gka_init_track(params: Params, run):
+    """The track of one GKA-init run (a studies.InitRun) with its folder in the study's, and
+    its MLflow experiment the track's own + '-studies'."""
+    from ..engine.mlrun import experiment_name
+
+    out = str(gka_run_dir(params))
+    if run.track == "char":
+        track = GKAInitTrack(study_params(params, None, out), run.spec)
+    elif run.track == "lm":
+        from ..lm.train import LMTrack
+
+        track = type("GKAInitLMTrack", (SigmaLog, LMTrack), {})(
+            dataclasses.replace(params, lm=dataclasses.replace(params.lm, out_dir=out)), run.spec)
+    else:
+        from ..vision.train import VisionTrack
+
+        track = type("GKAInitVisionTrack", (SigmaLog, VisionTrack), {})(
+            dataclasses.replace(params, vision=dataclasses.replace(params.vision, out_dir=out)), run.spec)
+    if run.track != "char":
+        name = experiment_name(track.experiment_section, track.name, params.scale)
+        track.experiment_section = SimpleNamespace(experiment=f"{name}-studies")
+    return track
+
+
+def study_track(params: Params, command: str, run_id: str):
     """The track of one study run (`command`: train-wrap or train-gka-init)."""
     runs = wrap_runs(params) if command == "train-wrap" else gka_runs(params)
     if run_id not in runs:
         raise UsageError(f"{params.path}: no run {run_id!r} in the {command} study of scale {params.scale!r}; "
                          f"runs: {', '.join(runs) or 'none'}")
-    what, spec = runs[run_id]
     if command == "train-wrap":
-        return CharTrack(study_params(params, str(wrap_data_dir(params, what)), str(wrap_run_dir(params))), spec)
-    return GKAInitTrack(study_params(params, None, str(gka_run_dir(params))), spec)
+        corpus, spec = runs[run_id]
+        return CharTrack(study_params(params, str(wrap_data_dir(params, corpus)), str(wrap_run_dir(params))), spec)
+    return gka_init_track(params, runs[run_id])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

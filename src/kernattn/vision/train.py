@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from ..engine import CKPT, FINAL, Track, derive_seed  # noqa: F401 (CKPT, FINAL: vision.viz reads them here)
-from ..config import fingerprinted
+from ..config import RunSpec, fingerprinted
 from ..engine.options import add_run_options, run_track
 from ..errors import UsageError
 from . import data as vdata
@@ -118,12 +118,14 @@ def _divisor_at_most(n: int, cap: int) -> int:
 class VisionTrack(Track):
     command, name, section_name, rate_unit = "train-vision", "vision", "vision", "img"
 
-    def __init__(self, params, run_id: str):
+    def __init__(self, params, run: str | RunSpec):
+        """`run`: a run id of vision.rows, or a run spec (a study's variation of a row)."""
         vp = self.section = params.vision
         self.params, self.experiment_section = params, vp
-        self.run = find_vision_run(params, run_id)
+        self.run = run if isinstance(run, RunSpec) else find_vision_run(params, run)
         self.variant, self.seed = self.run.variant, self.run.seed
-        self.run_id, self.run_dir = run_id, Path(vp.out_dir) / run_id
+        self.run_id = self.run.run_id
+        self.run_dir = Path(vp.out_dir) / self.run_id
         self.meta = vdata.read_meta(vp)
         self.train_set, self.val_set = vdata.datasets_for(vp)
         self.spe = len(self.train_set) // vp.batch_size  # steps per epoch
