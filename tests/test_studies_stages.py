@@ -69,6 +69,20 @@ def test_rows_the_scale_does_not_train_are_left_out_of_the_studies(tmp_path):
     assert [r.track for r in studies.gka_runs(p).values()] == ["char"] * 8 + ["lm"] * 8 + ["vision"] * 8
 
 
+def test_an_lm_or_vision_scale_without_the_gka_row_leaves_it_out(tmp_path):
+    """A scale whose own lm.rows leave out the study's LM row trains the other tracks' and says so."""
+    from kernattn import studies
+    from kernattn.config.studies import init_rows_not_trained
+
+    doc = yaml.safe_load(PARAMS.read_text())
+    doc["scales"]["tiny"]["lm"]["rows"] = [{"name": "base", "variant": "base"}]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    p = load_params(path, "tiny")
+    assert init_rows_not_trained(p) == ["lm:gka_tokens"]
+    assert {r.track for r in studies.gka_runs(p).values()} == {"char", "vision"}
+
+
 # ----------------------------------------------------------------------------- the target
 def _json(path: Path) -> dict:
     return json.loads(path.read_text())

@@ -147,9 +147,12 @@ def _remove(path: Path) -> None:
 class LineAppender:
     """Append whole lines to a file: one os.write per line on an O_APPEND descriptor.
 
-    A buffered text file may split a line over two write calls; here a process killed at any
-    moment leaves each line complete or absent. fsync() pushes the lines to disk (called before
-    a checkpoint that counts them)."""
+    A buffered text file may split a line over two write calls, so a killed process could leave
+    a broken line in the middle of the file; here every line but the last is whole. The last
+    one can be cut short: Linux stops a write to a regular file at a page boundary when SIGKILL
+    arrives during it. Such a tail has no newline: read_lines drops it, and a resumed run
+    rewrites the file to the lines its checkpoint counts (engine.metrics.MetricsLog). fsync()
+    pushes the lines to disk (called before a checkpoint that counts them)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)

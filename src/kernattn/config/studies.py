@@ -15,8 +15,9 @@ run by `snakemake --cores all studies` (not by the main DAG).
   track's rows whose attention is gka: matrix.rows, lm.rows, vision.rows) trained once per
   init of `inits` (a number or a rule of kernattn.attention.gka.SIGMA_RULES) and seed: for
   the char track the studies' seeds, for lm and vision the seeds that track trains the row
-  with. A scale that replaces lm.rows or vision.rows keeps the rows named here (or names
-  others in its own studies.gka_init.rows): an unknown row is a one-line error.
+  with. A char row must be a gka row of matrix.rows; an LM or vision row that the scale's
+  own lm.rows / vision.rows leave out is left out of the study (its summary lists it), a row
+  they list whose attention is not gka is a one-line error.
 - prune (seed 001, 3.1 and 4): for each trained run of the GPA `rows` (null: every GPA row
   the scale trains), the weak heads (or the `k` weakest) removed and the model fine-tuned for
   `steps` steps at `lr` (null: train.lr x train.min_lr_ratio, where training's schedule ended),
@@ -121,7 +122,7 @@ def check(params, where: str) -> None:
             raise ParamsError(f"{where}studies.wrap.corpora has {name!r}; allowed: {', '.join(WRAP_CORPORA)}")
     for i, row in enumerate(s.gka_init.rows):
         gka_rows = track_gka_rows(params, row.track)
-        if row.row not in gka_rows:
+        if row.row not in gka_rows and (row.track == "char" or row.row in track_row_names(params, row.track)):
             raise ParamsError(f"{where}studies.gka_init.rows[{i}].row is {row.row!r}: name a row of "
                               f"{TRACK_ROWS[row.track]} whose attention is gka ({', '.join(gka_rows) or 'none'})")
     if not s.gka_init.inits:
@@ -137,6 +138,18 @@ def check(params, where: str) -> None:
 
 
 TRACK_ROWS = {"char": "matrix.rows", "lm": "lm.rows", "vision": "vision.rows"}
+
+
+def track_row_names(params, track: str) -> list[str]:
+    rows = params.matrix.rows if track == "char" else params.lm.rows if track == "lm" else params.vision.rows
+    return [r.name for r in rows]
+
+
+def init_rows_not_trained(params) -> list[str]:
+    """'track:row' of studies.gka_init.rows an LM or vision scale does not list (its own rows
+    replace the section's): left out of the study, and said so in its summary."""
+    return [f"{r.track}:{r.row}" for r in params.studies.gka_init.rows
+            if r.row not in track_row_names(params, r.track)]
 
 
 def track_gka_rows(params, track: str) -> list[str]:

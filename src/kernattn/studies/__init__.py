@@ -101,6 +101,7 @@ def init_base_runs(p: Params, track: str, row: str) -> list[RunSpec]:
     if track == "char":
         r = next(r for r in p.matrix.rows if r.name == row)
         return runs_of([r], seeds(p))
+    # none when the scale's rows leave the row out (config.studies.init_rows_not_trained)
     return [r for r in (lm_runs(p.lm) if track == "lm" else vision_runs(p.vision)) if r.row == row]
 
 

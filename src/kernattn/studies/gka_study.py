@@ -141,14 +141,15 @@ def model_d_head(model) -> int:
 
 
 def read_study(params, params_file: str = "params.yaml") -> dict:
-    from ..config.studies import init_label
+    from ..config.studies import init_label, init_rows_not_trained
     from ..engine import resolve_device
 
     device = resolve_device("cpu")
     runs = [read_run(params, run_id, run, device, params_file) for run_id, run in gka_runs(params).items()]
     return {"study": "gka_init", "scale": params.scale, "params_digest": params.digest(),
             "inits": [init_label(v) for v in params.studies.gka_init.inits],
-            "rows": [f"{r.track}:{r.row}" for r in params.studies.gka_init.rows], "runs": runs}
+            "rows": [f"{r.track}:{r.row}" for r in params.studies.gka_init.rows],
+            "rows_not_trained": init_rows_not_trained(params), "runs": runs}
 
 
 def run(args: argparse.Namespace) -> int:
