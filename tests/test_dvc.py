@@ -1,8 +1,12 @@
-"""The generated dvc.yaml under real DVC: `dvc repro` runs the micro DAG and is then up to date,
-and `dvc exp run -S key=value` reruns exactly the stages that read that key.
+"""The generated dvc.yaml under real DVC: `dvc repro report` runs the micro DAG (the main one,
+what `snakemake all` runs) and is then up to date, and `dvc exp run -S key=value` reruns exactly
+the stages that read that key.
 
 One repro serves every test here (a module fixture: the whole micro DAG is the expensive part),
-so the tests share an xdist group and run in file order."""
+so the tests share an xdist group and run in file order. DVC runs stages one at a time, so the
+studies' stages (dvc.yaml has them too: `dvc repro` alone runs them after the main DAG) are not
+run here: tests/test_pipeline.py checks that they are Snakemake's jobs with the same params,
+and tests/test_studies_stages.py runs them through Snakemake."""
 
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ def reproduced(tmp_path_factory):
     git(ws, "config", "user.name", "kernattn ci")
     assert run([str(BIN / "dvc"), "init", "-q"], ws).returncode == 0
     (ws / ".gitignore").write_text("results/\nreport/\n.snakemake/\n")
-    first = run([str(BIN / "dvc"), "repro"], ws)
+    first = run([str(BIN / "dvc"), "repro", "report"], ws)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     git(ws, "add", "-A")
     git(ws, "commit", "-q", "-m", "baseline")
@@ -47,7 +51,8 @@ def test_dvc_repro_runs_the_same_stages_and_then_is_up_to_date(reproduced):
     check_outputs(ws)
     for stage in ("prepare", "train@rope-s0", "train_lm@base-s0", "train_vision@deit-s0", "report"):
         assert f"Running stage '{stage}'" in out, out[-3000:]
-    second = run([str(BIN / "dvc"), "repro"], ws)
+    assert "Running stage 'train_gka_init" not in out  # the studies are not the report's inputs
+    second = run([str(BIN / "dvc"), "repro", "report"], ws)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Data and pipelines are up to date" in second.stdout + second.stderr
     for stage in ("prepare", "train@rope-s0", "report"):
@@ -61,7 +66,7 @@ def test_dvc_exp_run_with_one_changed_param_reruns_only_its_dependents(reproduce
     lock = yaml.safe_load((ws / "dvc.lock").read_text())["stages"]
     watchers, downstream = _watchers(lock, "analysis"), _dependents(lock, "analysis")
     assert {"analyze_gpa@gpa_dp_m8-s0", "analyze_corpus"} <= watchers and "report" in downstream, downstream
-    exp = run([str(BIN / "dvc"), "exp", "run", "-S", "analysis.temperature=0.8"], ws)
+    exp = run([str(BIN / "dvc"), "exp", "run", "report", "-S", "analysis.temperature=0.8"], ws)
     out = exp.stdout + exp.stderr
     assert exp.returncode == 0, out[-3000:]
     # every stage watching the key reruns; beyond them only stages that read an output that
