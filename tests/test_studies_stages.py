@@ -116,12 +116,12 @@ def check_gka_init(ws: Path) -> None:
     """Every track's GKA row trained per init: sigma at the start as the rule says, sigma on
     every val line, the tracks' own metrics and folders."""
     gka = _json(ws / "results/micro/studies/gka_init/summary.json")
-    inits = ["1", "sqrt_d_half", "sqrt_d", "median"]
+    inits = ["1", "sqrt_d_half", "median"]  # the micro scale's
     assert [(r["track"], r["init"]) for r in gka["runs"]] == [(t, i) for t in ("char", "lm", "vision") for i in inits]
     by = {(r["track"], r["init"]): r for r in gka["runs"]}
-    # head widths at micro: char 32 / 2 heads, LM head_dim 32, ViT 32 / 2 heads
-    assert by["char", "sqrt_d"]["sigma_curve"][0]["sigma"] == [[4.0, 4.0]]
-    assert by["lm", "sqrt_d"]["sigma_curve"][0]["sigma"] == [[pytest.approx(32 ** 0.5)] * 2]  # depth 1, 2 heads of 32
+    # sqrt(d) / 2 at the head widths of micro: char 32 / 2 heads, LM head_dim 32, ViT 32 / 2 heads
+    assert by["char", "sqrt_d_half"]["sigma_curve"][0]["sigma"] == [[2.0, 2.0]]
+    assert by["lm", "sqrt_d_half"]["sigma_curve"][0]["sigma"] == [[pytest.approx(32 ** 0.5 / 2)] * 2]  # depth 1, 2 heads
     assert by["vision", "sqrt_d_half"]["sigma_curve"][0]["sigma"] == [[2.0, 2.0]] * 2  # depth 2
     assert [c["step"] for c in by["char", "median"]["sigma_curve"]] == [0, 3, 6]
     assert [c["step"] for c in by["lm", "median"]["sigma_curve"]] == [0, 2, 4]
