@@ -213,8 +213,9 @@ def test_snakemake_config_overrides_are_validated_with_their_source(workspace):
     assert proc.returncode == 0 and "train@rope-s0" in jobs, proc.stderr[-2000:]
 
 
-def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(workspace):
-    first = run([str(BIN / "snakemake"), "--cores", "2"], workspace)
+@pytest.mark.xdist_group("micro_dag")
+def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(micro_dag):
+    workspace, first = micro_dag
     assert first.returncode == 0, first.stderr[-3000:]
     check_outputs(workspace)
     second = run([str(BIN / "snakemake"), "--cores", "2"], workspace)

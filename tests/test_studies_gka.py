@@ -52,8 +52,9 @@ def test_identical_tokens_spread_their_weight_evenly():
 
 
 def test_sigma_one_starts_as_the_identity_and_the_median_init_does_not():
-    """RMS-normed features of head dim 64: squared distances ~ 2 d = 128, kernel ~ exp(-64)."""
-    attn = gka(d_model=128, n_head=2, qk_norm=True)
+    """RMS-normed features of head dim 64: squared distances ~ 2 d = 128, kernel ~ exp(-64).
+    sigma = 1 is the papers' start (init_sigma "paper"; the default is sqrt_d)."""
+    attn = gka(d_model=128, n_head=2, qk_norm=True, init_sigma="paper")
     x = torch.randn(4, 32, 128, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     run = lambda: attn(x)  # noqa: E731
     assert gka_init.mean_diagonal_weight(attn, run).min() > 0.9999
@@ -65,7 +66,7 @@ def test_sigma_one_starts_as_the_identity_and_the_median_init_does_not():
 
 
 def test_gradient_to_log_sigma_is_zero_with_a_zero_w_o_and_tiny_at_sigma_one():
-    attn = gka(d_model=128, n_head=2, qk_norm=True)
+    attn = gka(d_model=128, n_head=2, qk_norm=True, init_sigma="paper")
     x = torch.randn(2, 16, 128, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     target = torch.randn(2, 16, 128, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     loss = lambda: (attn(x) - target).pow(2).mean()  # noqa: E731
@@ -111,18 +112,18 @@ def test_data_driven_init_layer_by_layer_on_a_gpt():
 
 
 # ----------------------------------------------------------------------------- init_sigma as a registry option
-@pytest.mark.parametrize("init, sigma", [(3.0, 3.0), (1, 1.0), ("sqrt_d_half", 2.0), ("sqrt_d", 4.0),
-                                         ("median", 4.0)])
+@pytest.mark.parametrize("init, sigma", [(3.0, 3.0), (1, 1.0), ("paper", 1.0), ("sqrt_d_half", 2.0), ("sqrt_d", 4.0),
+                                         ("median", 4.0), (None, 4.0)])  # None: the default, sqrt_d
 def test_init_sigma_rules_at_construction(init, sigma):
     """d_head = 16: sqrt(d) / 2 = 2, sqrt(d) = 4; the median rule starts at sqrt(d) until its
     first training batch. Only the median rule adds the `sigma_ready` buffer."""
-    attn = gka(d_model=32, n_head=2, init_sigma=init)
+    attn = gka(d_model=32, n_head=2, **({} if init is None else {"init_sigma": init}))
     torch.testing.assert_close(attn.sigma.detach(), torch.full((2,), sigma, dtype=torch.float64))
     assert ("sigma_ready" in attn.state_dict()) == (init == "median")
 
 
 def test_init_sigma_is_checked_by_the_registry():
-    for bad, words in ((0.0, "must be > 0"), ("sqrt", "one of sqrt_d_half, sqrt_d, median"), (True, "must be")):
+    for bad, words in ((0.0, "must be > 0"), ("sqrt", "one of paper, sqrt_d_half, sqrt_d, median"), (True, "must be")):
         with pytest.raises(attention.AttentionConfigError, match=words):
             attention.make_options("gka", {"init_sigma": bad})
 

@@ -16,7 +16,7 @@ import yaml
 from kernattn.config import ParamsError, load_params
 from kernattn.io import load_torch
 
-from .test_pipeline import BIN, dry_run_jobs, run, workspace  # noqa: F401  (fixture)
+from .test_pipeline import BIN, dry_run_jobs, run
 from .test_report import PARAMS
 
 
@@ -156,13 +156,17 @@ def check_studies(ws: Path) -> None:
     check_prune(ws)
 
 
-def test_studies_target_end_to_end_at_micro(workspace):
-    ws = workspace
-    jobs, proc = dry_run_jobs(ws)  # the main DAG (`all`) has no study job
-    assert proc.returncode == 0 and not any(j.split("@")[0] in STUDY_STAGES for j in jobs), jobs
+@pytest.mark.xdist_group("micro_dag")
+def test_studies_target_end_to_end_at_micro(micro_dag):
+    """The studies target on top of the micro DAG: it reads the main DAG's runs and never
+    retrains them (that the main DAG has no study job: tests/test_pipeline.py)."""
+    ws, main_run = micro_dag
+    assert main_run.returncode == 0, main_run.stderr[-3000:]
+    trained = {p: p.stat().st_mtime_ns for p in (ws / "results/micro/runs").glob("*/final.json")}
     first = run([str(BIN / "snakemake"), "--cores", "2", "studies"], ws)
     assert first.returncode == 0, first.stderr[-3000:]
     check_studies(ws)
+    assert {p: p.stat().st_mtime_ns for p in trained} == trained  # the main DAG's runs were read, not retrained
     jobs, proc = dry_run_jobs(ws, "studies")
     assert proc.returncode == 0 and jobs == [], jobs
     shutil.rmtree(ws / "results/micro/studies/prune")  # outputs gone: only their stages rerun
@@ -179,10 +183,6 @@ def test_studies_target_end_to_end_at_micro(workspace):
     again = load_torch(whole / "ckpt.pt")["model"]
     assert set(again) == set(kept) and all(torch.equal(again[k], kept[k]) for k in kept)
     assert bool(again["blocks.0.attn.sigma_ready"])
-
-
-STUDY_STAGES = ("prepare_wrap", "train_wrap", "wrap_study", "train_gka_init", "gka_init_study", "prune",
-                "prune_study")
 
 
 def test_init_labels_name_the_runs():

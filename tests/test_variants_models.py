@@ -171,7 +171,8 @@ def test_vit_names_and_defaults():
     assert ViTSpec("softmax").attention == ViTSpec("deit").attention
     assert ViTSpec("nw", attention_options=(("kernel", "gaussian"),)).attention == (
         "nw", {"bias": True, "kernel": "gaussian"})
-    assert ViTSpec("gka", gka_init_sigma=2.0).attention == ("gka", {"init_sigma": 2.0})
+    assert ViTSpec("gka", attention_options=(("init_sigma", 2.0),)).attention == ("gka", {"init_sigma": 2.0})
+    assert "init_sigma" not in ViTSpec("gka").attention[1]  # the registry's default (sqrt_d)
     with torch.device("meta"):
         deit, soft = build_vit(ViTSpec("deit", **VIT)), build_vit(ViTSpec("softmax", **VIT))
     assert [(n, p.shape) for n, p in deit.named_parameters()] == [(n, p.shape) for n, p in soft.named_parameters()]

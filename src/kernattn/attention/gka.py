@@ -22,6 +22,11 @@ The initial bandwidth (`init_sigma`; seed 003 gives none): a number, or a named 
 (issue 17). With sigma = 1 and features of unit RMS, squared distances between different
 tokens are about 2d, so every off-diagonal kernel value is about exp(-d): GKA starts as the
 identity and log sigma gets almost no gradient (kernattn.analysis.gka_init measures it).
+The default is "sqrt_d", chosen from the GKA-init study (README, Studies): at tiny scale every
+larger init beat sigma = 1 in all three tracks, sqrt(d) and the median about equally, and
+sqrt(d) needs no data and keeps the fused path's numerics bound (sigma >= sqrt(d) / 2).
+- "paper": sigma = 1 (log sigma = 0), the start the papers' rows use (seed 003 gives no value;
+  this is the one its log-sigma parametrisation starts from at zero);
 - "sqrt_d_half", "sqrt_d": sigma = sqrt(d) / 2, sqrt(d) (d = head dim), fixed at construction;
 - "median": data-driven, per head: sigma = the median distance ||f_i - f_j|| between the
   features of different tokens that may attend to each other, measured on the first forward
@@ -49,7 +54,8 @@ from .fused import attend
 from .positions import Rope
 from .registry import positive, register
 
-SIGMA_RULES = ("sqrt_d_half", "sqrt_d", "median")
+SIGMA_RULES = ("paper", "sqrt_d_half", "sqrt_d", "median")
+DEFAULT_INIT_SIGMA = "sqrt_d"  # the GKA-init study's choice (module docstring)
 DATA_DRIVEN = "median"
 MEDIAN_PAIRS = 1 << 24  # distances per head measured by the median rule (rows of the first batch that fit)
 
@@ -65,7 +71,7 @@ class GKAOptions:
     rope: bool = False      # rotate the per-head features (nanochat flavour)
     qk_norm: bool = False   # parameter-free RMS norm of the per-head features (nanochat flavour)
     # initial bandwidth, sigma = exp(log_sigma): a number, or a rule of SIGMA_RULES (module docstring)
-    init_sigma: float | str = field(default=1.0, metadata={"check": _check_init_sigma,
+    init_sigma: float | str = field(default=DEFAULT_INIT_SIGMA, metadata={"check": _check_init_sigma,
                                                             "doc": "initial bandwidth or a rule: " + ", ".join(SIGMA_RULES)})
     rope_base: float = positive(10000.0)
 
@@ -76,6 +82,8 @@ def initial_log_sigma(init_sigma: float | str, d_head: int) -> float:
     if isinstance(init_sigma, str):
         if init_sigma not in SIGMA_RULES:
             raise ValueError(f"unknown init_sigma {init_sigma!r}; allowed: a number > 0, {', '.join(SIGMA_RULES)}")
+        if init_sigma == "paper":
+            return 0.0
         return math.log(math.sqrt(d_head) / (2 if init_sigma == "sqrt_d_half" else 1))
     return math.log(init_sigma)
 

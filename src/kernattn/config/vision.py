@@ -64,7 +64,6 @@ class VisionParams:
     n_head: int = field(default=3, metadata=positive())
     mlp_ratio: float = field(default=4.0, metadata=positive())
     drop_path: float = field(default=0.1, metadata=nonneg())
-    gka_init_sigma: float = field(default=1.0, metadata=positive())
     # the runs: rows (config.rows; a variant is a registry name or deit / vlt / gka) x seeds;
     # a run's fingerprint holds its own row, not the list
     rows: tuple[Row, ...] = field(default=(), metadata=NOFP)

@@ -69,22 +69,18 @@ class ViTSpec:
     n_head: int = 3
     mlp_ratio: float = 4.0
     drop_path: float = 0.0
-    gka_init_sigma: float = 1.0
     attention_options: tuple = ()  # the row's options as sorted (key, value) pairs (freeze_options)
 
     @property
     def attention(self) -> tuple[str, dict]:
-        """(registry name, options) after aliases and the vision defaults (GKA's initial
-        bandwidth from vision.gka_init_sigma unless the row sets it)."""
+        """(registry name, options) after aliases and the vision defaults, then the row's."""
         name, options = resolve_attention(self.variant, {}, VARIANTS, VISION_DEFAULTS)
-        if name == "gka":
-            options["init_sigma"] = self.gka_init_sigma
         return name, options | dict(self.attention_options)
 
 
 def spec_from_params(vp, variant: str, in_chans: int, num_classes: int, options: dict | None = None) -> ViTSpec:
     return ViTSpec(variant, vp.img_size, vp.patch_size, in_chans, num_classes, vp.embed_dim, vp.depth,
-                   vp.n_head, vp.mlp_ratio, vp.drop_path, vp.gka_init_sigma,
+                   vp.n_head, vp.mlp_ratio, vp.drop_path,
                    freeze_options(options))
 
 
