@@ -9,7 +9,9 @@ VENV_FLAGS ?=
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kernattn-installed
-JOBS ?= 2
+# Three pytest workers on two cores: the DAG, SLURM and MLflow-server tests spend much of their time
+# waiting on subprocesses and daemons, which a third worker fills (measured: README, Tests).
+JOBS ?= 3
 
 .PHONY: env test pipeline bench clean-env
 
