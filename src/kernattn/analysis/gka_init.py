@@ -38,6 +38,11 @@ def gka_modules(model: nn.Module) -> list[GKAAttention]:
     return found
 
 
+def sigmas(model: nn.Module) -> list[list[float]]:
+    """[GKA layers][heads]: each GKA head's bandwidth sigma."""
+    return [m.sigma.detach().float().cpu().tolist() for m in gka_modules(model)]
+
+
 @contextlib.contextmanager
 def _capture_inputs(modules):
     """Within the block, the input x of each module's last forward call: inputs[i]."""

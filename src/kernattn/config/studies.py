@@ -140,9 +140,13 @@ def check(params, where: str) -> None:
 TRACK_ROWS = {"char": "matrix.rows", "lm": "lm.rows", "vision": "vision.rows"}
 
 
+def track_rows(params, track: str):
+    """The rows of `track` at this scale: matrix.rows, lm.rows or vision.rows."""
+    return params.matrix.rows if track == "char" else params.lm.rows if track == "lm" else params.vision.rows
+
+
 def track_row_names(params, track: str) -> list[str]:
-    rows = params.matrix.rows if track == "char" else params.lm.rows if track == "lm" else params.vision.rows
-    return [r.name for r in rows]
+    return [r.name for r in track_rows(params, track)]
 
 
 def init_rows_not_trained(params) -> list[str]:
@@ -159,11 +163,11 @@ def track_gka_rows(params, track: str) -> list[str]:
     from .rows import resolve_attention
     from .vision import VARIANTS as VISION_ALIASES, VISION_DEFAULTS
 
+    rows = track_rows(params, track)
     if track == "char":
-        return [r.name for r in params.matrix.rows if r.variant == "gka"]
-    rows, aliases, defaults = ((params.lm.rows, LM_ALIASES,
-                                lm_defaults(params.lm.rope_base, params.lm.qk_gain)) if track == "lm"
-                               else (params.vision.rows, VISION_ALIASES, VISION_DEFAULTS))
+        return [r.name for r in rows if r.variant == "gka"]
+    aliases, defaults = ((LM_ALIASES, lm_defaults(params.lm.rope_base, params.lm.qk_gain)) if track == "lm"
+                         else (VISION_ALIASES, VISION_DEFAULTS))
     return [r.name for r in rows if resolve_attention(r.variant, r.options, aliases, defaults)[0] == "gka"]
 
 

@@ -376,11 +376,19 @@ def init_family_comparisons(families: dict[str, tuple[str, dict[str, dict[int, f
     if not pairs:
         return NOT_RUN, []
     comps = compare_ordering(pairs, level, paired=True)
+    return init_verdict(comps), comps
+
+
+def init_verdict(comps: Sequence[Comparison]) -> str:
+    """The verdict of init comparisons (init_family_comparisons' rule), for the whole family or
+    for one family's share of its already Holm-adjusted tests."""
     verdicts = [c.verdict for c in comps]
+    if not verdicts:
+        return NOT_RUN
     if REPRODUCED in verdicts:
-        return REPRODUCED, comps
+        return REPRODUCED
     if all(v == CONTRADICTED for v in verdicts):
-        return CONTRADICTED, comps
+        return CONTRADICTED
     if all(v == ONE_SEED for v in verdicts):
-        return ONE_SEED, comps
-    return INCONCLUSIVE, comps
+        return ONE_SEED
+    return INCONCLUSIVE

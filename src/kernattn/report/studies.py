@@ -69,15 +69,16 @@ def _fmean(values: list[float]) -> float | None:
 
 
 TRACK_ORDER = ("char", "lm", "vision")
-# What each track's runs are compared on (lower is better) and how the report names it.
+# How the report names each track's model and what its runs are compared on (_metric).
 TRACK_METRICS = {
-    "char": ("val_loss", "final val loss (nats/char)", "char GPT"),
-    "lm": ("val_loss", "final val loss (nats/token)", "nanochat LM"),
-    "vision": ("top1_err", "final top-1 error, EMA weights (%)", "ViT"),
+    "char": ("final val loss (nats/char)", "char GPT"),
+    "lm": ("final val loss (nats/token)", "nanochat LM"),
+    "vision": ("final top-1 error, EMA weights (%)", "ViT"),
 }
 
 
 def _metric(run: dict, track: str) -> float:
+    """The value compared between inits, lower better: the ViT's EMA top-1 error, else the loss."""
     return 100.0 - run["top1_ema"] if track == "vision" else run["val_loss"]
 
 
@@ -117,27 +118,15 @@ def gka_context(summary: dict) -> dict:
     found = {c.a: c for c in comps}
     tracks = []
     for track, by_init in by_track.items():
-        key, label, model = TRACK_METRICS.get(track, ("val_loss", "final val loss", track))
+        label, model = TRACK_METRICS.get(track, ("final val loss", track))
         own = [c for c in comps if c.b == f"{track}: {baselines[track]}"]
         first = next(iter(by_init.values()))[0]
         tracks.append({"track": track, "model": model, "row": first["row"], "metric_label": label,
                        "baseline": baselines[track], "d_head": first["d_head"],
-                       "verdict": _track_verdict(own), "seeds": sorted({r["seed"] for v in by_init.values() for r in v}),
+                       "verdict": stats.init_verdict(own), "seeds": sorted({r["seed"] for v in by_init.values() for r in v}),
                        "table": [_init_row(init, runs, track, found.get(f"{track}: {init}"))
                                  for init, runs in by_init.items()]})
     return {"present": True, "summary": summary, "verdict": verdict, "comparisons": comps, "tracks": tracks}
-
-
-def _track_verdict(comps) -> str:
-    """One track's reading of the study's family of tests (already Holm-adjusted across all)."""
-    verdicts = [c.verdict for c in comps]
-    if not verdicts:
-        return stats.NOT_RUN
-    if stats.REPRODUCED in verdicts:
-        return stats.REPRODUCED
-    if all(v == stats.CONTRADICTED for v in verdicts):
-        return stats.CONTRADICTED
-    return stats.ONE_SEED if all(v == stats.ONE_SEED for v in verdicts) else stats.INCONCLUSIVE
 
 
 def sigma_figure(path: Path, summary: dict, scale: str) -> None:
@@ -155,7 +144,7 @@ def sigma_figure(path: Path, summary: dict, scale: str) -> None:
             first_seed = min((r["seed"] for r in runs), default=0)
             for r in runs:
                 _sigma_lines(ax, r, solid=r["seed"] == first_seed)
-            ax.set_title(f"{TRACK_METRICS.get(track, ('', '', track))[2]}, init {init}", fontsize=8)
+            ax.set_title(f"{TRACK_METRICS.get(track, ('', track))[1]}, init {init}", fontsize=8)
             ax.set_yscale("log")
         row_axes[0].set_ylabel("sigma (log scale)", fontsize=8)
         row_axes[-1].legend(fontsize=5, ncol=2)

@@ -64,7 +64,8 @@ def probe_input(track):
 
 
 def start_readings(track, device) -> dict:
-    """The run's model at step 0 (module docstring): sigma, diagonal weight, gradient norms."""
+    """The run's model at step 0 (module docstring): sigma, diagonal weight, gradient norms,
+    and the probe input the diagonal weight was measured on (`probe`)."""
     import torch
 
     from ..analysis import gka_init
@@ -78,14 +79,9 @@ def start_readings(track, device) -> dict:
     with torch.no_grad():
         model(first[0])  # the first training forward: the median rule sets sigma here (others: no-op)
     grads = gka_init.gradient_norms(model, lambda: track.loss(model, first))
-    return {"sigma": _sigmas(model), "diag": _diag(model, probe_input(track)),
+    x = probe_input(track)
+    return {"sigma": gka_init.sigmas(model), "diag": _diag(model, x), "probe": x,
             "grad_log_sigma": [g["log_sigma_norm"] for g in grads], "grad_w_o": [g["w_o_norm"] for g in grads]}
-
-
-def _sigmas(model) -> list[list[float]]:
-    from ..analysis.gka_init import gka_modules
-
-    return [m.sigma.detach().tolist() for m in gka_modules(model)]
 
 
 def _diag(model, x) -> list[list[float]]:
@@ -96,8 +92,9 @@ def _diag(model, x) -> list[list[float]]:
 
 
 def trained_gka_model(track, device, params_file: str, scale: str):
-    """(the finished run's trained model in eval mode, final.json): the track's model rebuilt and
-    its last checkpoint loaded; a missing or mismatched run is one line naming the command."""
+    """(the finished run's trained model in eval mode, final.json): the track's model rebuilt (a
+    fresh build, whatever the track did before) and its last checkpoint loaded; a missing or
+    mismatched run is one line naming the command."""
     from ..engine import seed_everything
     from ..engine.rundir import load_finished
 
@@ -119,25 +116,20 @@ def track_metrics(track_name: str, final: dict) -> dict:
 
 
 def read_run(params, run_id: str, run, device, params_file: str) -> dict:
+    from ..analysis.gka_init import gka_modules, sigmas
+
     track = gka_init_track(params, run)
     start = start_readings(track, device)
-    x = probe_input(track)
-    model, final = trained_gka_model(gka_init_track(params, run), device, params_file, params.scale)
+    model, final = trained_gka_model(track, device, params_file, params.scale)
     curve = [{"step": 0, "sigma": start["sigma"]}]
     curve += [c for c in sigma_curve(gka_run_dir(params) / run_id / "metrics.jsonl") if c["step"] > 0]
     spec = run.spec
     return {"run_id": run_id, "track": run.track, "row": spec.row, "init": run.label,
             "init_sigma": spec.options["init_sigma"], "seed": spec.seed, **track_metrics(run.track, final),
             "steps": final["steps"], "mlflow_run_id": final.get("mlflow_run_id"),
-            "d_head": model_d_head(model), "sigma_curve": curve, "sigma_end": _sigmas(model),
-            "diag_start": start["diag"], "diag_end": _diag(model, x),
+            "d_head": gka_modules(model)[0].d_head, "sigma_curve": curve, "sigma_end": sigmas(model),
+            "diag_start": start["diag"], "diag_end": _diag(model, start["probe"]),
             "grad_log_sigma_start": start["grad_log_sigma"], "grad_w_o_start": start["grad_w_o"]}
-
-
-def model_d_head(model) -> int:
-    from ..analysis.gka_init import gka_modules
-
-    return gka_modules(model)[0].d_head
 
 
 def read_study(params, params_file: str = "params.yaml") -> dict:

@@ -49,11 +49,10 @@ class SigmaLog:
 
 
 def sigma_fields(model) -> dict[str, float]:
-    from ..analysis.gka_init import gka_modules
+    from ..analysis.gka_init import sigmas
 
     return {f"sigma_L{layer}H{head}": sigma
-            for layer, attn in enumerate(gka_modules(model), 1)
-            for head, sigma in enumerate(attn.sigma.detach().float().cpu().tolist(), 1)}
+            for layer, heads in enumerate(sigmas(model), 1) for head, sigma in enumerate(heads, 1)}
 
 
 class GKAInitTrack(SigmaLog, CharTrack):
