@@ -1,4 +1,4 @@
-"""GPA interpretability (kernattn.analysis): the analyses on constructed inputs with known
+"""GPA interpretability (kernattn.tracks.char.analysis): the analyses on constructed inputs with known
 answers, cached sampling against the full forward pass, and the stages on a micro run."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import torch
 import yaml
 
 from kernattn import cli
-from kernattn.analysis import banks, heads, newlines
-from kernattn.analysis.sampling import CachedWindow, RecomputedWindow, sample_streams
+from kernattn.tracks.char.analysis import banks, heads, newlines
+from kernattn.tracks.char.analysis.sampling import CachedWindow, RecomputedWindow, sample_streams
 from kernattn.attention.gpa import GPAOptions, KernelBank
-from kernattn.models import GPT
+from kernattn.tracks.char.model import GPT
 
 REPO = Path(__file__).resolve().parents[1]
 # the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does

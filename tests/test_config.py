@@ -243,13 +243,12 @@ def test_fingerprint_flag_leaves_out_what_does_not_change_a_run():
     assert {"workers", "data_root"} <= set(not_fingerprinted(VisionParams)) and "lr" not in not_fingerprinted(VisionParams)
 
 
-def test_old_import_paths_still_work():
-    from kernattn.config import Params, RunSpec  # noqa: F401
-    from kernattn.lm.params import LMParams, lm_params
-    from kernattn.vision.params import VARIANTS, VisionParams
+def test_the_track_sections_are_typed():
+    from kernattn.config.lm import LMParams
+    from kernattn.config.vision import VARIANTS, VisionParams
 
     tiny = load_params(PARAMS, "tiny")
-    assert isinstance(tiny.lm, LMParams) and lm_params(tiny) is tiny.lm
+    assert isinstance(tiny.lm, LMParams)
     assert isinstance(tiny.vision, VisionParams) and set(VARIANTS) <= {r.variant for r in tiny.vision.rows}
 
 
@@ -258,8 +257,8 @@ def test_one_row_schema_runs_and_a_scale_replacing_rows():
     track, a row's own seeds replace the section's; a scale's rows replace the defaults' (a
     list is not merged)."""
     from kernattn.config import Row, runs_of
-    from kernattn.lm.runs import lm_runs
-    from kernattn.vision.stages import run_ids
+    from kernattn.tracks.lm.stages import lm_runs
+    from kernattn.tracks.vision.stages import run_ids
 
     paper, micro = load_params(PARAMS, "paper"), load_params(PARAMS, "micro")
     assert {type(r) for r in (*micro.matrix.rows, *micro.lm.rows, *micro.vision.rows)} == {Row}

@@ -15,9 +15,9 @@ import yaml
 
 from kernattn import cli
 from kernattn.config import OVERRIDES_ENV, DataParams, ParamsError, load_params
-from kernattn.data import decode, load_meta, load_split, load_vocab
-from kernattn.data.corpus import prepare
-from kernattn.data.fetch import DataError
+from kernattn.tracks.char.data import decode, load_meta, load_split, load_vocab
+from kernattn.tracks.char.corpus import prepare
+from kernattn.fetch import DataError
 from tests.paths import REPO
 
 PARAMS = REPO / "params.yaml"

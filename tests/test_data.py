@@ -18,9 +18,10 @@ import yaml
 from kernattn import cli
 from kernattn.config import DataParams
 from kernattn.config.char import UrlSource
-from kernattn.data import decode, encode, fetch, load_meta, load_split, load_vocab
-from kernattn.data.corpus import clean_characters, normalize_newlines, prepare, strip_gutenberg
-from kernattn.data.fetch import DataError
+from kernattn.tracks.char.data import decode, encode, load_meta, load_split, load_vocab
+from kernattn import fetch
+from kernattn.tracks.char.corpus import clean_characters, normalize_newlines, prepare, strip_gutenberg
+from kernattn.fetch import DataError
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"

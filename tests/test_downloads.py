@@ -17,8 +17,8 @@ import yaml
 from kernattn import cli
 from kernattn.config import DataParams
 from kernattn.config.char import UrlSource
-from kernattn.data.corpus import prepare
-from kernattn.data.fetch import SUMS_FILE, DataError, cache_name, read_sums
+from kernattn.tracks.char.corpus import prepare
+from kernattn.fetch import SUMS_FILE, DataError, cache_name, read_sums
 from tests.test_data import MODERN, _Handler, server  # noqa: F401 (the fixture)
 
 REPO = Path(__file__).resolve().parents[1]

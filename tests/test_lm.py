@@ -13,11 +13,10 @@ import torch
 
 from kernattn.attention.fused import attend
 from kernattn.config import ParamsError, load_params
-from kernattn.lm import core, flops, tokenizer as tok
-from kernattn.lm.bpb import bits_per_byte, evaluate_bpb
-from kernattn.lm.data import DataError, read_jsonl_docs
-from kernattn.lm.model import GPT, Attention, GPTConfig, build_model, layer_windows
-from kernattn.lm.params import lm_params
+from kernattn.tracks.lm import core_eval as core, flops, tokenizer as tok
+from kernattn.tracks.lm.bpb import bits_per_byte, evaluate_bpb
+from kernattn.tracks.lm.data import DataError, read_jsonl_docs
+from kernattn.tracks.lm.model import GPT, Attention, GPTConfig, build_model, layer_windows
 
 REPO = Path(__file__).resolve().parents[1]
 C4 = REPO.parent / "shared" / "data" / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"
@@ -345,8 +344,8 @@ def test_paper_scale_budgets_are_table8():
     param:data rule gives int(10.5 x 435,162,240 scaling params) // 2^20 = 4,357 steps =
     4,568,645,632 tokens, and gka_paper's {tokens: 2778726400} is 2,650 steps: Table 8's 4.5686e9
     and 2.7787e9 tokens, and with its FLOPs/token its 1.3725e19 and 6.7088e18 training FLOPs."""
-    from kernattn.lm.runs import lm_runs
-    from kernattn.lm.train import plan
+    from kernattn.tracks.lm.stages import lm_runs
+    from kernattn.tracks.lm.track import plan
 
     lm = load_params(REPO / "params.yaml", "paper").lm
     runs = {r.run_id: r for r in lm_runs(lm)}
@@ -375,7 +374,7 @@ def test_lm_params_bad_values_name_the_file_and_key(tmp_path):
     text = (REPO / "params.yaml").read_text().replace("  head_dim: 128\n", "  head_dim: 100\n", 1)
     (tmp_path / "params.yaml").write_text(text)
     with pytest.raises(ParamsError, match=r"params\.yaml: scale paper: lm\.head_dim=100 must divide"):
-        lm_params(load_params(tmp_path / "params.yaml", "paper"))
+        load_params(tmp_path / "params.yaml", "paper").lm
     text = (REPO / "params.yaml").read_text().replace("  softcap: 15.0\n", "  softcap: 15.0\n  depht: 3\n", 1)
     (tmp_path / "params.yaml").write_text(text)
     with pytest.raises(ParamsError, match=r"unknown key 'lm\.depht'"):

@@ -150,9 +150,9 @@ def test_compute_budgets_chain_and_a_token_budget(ws, tmp_path):
     """{tokens: N} trains the whole steps closest to N tokens; a row matched to a matched row
     follows the chain to the row with a budget of its own."""
     from kernattn.config import load_params
-    from kernattn.lm import flops
-    from kernattn.lm.runs import find_lm_run
-    from kernattn.lm.train import plan
+    from kernattn.tracks.lm import flops
+    from kernattn.tracks.lm.stages import find_lm_run
+    from kernattn.tracks.lm.track import plan
 
     rows = [{"name": "base", "variant": "base"},
             {"name": "g", "variant": "gka", "compute": {"tokens": 10 * 128 + 40}},  # 10.3 steps of 128 tokens
@@ -179,7 +179,7 @@ def test_parquet_shards_are_read_and_pinned_sha256_checked(tmp_path, capsys):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kernattn.data.fetch import sha256_bytes
+    from kernattn.fetch import sha256_bytes
 
     shards = tmp_path / "lm/shards"
     shards.mkdir(parents=True)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernattn.config import load_params
-from kernattn.models import GPT, count_params
+from kernattn.tracks.char.model import GPT, count_params
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = load_params(REPO / "params.yaml", "paper")

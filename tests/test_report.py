@@ -698,7 +698,7 @@ def test_core_keeps_per_item_results():
     the same loss, so the first choice is predicted and an item is right iff its gold is 0."""
     import torch
 
-    from kernattn.lm import core
+    from kernattn.tracks.lm import core_eval as core
 
     items = [core.Item("multiple_choice", context="ab", choices=("cd", "ef"), gold=g) for g in (0, 1, 0, 1, 1)]
     uniform = lambda x: torch.zeros(*x.shape, 64)  # noqa: E731
@@ -710,8 +710,8 @@ def test_core_keeps_per_item_results():
 def _write_lm_evals(params, val_bpb: dict, copa_right: dict) -> None:
     """Evaluations of every LM run: all tasks right on every item, except COPA on the first
     copa_right[row] of 50 items; val BPB per (row, seed) from val_bpb."""
-    from kernattn.lm.core import KINDS, RANDOM_BASELINE
-    from kernattn.lm.runs import eval_path, lm_runs
+    from kernattn.tracks.lm.core_eval import KINDS, RANDOM_BASELINE
+    from kernattn.tracks.lm.stages import eval_path, lm_runs
 
     for r in lm_runs(params.lm):
         key = r.row

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from kernattn import cli
-from kernattn.analysis import bumpshift, newlines, wrap
-from kernattn.data import encode
-from kernattn.data.corpus import build_vocab, clean_characters, normalize_newlines, strip_gutenberg
+from kernattn.tracks.char.analysis import bumpshift, newlines, wrap
+from kernattn.tracks.char.data import encode
+from kernattn.tracks.char.corpus import build_vocab, clean_characters, normalize_newlines, strip_gutenberg
 
 REPO = Path(__file__).resolve().parents[1]
 # the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does
@@ -138,7 +138,7 @@ def mirror():
 
 
 def summary_of(ids, nl):
-    from kernattn.analysis.corpus import length_summary
+    from kernattn.tracks.char.analysis.corpus import length_summary
 
     counts, _ = newlines.histogram(newlines.separations(ids, nl), 400)
     _, lines = length_summary(newlines.line_lengths(ids, nl), 400, paragraphs=False)

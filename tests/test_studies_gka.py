@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from kernattn import attention
-from kernattn.analysis import gka_init
-from kernattn.models import GPT
+from kernattn.studies import gka_readings as gka_init
+from kernattn.tracks.char.model import GPT
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernattn.analysis import heads, prune
+from kernattn.tracks.char.analysis import heads, prune
 from tests.test_analysis import SMALL, V, _keep_torch_threads, gpa  # noqa: F401 (an autouse fixture)
 
 

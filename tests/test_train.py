@@ -16,7 +16,8 @@ import pytest
 import torch
 import yaml
 
-from kernattn import cli, train
+from kernattn import cli
+from kernattn.tracks.char import track as train
 from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -175,7 +176,7 @@ def test_two_concurrent_runs_into_one_sqlite_store(tmp_path, corpus):
     params = make_params(tmp_path, corpus, tracking={"enabled": True})
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
     procs = [
-        subprocess.Popen([sys.executable, "-m", "kernattn.train", "--params", str(params), "--run", run_id,
+        subprocess.Popen([sys.executable, "-m", "kernattn.tracks.char.track", "--params", str(params), "--run", run_id,
                           "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for run_id in ("rope-s0", "gpa_dp_m8-s0")
     ]

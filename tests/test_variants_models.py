@@ -15,9 +15,9 @@ from torch.utils.flop_counter import FlopCounterMode
 from kernattn import attention
 from kernattn.attention import registry
 from kernattn.attention.registry import freeze_options
-from kernattn.lm import flops
-from kernattn.lm.model import GPT, GPTConfig
-from kernattn.vision.models import ViTSpec, attention_modules, build_vit
+from kernattn.tracks.lm import flops
+from kernattn.tracks.lm.model import GPT, GPTConfig
+from kernattn.tracks.vision.model import ViTSpec, attention_modules, build_vit
 
 ROWS = [(name, opts) for name in attention.available() for opts in registry.variations(name)]
 IDS = [name + "".join(f"-{k}={v}" for k, v in opts.items()) for name, opts in ROWS]

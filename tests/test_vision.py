@@ -11,12 +11,12 @@ import pytest
 import timm
 import torch
 
-from kernattn.vision import counts
-from kernattn.vision.models import ViTSpec, attention_modules, build_vit, paper_spec
-from kernattn.vision.params import VARIANTS
-from kernattn.vision.rollout import cls_map, layer_matrix, rollout
-from kernattn.vision.train import make_optimizer
-from kernattn.vision.viz import capture, replay
+from kernattn.tracks.vision import counts
+from kernattn.tracks.vision.model import ViTSpec, attention_modules, build_vit, paper_spec
+from kernattn.tracks.vision.params import VARIANTS
+from kernattn.tracks.vision.rollout import cls_map, layer_matrix, rollout
+from kernattn.tracks.vision.track import make_optimizer
+from kernattn.tracks.vision.viz import capture, replay
 
 # seed 003 Table 2 / 3: total parameters (M), FLOPs (G), sigma scalars
 PAPER = {"DeiT-Ti": (5.72, 2.51, 0), "GKA-Ti": (4.38, 1.98, 36), "DeiT-S": (22.05, 9.20, 0),

@@ -17,8 +17,8 @@ import yaml
 
 from kernattn import attention, cli
 from kernattn.config import ParamsError, load_params
-from kernattn.data.fetch import DataError
-from kernattn.vision import data as vdata
+from kernattn.fetch import DataError
+from kernattn.tracks.vision import data as vdata
 from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ def test_train_analyze_and_report(prepared, tmp_path):
             "diag_masked.png"} == set(summary["figures"])
     assert summary["sigma"] == final["sigma"] and len(summary["rollout"]["0.9"]) == 4
     assert cli.main(["count-vision", "--params", params]) == 0
-    from kernattn.report import vision as rv
+    from kernattn.tracks.vision import report as rv
 
     ctx = rv.section(tmp_path / "report", load_params(prepared))
     assert [r["model"] for r in ctx["counts_table"]][:2] == ["DeiT-Ti", "GKA-Ti"]
@@ -171,7 +171,7 @@ def test_every_registry_variant_trains_resumes_and_evaluates(prepared, tmp_path,
     """A row of each registry variant (vision defaults for the options it leaves out): one
     that applies a 1-D position scheme fails the params load in one line naming vision.rows[0]
     and the fix; every other trains 1 of 3 steps, resumes, finishes and evaluates (top-1)."""
-    from kernattn.vision.models import ViTSpec
+    from kernattn.tracks.vision.model import ViTSpec
 
     name, options = ViTSpec(row["variant"], attention_options=tuple(row.get("options", {}).items())).attention
     probe = attention.build(name, d_model=32, n_head=2, causal=False, **options)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernattn import train
+from kernattn.tracks.char import track as train
 from kernattn.tracking_server import group_members, health
 
 from . import harness

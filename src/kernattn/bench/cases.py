@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..config import Params, Row
-from ..models.gpt import GPT
+from ..tracks.char.model import GPT
 from .models import Case
 
 CHAR_VOCAB = 93  # the Dickens symbol set (data/dickens.py); the bench needs no prepared data
@@ -57,8 +57,8 @@ VIT_CLASSES = {"fashion_mnist": 10, "cifar10": 10, "cifar100": 100, "imagenet": 
 def vit_cases(params: Params, size: str) -> list[Case]:
     """DeiT, GKA and VLT at each of the paper's sizes (224 px, patch 16, 1000 classes) for
     size "paper"; at "small", the ViT the scale's vision section trains (one size, "cpu")."""
-    from ..vision import models as vm
-    from ..vision.params import VARIANTS
+    from ..tracks.vision import model as vm
+    from ..tracks.vision.params import VARIANTS
 
     vp = params.vision
     variants = ["deit", *(v for v in VARIANTS if v != "deit")]
@@ -91,7 +91,7 @@ def lm_cases(params: Params, size: str) -> list[Case]:
     section's vocabulary and attention settings for size "paper"; the scale's own LM at "small"."""
     import dataclasses
 
-    from ..lm.model import VARIANTS, GPTConfig, build_model
+    from ..tracks.lm.model import VARIANTS, GPTConfig, build_model
 
     lm = params.lm
     base_name = VARIANTS[0]

@@ -59,7 +59,7 @@ def family_cases(params, family: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..train import resolve_device
+    from ..engine import resolve_device
 
     params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
     bench = params.bench

@@ -10,7 +10,7 @@ run by `snakemake --cores all studies` (not by the main DAG).
       out_dir: results/{scale}/studies
 
 - wrap (seed 001, 3.2): the matrix's GPA `rows` trained again on each counterfactual corpus
-  (kernattn.analysis.wrap) at `width`; the bump verdict's tolerance `tol` in lags.
+  (kernattn.tracks.char.analysis.wrap) at `width`; the bump verdict's tolerance `tol` in lags.
 - gka_init (seed 003): each row of `rows` (a track, char / lm / vision, and one of that
   track's rows whose attention is gka: matrix.rows, lm.rows, vision.rows) trained once per
   init of `inits` (a number or a rule of kernattn.attention.gka.SIGMA_RULES) and seed: for

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import analysis, studies
+from ..tracks.char import analysis
+from .. import studies
 from ..config import Params, find_run, run_matrix
 from ..config.rows import chain
-from ..lm import pipeline as lm_paths
-from ..lm.runs import lm_runs
-from ..vision import stages as vision_paths
+from ..tracks.lm import stages as lm_paths
+from ..tracks.lm.stages import lm_runs
+from ..tracks.vision import stages as vision_paths
 from .stage import Stage
 
 DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
@@ -84,12 +85,12 @@ def char_stages(p: Params) -> list[Stage]:
     data = data_outputs(p)
     runs = tuple(r.run_id for r in run_matrix(p))
     return [
-        Stage("prepare", ("data",), ("data",), lambda _: data),
+        Stage("prepare", ("data",), ("tracks/char/corpus.py", "tracks/char/data.py", "fetch.py"), lambda _: data),
         Stage("train", ("model", "train", "matrix"), ("",), lambda r: [run_output(p, r)],
               inputs=lambda _: data[:3], dvc_outs=lambda r: [f"{p.train.out_dir}/{r}"], runs=runs,
               extra="--stale archive", persist=True, threads=p.train.threads or 4,
               narrow=lambda r: {"matrix": run_spec(p, r)}),
-        Stage("analyze_corpus", ("data", "analysis"), ("analysis",), lambda _: [corpus_analysis_output(p)],
+        Stage("analyze_corpus", ("data", "analysis"), ("tracks/char/analysis",), lambda _: [corpus_analysis_output(p)],
               inputs=lambda _: data[:3], dvc_outs=lambda _: [str(analysis.corpus_dir(p))]),
         Stage("analyze_gpa", ("model", "train", "matrix", "analysis"), ("",), lambda r: [analysis_output(p, r)],
               inputs=lambda r: [*data[:3], run_output(p, r)], dvc_outs=lambda r: [str(analysis.run_dir(p, r))],
@@ -106,9 +107,9 @@ def vision_stages(p: Params) -> list[Stage]:
     def narrow(run_id: str) -> dict:
         return track_run_view(p, "vision", runs, run_id)
     return [
-        Stage("prepare_vision", ("vision",), ("vision/data.py", "data/fetch.py"), lambda _: data,
+        Stage("prepare_vision", ("vision",), ("tracks/vision/data.py", "fetch.py"), lambda _: data,
               dvc_outs=lambda _: [vp.data_dir]),
-        Stage("count_vision", ("vision",), ("vision", "attention"), lambda _: [vision_paths.counts_output(vp)],
+        Stage("count_vision", ("vision",), ("tracks/vision", "attention"), lambda _: [vision_paths.counts_output(vp)],
               dvc_outs=lambda _: [vp.counts_dir]),
         Stage("train_vision", ("vision",), ("",), lambda r: [vision_paths.run_output(vp, r)],
               inputs=lambda _: data, dvc_outs=lambda r: [f"{vp.out_dir}/{r}"],
@@ -129,7 +130,7 @@ def lm_stages(p: Params) -> list[Stage]:
     def narrow(run_id: str) -> dict:  # a matched run reads its reference row, never its outputs
         return track_run_view(p, "lm", specs, run_id)
     return [
-        Stage("prepare_lm", ("lm",), ("lm", "data/fetch.py"), lambda _: data),
+        Stage("prepare_lm", ("lm",), ("tracks/lm", "fetch.py"), lambda _: data),
         Stage("train_lm", ("lm",), ("",), lambda r: [lm_paths.final_output(p, r)], inputs=lambda _: data,
               dvc_outs=lambda r: [str(lm_paths.run_dir(p.lm, r))], runs=runs, extra="--stale archive",
               persist=True, threads=p.lm.threads or 4, narrow=narrow),
@@ -143,12 +144,12 @@ def shared_stages(p: Params, before: list[Stage]) -> list[Stage]:
     """The benchmark (it builds every track's models: it reads their sections and code) and
     the report (every other stage's outputs but the token arrays and the corpus's arrays)."""
     bench = Stage("bench", ("bench", "model", "matrix", "vision", "lm"),
-                  ("bench", "attention", "models", "vision", "lm"), lambda _: [bench_output(p)],
+                  ("bench", "attention", "tracks"), lambda _: [bench_output(p)],
                   dvc_outs=lambda _: [p.bench.out_dir], threads="all")
     # the report reads the corpus's meta.json, not the training arrays
     report_inputs = [f for s in [*before, bench] if s.name not in ("prepare", "prepare_lm")
                      for r in (s.runs or [None]) for f in s.outputs(r)] + [data_outputs(p)[3]]
-    report = Stage("report", ("report", "matrix", "analysis", "bench", "vision", "lm"), ("report",),
+    report = Stage("report", ("report", "matrix", "analysis", "bench", "vision", "lm"), ("report", "tracks"),
                    lambda _: [report_output(p)], inputs=lambda _: report_inputs,
                    dvc_outs=lambda _: [p.report.out_dir])
     return [bench, report]
@@ -170,7 +171,7 @@ def _wrap_stages(p: Params, data: list[str]) -> list[Stage]:
                 "studies": {"corpus": corpus, "width": p.studies.wrap.width}}
 
     return [
-        Stage("prepare_wrap", ("data", "analysis", "studies"), ("studies", "analysis", "data"),
+        Stage("prepare_wrap", ("data", "analysis", "studies"), ("studies", "tracks/char"),
               lambda _: [*studies.wrap_data_outputs(p), *studies.wrap_corpus_summaries(p)], inputs=lambda _: data,
               dvc_outs=lambda _: [str(studies.root(p) / "wrap" / "data"), str(studies.root(p) / "wrap" / "analysis")]),
         Stage("train_wrap", ("model", "train", "matrix", "studies"), ("",), lambda r: [_final(studies.wrap_run_dir(p), r)],

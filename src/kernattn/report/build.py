@@ -52,10 +52,12 @@ import pandas as pd
 import yaml
 
 from ..config import Params, ParamsError, RunSpec, load_params, run_matrix
-from . import bench_models, claims as claims_mod, gpa, stats
-from . import vision
+from . import bench_models, stats
+from . import claims as claims_mod
+from ..tracks.char import report_gpa as gpa
+from ..tracks.vision import report as vision
 from .palette import row_colors
-from . import lm as lm_report
+from ..tracks.lm import report as lm_report
 from . import studies as studies_report
 
 HELP = "render report/index.html: results beside the papers' claims, with 95% intervals over seeds"
@@ -747,7 +749,10 @@ def _sources(source: str, papers: dict) -> list[dict]:
 def render(context: dict) -> str:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
+    # the page's templates, and each track's own as "<track>/report.html.j2"
+    tracks = jinja2.PrefixLoader({t: jinja2.PackageLoader(f"kernattn.tracks.{t}", "") for t in ("lm", "vision")})
+    loader = jinja2.ChoiceLoader([jinja2.PackageLoader(__package__, "templates"), tracks])
+    env = jinja2.Environment(loader=loader, autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=_fmt, fmt_int=_fmt_int, fmt_dur=_fmt_dur, verdict_class=_verdict_class,
                        at_scale=stats.at_scale,

@@ -7,7 +7,7 @@ the sample standard deviation (ddof=1). Undefined for one seed (half-width None)
 
 Difference of two rows' means (a - b), two designs:
 - paired (`paired_diff_ci`): the rows were trained with the same seeds and the seed fixes the
-  batch order (kernattn.train draws every row's batches from a generator seeded by the run's
+  batch order (kernattn.tracks.char.track draws every row's batches from a generator seeded by the run's
   seed alone, and every run is scored on the same fixed validation windows), so seed s of row
   a and seed s of row b saw the same data in the same order. The interval is the one-sample
   t interval of the per-seed differences d_s = a_s - b_s (df = n - 1). Used whenever both rows
@@ -339,7 +339,7 @@ def centered_diff_statistic(baselines: Sequence[float]):
 # ----------------------------------------------------------------------------- the studies (issue 17)
 def reading_verdict(outcome: str, supports: str, contradicts: str) -> str:
     """A study whose own rule returns one of two outcomes, one supporting the paper's reading
-    and one contradicting it (the line-wrap study: kernattn.analysis.bumpshift), as a claim's
+    and one contradicting it (the line-wrap study: kernattn.tracks.char.analysis.bumpshift), as a claim's
     verdict: reproduced, contradicted, or inconclusive for anything else."""
     if outcome == supports:
         return REPRODUCED

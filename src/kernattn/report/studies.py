@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import studies as paths
-from ..analysis import bumpshift
+from ..tracks.char.analysis import bumpshift
 from . import stats
 from .claims import ClaimResult, fmt_diff
 
@@ -132,7 +132,7 @@ def gka_context(summary: dict) -> dict:
 def sigma_figure(path: Path, summary: dict, scale: str) -> None:
     """Sigma per head over training: one row of panels per track, one panel per init (every
     seed; one colour per head)."""
-    from ..analysis import plots
+    from ..tracks.char.analysis import plots
 
     by_track = _by_track(summary)
     inits = list(dict.fromkeys(r["init"] for r in summary["runs"]))

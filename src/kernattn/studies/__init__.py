@@ -29,8 +29,8 @@ from pathlib import Path
 from ..config import Params, RunSpec, find_run
 from ..config.rows import runs_of
 from ..config.studies import init_label, prune_rows, seeds, wrap_rows
-from ..lm.runs import lm_runs
-from ..vision.stages import runs as vision_runs
+from ..tracks.lm.stages import lm_runs
+from ..tracks.vision.stages import runs as vision_runs
 
 SUMMARY = "summary.json"
 DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")

@@ -9,7 +9,7 @@ tracks, trained by kernattn train-gka-init), from its folder <studies.out_dir>/g
   `sigma_L<l>H<h>` fields of its val lines (steps > 0). Step 0 is rebuilt, not read: the
   median rule sets sigma on the first training batch, after the step-0 evaluation;
 - at the start and at the end, per layer and head, the mean weight a token gives itself
-  (kernattn.analysis.gka_init.mean_diagonal_weight) on the first batch of the track's fixed
+  (kernattn.studies.gka_readings.mean_diagonal_weight) on the first batch of the track's fixed
   validation set, and at the start the gradient norms reaching log sigma and W_O on the first
   training batch (gka_init.gradient_norms). The start is the model the run began with: the
   same seed and constructor, the median rule applied on the same first training batch.
@@ -53,11 +53,11 @@ def probe_input(track):
     """The model input the diagonal weight is measured on: the first batch of the track's
     fixed validation set (the same for every run of the track)."""
     if track.name == "char":
-        from ..train import windows
+        from ..tracks.char.track import windows
 
         return windows(track.val_data, track.val_starts[0], track.params.model.context)[0]
     if track.name == "lm":
-        from ..lm.train import batch
+        from ..tracks.lm.track import batch
 
         return batch(track.val_data, track.val_starts[0], track.section.context)[0].to(track.device)
     return next(iter(track.val_loader))[0].to(track.device)
@@ -68,7 +68,7 @@ def start_readings(track, device) -> dict:
     and the probe input the diagonal weight was measured on (`probe`)."""
     import torch
 
-    from ..analysis import gka_init
+    from . import gka_readings as gka_init
     from ..engine import seed_everything
 
     seed_everything(track.seed)  # as the engine does before build: the same initial weights
@@ -85,7 +85,7 @@ def start_readings(track, device) -> dict:
 
 
 def _diag(model, x) -> list[list[float]]:
-    from ..analysis import gka_init
+    from . import gka_readings as gka_init
 
     model.eval()
     return gka_init.mean_diagonal_weight(model, lambda: model(x)).tolist()
@@ -116,7 +116,7 @@ def track_metrics(track_name: str, final: dict) -> dict:
 
 
 def read_run(params, run_id: str, run, device, params_file: str) -> dict:
-    from ..analysis.gka_init import gka_modules, sigmas
+    from .gka_readings import gka_modules, sigmas
 
     track = gka_init_track(params, run)
     start = start_readings(track, device)

@@ -4,19 +4,19 @@
 
 Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corpus, and:
 1. picks the heads: those whose bank strength (logit span over the lags the model uses,
-   kernattn.analysis.banks.strength) is below analysis.strength_threshold, or when none is,
-   the studies.prune.k weakest (kernattn.analysis.prune.heads_to_remove);
+   kernattn.tracks.char.analysis.banks.strength) is below analysis.strength_threshold, or when none is,
+   the studies.prune.k weakest (kernattn.tracks.char.analysis.prune.heads_to_remove);
 2. measures every head's zero- and mean-ablation cost on the fixed validation windows
-   (kernattn.analysis.analyze_gpa.removal_costs, as analyze-gpa does);
+   (kernattn.tracks.char.analysis.analyze_gpa.removal_costs, as analyze-gpa does);
 3. fine-tunes two copies of the trained model through the engine for studies.prune.steps
    steps at the constant rate studies.prune.lr (null: train.lr x train.min_lr_ratio), the same
    batches for both (a generator seeded from the run's seed and "prune", not the training
    order): `pruned` with the heads removed (their output zeroed before W_O for the whole run,
-   kernattn.analysis.prune.removed) and `control` without removal. Their folders are
+   kernattn.tracks.char.analysis.prune.removed) and `control` without removal. Their folders are
    <studies.out_dir>/prune/<run>/{pruned,control}/ (resumable, MLflow runs <run>-pruned and
    <run>-control). The engine's step-0 evaluation of `control` is the loss before removal, of
    `pruned` the loss right after it; their final ones are after fine-tuning;
-4. writes <studies.out_dir>/prune/<run>/summary.json (kernattn.analysis.prune.removal_record,
+4. writes <studies.out_dir>/prune/<run>/summary.json (kernattn.tracks.char.analysis.prune.removal_record,
    the ablation costs, params and FLOPs saved), atomically, last.
 """
 
@@ -30,7 +30,7 @@ import json
 from ..config import Params, find_run, load_params
 from ..engine import derive_seed, train_run
 from ..io import atomic_write_json, read_lines
-from ..train import CharTrack
+from ..tracks.char.track import CharTrack
 from . import ARMS, SUMMARY, prune_dir, prune_runs, scale_options
 from .train import study_params, trained_model
 
@@ -68,7 +68,7 @@ class PruneTrack(CharTrack):
         return {**super().identity(), "arm": self.arm, "removed": [list(h) for h in self.remove]}
 
     def build(self, device) -> None:
-        from ..analysis.prune import removed
+        from ..tracks.char.analysis.prune import removed
 
         super().build(device)
         self.model.load_state_dict(self.base_state)
@@ -96,9 +96,9 @@ def val_losses(run_dir) -> tuple[float, float]:
 
 def prune_one(params: Params, run_id: str, params_file: str = "params.yaml", progress: bool = False) -> int:
     """The stage for one run (module docstring); returns the exit status."""
-    from ..analysis import banks, heads, prune
-    from ..analysis.analyze_gpa import removal_costs
-    from ..train import resolve_device
+    from ..tracks.char.analysis import banks, heads, prune
+    from ..tracks.char.analysis.analyze_gpa import removal_costs
+    from ..engine import resolve_device
 
     spec = find_run(params, run_id)
     device = resolve_device(params.train.device)

@@ -1,4 +1,4 @@
-"""Training runs of the studies: the char track (kernattn.train.CharTrack) on the engine, with
+"""Training runs of the studies: the char track (kernattn.tracks.char.track.CharTrack) on the engine, with
 another corpus or another attention option, into the study's folder.
 
     kernattn train-wrap     --params P [--scale S] --run <row>-<corpus>-s<seed> [--fresh] [--stale archive]
@@ -8,7 +8,7 @@ A line-wrap run is the matrix run <row>-s<seed> with data.out_dir moved to the c
 corpus (<studies.out_dir>/wrap/data/<corpus>/, same vocabulary) and train.out_dir to
 <studies.out_dir>/wrap/runs/; a GKA-init run is a GKA row of the char, LM or vision track with
 options.init_sigma set, in <studies.out_dir>/gka_init/runs/, trained by that track
-(kernattn.train.CharTrack, lm.train.LMTrack, vision.train.VisionTrack). Everything else is the
+(kernattn.tracks.char.track.CharTrack, lm.train.LMTrack, vision.train.VisionTrack). Everything else is the
 track's own: model, schedule, seed, batch order (the same batches per seed as the original
 runs), resume, SIGTERM, MLflow (experiment <the track's experiment>-studies). GKA runs also log,
 on every val line, each head's bandwidth: `sigma_L<layer>H<head>` (from 1).
@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from ..config import Params, load_params
 from ..engine.options import add_run_options, run_track
 from ..errors import UsageError
-from ..train import CharTrack
+from ..tracks.char.track import CharTrack
 from . import gka_run_dir, gka_runs, scale_options, wrap_data_dir, wrap_run_dir, wrap_runs
 
 HELP = "train one run of a study (line-wrap corpus or GKA init) through the engine (resumable)"
@@ -49,7 +49,7 @@ class SigmaLog:
 
 
 def sigma_fields(model) -> dict[str, float]:
-    from ..analysis.gka_init import sigmas
+    from .gka_readings import sigmas
 
     return {f"sigma_L{layer}H{head}": sigma
             for layer, heads in enumerate(sigmas(model), 1) for head, sigma in enumerate(heads, 1)}
@@ -68,12 +68,12 @@ def gka_init_track(params: Params, run):
     if run.track == "char":
         track = GKAInitTrack(study_params(params, None, out), run.spec)
     elif run.track == "lm":
-        from ..lm.train import LMTrack
+        from ..tracks.lm.track import LMTrack
 
         track = type("GKAInitLMTrack", (SigmaLog, LMTrack), {})(
             dataclasses.replace(params, lm=dataclasses.replace(params.lm, out_dir=out)), run.spec)
     else:
-        from ..vision.train import VisionTrack
+        from ..tracks.vision.track import VisionTrack
 
         track = type("GKAInitVisionTrack", (SigmaLog, VisionTrack), {})(
             dataclasses.replace(params, vision=dataclasses.replace(params.vision, out_dir=out)), run.spec)
@@ -109,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
 def trained_model(params: Params, spec, device, params_file: str = "params.yaml"):
     """(trained model in eval mode, final.json, the corpus data) of a finished run of `params`
     (train.out_dir/<spec.run_id>); a missing or mismatched run is one line naming the command."""
-    from ..analysis.analyze_gpa import load_models
-    from ..train import load_data
+    from ..tracks.char.analysis.analyze_gpa import load_models
+    from ..tracks.char.track import load_data
 
     data = load_data(params.data.out_dir, params.model.context)
     _, model, final = load_models(params, spec, data, device, params_file)

@@ -5,7 +5,7 @@
 Reads the prepared corpus (data.out_dir: train.npy, val.npy, vocab.json, meta.json, as
 `kernattn prepare` writes them) and writes, per corpus of studies.wrap.corpora, the same four
 files under <studies.out_dir>/wrap/data/<corpus>/ (one atomic folder each): the text re-laid
-out by kernattn.analysis.wrap (rewrapped at studies.wrap.width, or one line per paragraph),
+out by kernattn.tracks.char.analysis.wrap (rewrapped at studies.wrap.width, or one line per paragraph),
 each split on its own, encoded with the original vocabulary (vocab.json copied unchanged).
 Then each corpus's newline, line and paragraph histograms (kernattn analyze-corpus's
 analysis, on that corpus) under <studies.out_dir>/wrap/analysis/<corpus>/corpus/.
@@ -43,8 +43,8 @@ def corpus_params(params, corpus: str):
 
 def write_corpus(params, corpus: str) -> dict:
     """One counterfactual corpus's folder; returns its meta.json content."""
-    from ..analysis import wrap
-    from ..data import load_meta, load_split, load_vocab
+    from ..tracks.char.analysis import wrap
+    from ..tracks.char.data import load_meta, load_split, load_vocab
     from ..errors import UsageError
 
     src = Path(params.data.out_dir)
@@ -72,7 +72,7 @@ def write_corpus(params, corpus: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.corpus import analyze_corpus
+    from ..tracks.char.analysis.corpus import analyze_corpus
 
     params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
     for corpus in params.studies.wrap.corpora:

@@ -3,7 +3,7 @@
     kernattn wrap-study --params params.yaml [--scale S]
 
 For every row of studies.wrap.rows and every corpus (the original, then studies.wrap.corpora):
-the first-layer bump of each seed's trained run (kernattn.analysis.bumpshift.run_bump: the
+the first-layer bump of each seed's trained run (kernattn.tracks.char.analysis.bumpshift.run_bump: the
 median over the first layer's heads of the bank bumps at lags >= analysis.bump_min_lag, the
 banks read at lags 0..context as kernattn analyze-gpa reads them), the corpus's newline peak
 (its training split's sharp peak, kernattn analyze-corpus; None without line structure), and
@@ -44,7 +44,7 @@ def newline_peak(summary_file: Path) -> dict:
 
 
 def first_layer_bump(params, spec, device, params_file: str) -> float | None:
-    from ..analysis import banks, bumpshift
+    from ..tracks.char.analysis import banks, bumpshift
 
     model, _, _ = trained_model(params, spec, device, params_file)
     shapes = banks.bank_shapes(model, params.model.context + 1)
@@ -53,8 +53,8 @@ def first_layer_bump(params, spec, device, params_file: str) -> float | None:
 
 def read_study(params, params_file: str = "params.yaml") -> dict:
     """summary.json's content (module docstring)."""
-    from ..analysis import bumpshift, corpus_dir
-    from ..train import resolve_device
+    from ..tracks.char.analysis import bumpshift, corpus_dir
+    from ..engine import resolve_device
 
     w = params.studies.wrap
     device = resolve_device("cpu")  # a bank's shape is a few hundred numbers

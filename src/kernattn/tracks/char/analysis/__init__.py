@@ -1,0 +1,42 @@
+"""GPA interpretability, automated (seed 001, sections 3.1-3.2 and 4).
+
+Two pipeline stages read trained kernel banks the way seed 001 does, for every GPA run of
+the matrix, and the report shows what they find beside the paper's values:
+
+    kernattn analyze-corpus --params P --scale S            # once per scale
+        -> <analysis.out_dir>/corpus/   newline-separation histogram of the corpus
+    kernattn analyze-gpa --params P --scale S --run RUN     # per GPA run
+        -> <analysis.out_dir>/<RUN>/    bank shapes (init and trained), kernel parameters,
+                                        bumps, 50,000 sampled characters and their newline
+                                        histogram, bank strengths and head-removal costs
+
+Modules: banks (shapes, parameters, bump, strength), newlines (separation, line and
+paragraph-length histograms, main peak, bootstrap interval), sampling (batched streams with
+cached keys), heads (zero- and mean-ablation of a head, costs, rank correlation), plots;
+corpus and analyze_gpa are the stages. The studies of issue 17: wrap (rewrapped and
+unwrapped counterfactual corpora), bumpshift (the bump per corpus and its verdict), prune
+(removing weak heads, then fine-tuning), gka_init (GKA's bandwidth at initialisation).
+Definitions are in each module's docstring. This module stays light (no torch): the pipeline imports it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ....config import Params, RunSpec, run_matrix
+
+CORPUS = "corpus"
+SUMMARY = "summary.json"
+
+
+def gpa_runs(params: Params) -> list[RunSpec]:
+    """The runs of the scale's matrix that have kernel banks (variant gpa)."""
+    return [r for r in run_matrix(params) if r.variant == "gpa"]
+
+
+def corpus_dir(params: Params) -> Path:
+    return Path(params.analysis.out_dir) / CORPUS
+
+
+def run_dir(params: Params, run_id: str) -> Path:
+    return Path(params.analysis.out_dir) / run_id

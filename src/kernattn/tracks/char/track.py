@@ -1,0 +1,263 @@
+"""Train one run of the experiment matrix: a char-level GPT with the run's attention variant.
+
+    kernattn train --params params.yaml [--scale S] --run <run_id> [--fresh] [--stale archive]
+
+<run_id> is '<row>-s<seed>' from params.yaml's matrix (e.g. rope-s0). Reads the prepared
+corpus (data.out_dir: train.npy, val.npy as uint8 token ids, vocab.json) and writes the run
+folder train.out_dir/<run_id>/ (config.json, metrics.jsonl, ckpt.pt, final.json last) through
+the engine (kernattn.engine), which gives every track the same promises: resume bit-exact on
+CPU, SIGTERM -> checkpoint + exit 143, a divergence -> exit 3 with one line and a FAILED
+record, stale folders refused or archived, MLflow that never blocks training.
+
+This module is the char track's recipe. metrics.jsonl lines: {"step", "split", "loss", "bpc",
+"lr", "tokens", "elapsed_s", "tokens_per_s"}; val lines at step 0, every eval_every steps and
+at max_steps; train lines every max(1, eval_every // 10) steps and at max_steps, `loss` the
+mean training loss since the previous train line. loss = mean cross-entropy in nats per
+character; bpc = loss / ln 2; tokens = step x batch_size x context; tokens_per_s = training
+tokens per second of pure training time (the interval's on train lines, the run's on val lines).
+
+Training: AdamW (weight decay on nn.Linear weights only, see GPT.param_groups), lr linear
+warmup over warmup_steps then cosine to lr x min_lr_ratio at max_steps, gradient clipping at
+grad_clip (0: off). CPU: float32, eager; CUDA: bf16 autocast (train.dtype), torch.compile
+(train.compile), fused AdamW. Batches are random windows of context + 1 characters drawn by
+their own generator (seeded from the run's seed; its state is in the checkpoint); validation
+scores eval_batches x batch_size fixed windows (VAL_SEED), the same characters for every eval
+of every run and for the analyses that re-score a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...config import Params, RunSpec, find_run, fingerprinted, load_params
+from ...engine import (CKPT, EXIT_DIVERGED, FINAL, HOLD_ENV, Track, derive_seed, git_info, is_timing,
+                       metric_dict, mlflow_params, resolve_device, seed_everything, train_run)
+from ...engine.options import add_run_options, run_track
+from ...errors import UsageError
+
+HELP = "train one run of the experiment matrix (resumable; writes <train.out_dir>/<run_id>/)"
+VAL_SEED = 20240917  # one fixed set of validation windows for every run
+FINAL_KEYS = (
+    "run_id", "row", "seed", "variant", "options", "label", "source",
+    "val_loss", "val_bpc", "train_loss", "n_params", "extra_params", "tokens_seen", "steps",
+    "wall_s", "tokens_per_s", "device", "mlflow_run_id", "tracking_uri", "git_commit",
+    "params_digest", "scale",
+    # beyond the list the pipeline relies on:
+    "n_params_non_embedding", "train_s", "fingerprint", "track",
+)
+METRIC_KEYS = ("step", "split", "loss", "bpc", "lr", "tokens", "elapsed_s", "tokens_per_s")
+TIMING_KEYS = tuple(k for k in METRIC_KEYS if is_timing(k))
+# train.* fields that change neither the weights nor the metrics: not in the fingerprint.
+LN2 = math.log(2.0)
+
+
+# ============================================================================ data
+def load_data(out_dir: str | os.PathLike, context: int) -> SimpleNamespace:
+    """train/val uint8 token tensors, vocab size and a digest of the token arrays."""
+    root = Path(out_dir)
+    arrays = {split: _token_array(root / f"{split}.npy", context) for split in ("train", "val")}
+    vocab_path = root / "vocab.json"
+    try:
+        vocab_size = int(json.loads(vocab_path.read_text())["size"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{vocab_path}: cannot read the vocabulary size ({exc})") from None
+    top = max(int(arrays["train"].max()), int(arrays["val"].max()))
+    if top >= vocab_size:
+        raise UsageError(f"{root}: token id {top} is outside the vocabulary of size {vocab_size}")
+    h = hashlib.sha256()
+    for split in ("train", "val"):
+        h.update(arrays[split].tobytes())
+    return SimpleNamespace(train=torch.from_numpy(np.ascontiguousarray(arrays["train"])),
+                           val=torch.from_numpy(np.ascontiguousarray(arrays["val"])),
+                           vocab_size=vocab_size, digest=h.hexdigest()[:16], out_dir=str(root))
+
+
+def _token_array(path: Path, context: int) -> np.ndarray:
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file; prepare the corpus first (kernattn prepare)")
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise UsageError(f"{path}: unreadable token array, truncated or corrupt ({type(exc).__name__}: "
+                         f"{first}); rerun kernattn prepare (with the same params) to rewrite it") from None
+    if arr.dtype != np.uint8 or arr.ndim != 1:
+        raise UsageError(f"{path}: expected a 1-D uint8 array of token ids, got {arr.dtype} {arr.shape}")
+    if arr.size < context + 2:
+        raise UsageError(f"{path}: {arr.size} tokens, fewer than context + 2 = {context + 2}")
+    return arr
+
+
+def windows(data: torch.Tensor, starts: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Windows of context + 1 tokens at `starts` -> (inputs, next-token targets), int64 [B, context]."""
+    offsets = torch.arange(context + 1, device=data.device)
+    chunk = data[starts.to(data.device)[:, None] + offsets].long()
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+def validation_starts(n_val: int, context: int, eval_batches: int, batch_size: int) -> torch.Tensor:
+    """[eval_batches, batch_size] start offsets of the fixed validation windows (VAL_SEED)."""
+    gen = torch.Generator().manual_seed(VAL_SEED)
+    return torch.randint(0, n_val - context, (eval_batches, batch_size), generator=gen)
+
+
+@torch.no_grad()
+def evaluate(fwd, model, data: torch.Tensor, starts: torch.Tensor, context: int, autocast) -> float:
+    """Mean cross-entropy over the fixed validation windows `starts` [eval_batches, B]."""
+    was_training = model.training
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64, device=data.device)
+    for batch in starts:
+        x, y = windows(data, batch, context)
+        with autocast():
+            logits = fwd(x)
+        total += F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+    model.train(was_training)
+    return float(total.item()) / len(starts)
+
+
+def lr_at(step: int, tp) -> float:
+    """Learning rate of optimizer step `step` (0-based): linear warmup, then cosine to lr x min_lr_ratio."""
+    if step < tp.warmup_steps:
+        return tp.lr * (step + 1) / tp.warmup_steps
+    span = max(1, tp.max_steps - tp.warmup_steps)
+    progress = min(1.0, (step - tp.warmup_steps) / span)
+    floor = tp.lr * tp.min_lr_ratio
+    return floor + 0.5 * (tp.lr - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+# ============================================================================ the recipe
+class CharTrack(Track):
+    command, name, section_name, rate_unit = "train", "char", "train", "tokens"
+
+    def __init__(self, params: Params, spec: RunSpec):
+        tp, mp = params.train, params.model
+        self.params, self.spec, self.section, self.experiment_section = params, spec, tp, params.tracking
+        self.run_id, self.seed, self.variant = spec.run_id, spec.seed, spec.variant
+        self.run_dir = Path(tp.out_dir) / spec.run_id
+        self.data = load_data(params.data.out_dir, mp.context)
+        self.max_steps, self.eval_every, self.checkpoint_every = tp.max_steps, tp.eval_every, tp.checkpoint_every
+        self.log_every = max(1, tp.eval_every // 10)
+        self.items_per_step = tp.batch_size * mp.context
+
+    def identity(self) -> dict:
+        s = self.spec
+        return {"run_id": s.run_id, "row": s.row, "seed": s.seed, "variant": s.variant, "options": s.options,
+                "label": s.label, "source": s.source}
+
+    def fingerprint_config(self) -> dict:
+        s, d = self.spec, self.data
+        train = fingerprinted(self.section)
+        return {"run": {"run_id": s.run_id, "variant": s.variant, "options": s.options, "seed": s.seed},
+                "model": dataclasses.asdict(self.params.model), "train": train,
+                "data": {"vocab_size": d.vocab_size, "train_tokens": int(d.train.numel()),
+                         "val_tokens": int(d.val.numel()), "digest": d.digest}}
+
+    def build(self, device: torch.device) -> None:
+        from .model import GPT
+
+        tp, mp, d = self.section, self.params.model, self.data
+        self.model = GPT(d.vocab_size, mp, self.spec.variant, self.spec.options).to(device)
+        self.optimizer = torch.optim.AdamW(self.model.param_groups(tp.weight_decay), lr=tp.lr,
+                                           betas=(tp.beta1, tp.beta2),
+                                           **({"fused": True} if device.type == "cuda" else {}))
+        self.batch_gen = torch.Generator().manual_seed(derive_seed(self.seed, "batches"))
+        self.val_starts = validation_starts(d.val.numel(), mp.context, tp.eval_batches, tp.batch_size)
+        self.train_data, self.val_data = d.train.to(device), d.val.to(device)
+
+    def generators(self) -> dict:
+        return {"batch": self.batch_gen}
+
+    def set_lr(self, step: int) -> float:
+        lr = lr_at(step, self.section)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def batch(self, step: int, micro: int):
+        n_starts = self.train_data.numel() - self.params.model.context
+        starts = torch.randint(0, n_starts, (self.section.batch_size,), generator=self.batch_gen)
+        return windows(self.train_data, starts, self.params.model.context)
+
+    def loss(self, fwd, batch) -> torch.Tensor:
+        x, y = batch
+        logits = fwd(x)
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+    def evaluate(self, fwd, autocast) -> dict:
+        loss = evaluate(fwd, self.model, self.val_data, self.val_starts, self.params.model.context, autocast)
+        return {"loss": loss, "bpc": loss / LN2}
+
+    def line_fields(self, split: str, step: int, values: dict) -> dict:
+        lr = values["lr"] if split == "train" else lr_at(max(step - 1, 0), self.section)
+        return {"loss": values["loss"], "bpc": values["loss"] / LN2, "lr": lr, "tokens": step * self.items_per_step}
+
+    def config(self) -> dict:
+        d, m = self.data, self.model
+        return {"run": dataclasses.asdict(self.spec), "model": dataclasses.asdict(self.params.model),
+                "train": dataclasses.asdict(self.section),
+                "data": {"out_dir": d.out_dir, "vocab_size": d.vocab_size, "train_tokens": int(d.train.numel()),
+                         "val_tokens": int(d.val.numel()), "digest": d.digest},
+                "n_params": m.num_params(), "n_params_non_embedding": m.num_params(non_embedding=True),
+                "extra_params": m.extra_params()}
+
+    def final(self, st) -> dict:
+        m, tokens = self.model, st.step * self.items_per_step
+        return {"val_loss": st.last_val["loss"], "val_bpc": st.last_val["bpc"], "train_loss": st.last_train,
+                "n_params": m.num_params(), "n_params_non_embedding": m.num_params(non_embedding=True),
+                "extra_params": m.extra_params(), "tokens_seen": tokens,
+                "tokens_per_s": tokens / st.train_s if st.train_s > 0 else 0.0}
+
+    def describe_start(self) -> str:
+        m = self.model
+        return (f"{self.spec.label}: {m.num_params():,} params ({m.num_params(non_embedding=True):,} "
+                f"non-embedding, extra {m.extra_params():+,})")
+
+    def describe_val(self, step: int, values: dict) -> str:
+        return f"{self.run_id} step {step}: val loss {values['loss']:.4f} ({values['bpc']:.4f} bpc)"
+
+    def describe_final(self, final: dict) -> str:
+        return f"val loss {final['val_loss']:.4f} ({final['val_bpc']:.4f} bpc)"
+
+
+# ============================================================================ CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
+    parser.add_argument("--scale", default=None, help="scale of params.yaml to use (default: the file's `scale`)")
+    parser.add_argument("--run", required=True, metavar="RUN_ID",
+                        help="run of the matrix, '<row>-s<seed>' (e.g. rope-s0)")
+    add_run_options(parser)
+
+
+def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int | None = None,
+          progress: bool = True, stale: str = "error") -> int:
+    """Train (or resume, or skip when finished) run `spec`; returns the exit status."""
+    return train_run(CharTrack(params, spec), fresh=fresh, stop_after=stop_after, stale=stale, progress=progress)
+
+
+def run(args: argparse.Namespace) -> int:
+    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    return run_track(CharTrack(params, find_run(params, args.run)), args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m kernattn.tracks.char.track ...`: this stage alone (same options as `kernattn train`)."""
+    from ...cli import main as cli_main
+
+    return cli_main(["train", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

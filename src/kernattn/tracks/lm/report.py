@@ -1,0 +1,265 @@
+"""The report's LM section: seed 003 Tables 6-8 analogues from the eval-lm outputs.
+
+Reads <lm.out_dir>/../eval/<run_id>.json for every LM run of the scale (a missing one is a
+warning naming the command that makes it) and the paper's numbers (paper_lm.yaml). One table
+row per row of lm.rows, in its order, all with the same columns (label, variant, compute,
+value embeddings, BPB, CORE, counts); with several seeds the numbers are means over seeds (n
+shown). The first row of lm.rows is the reference the others are set against (deltas,
+ratios, bootstrap). The depth-20 parameter counts and FLOPs/token of the paper's two models
+are computed here on the meta device (nothing allocated) and set beside the paper's Table 8,
+whatever the scale.
+
+Uncertainty: BPB per row is the mean over seeds with its t interval; the CORE difference of
+each row from the reference row (per task and the mean centered score) gets a paired bootstrap
+interval over items (stats.paired_bootstrap: the same items resampled for both rows, per task
+for the mean; each item's score is its correctness averaged over the seeds both rows share).
+`claims` judges seed 003's section 5 claims of paper_numbers.yaml on these numbers: GKA-LM is
+the first GKA row matched in tokens to another row, the baseline that row.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
+from .core_eval import KINDS, RANDOM_BASELINE
+from ...report import stats
+from ...report.claims import ClaimResult
+from .stages import eval_path, lm_runs
+
+PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
+TASKS = tuple(KINDS)
+BOOT_RESAMPLES = 4000
+BOOT_SEED = 0
+# The lm keys of nanochat's model and schedule: where a scale sets one apart from nanochat
+# c7ba252 (LMParams' defaults), the report says so.
+NANOCHAT_KEYS = ("rope_base", "qk_gain", "resid_lambda_init", "x0_lambda_init", "softcap", "window_pattern",
+                 "short_window", "warmup_frac", "warmdown_frac", "min_lr_ratio", "param_data_ratio")
+
+
+def paper_numbers() -> dict:
+    return yaml.safe_load(PAPER_FILE.read_text())
+
+
+def depth20_counts(vocab: int = 32768, context: int = 2048) -> dict:
+    """Parameter groups and FLOPs/token of both variants at the paper's depth-20 shape."""
+    from .flops import flops_per_token
+    from .model import GPTConfig, build_model
+
+    out = {}
+    for variant in ("base", "gka"):
+        model = build_model(GPTConfig(vocab_size=vocab, depth=20, context=context, variant=variant), "meta")
+        out[variant] = {**model.param_counts(), "flops_per_token": flops_per_token(model)["total"],
+                        "has_value_embeds": bool(model.value_embed_layers)}  # value_embeds: their count
+    return out
+
+
+def nanochat_differences(lm) -> list[str]:
+    """'key value (c7ba252: value)' for each of NANOCHAT_KEYS where `lm` leaves nanochat's commit."""
+    ref = LMParams()
+    show = lambda v: "null" if v is None else str(v)  # noqa: E731  (YAML's spelling)
+    return [f"{k} {show(getattr(lm, k))} (c7ba252: {show(getattr(ref, k))})" for k in NANOCHAT_KEYS
+            if getattr(lm, k) != getattr(ref, k)]
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
+
+
+def section(folder: Path, params) -> dict:
+    lm = params.lm
+    paper = paper_numbers()
+    results, warnings = [], []
+    for r in lm_runs(lm):
+        p = eval_path(lm, r.run_id)
+        if not p.is_file():
+            warnings.append(f"{r.run_id}: no evaluation ({p}); run `kernattn train-lm --run {r.run_id}` then "
+                            f"`kernattn eval-lm --run {r.run_id}`")
+            continue
+        results.append(json.loads(p.read_text()))
+    groups: dict[str, list[dict]] = {row.name: [x for x in results if x["row"] == row.name] for row in lm.rows}
+    groups = {k: v for k, v in groups.items() if v}
+    rows = [_summary(key, rs) for key, rs in groups.items()]
+    ref = rows[0] if rows and rows[0]["key"] == lm.rows[0].name else None
+    boot = core_bootstrap(groups, ref["key"] if ref else None)
+    for r in rows:
+        r["core_delta"] = None if ref is None or r is ref else r["core"] - ref["core"]
+        r["flops_ratio"] = None if ref is None else r["train_flops"] / ref["train_flops"]
+        r["tokens_ratio"] = None if ref is None else r["train_tokens"] / ref["train_tokens"]
+        r["params_ratio"] = None if ref is None else r["params_m"] / ref["params_m"]
+        r["boot"] = boot.get(r["key"])
+        r["val_bpb_ci"] = stats.mean_ci([x["val_bpb"] for x in groups[r["key"]]])
+    d20 = depth20_counts()
+    tables = _tables(rows, paper, d20)
+    tables["core-bootstrap"] = _boot_table(rows)
+    (folder / "tables").mkdir(exist_ok=True)
+    for name, df in tables.items():
+        df.to_csv(folder / "tables" / f"lm-{name}.csv", index=False)
+    meta_path = Path(lm.data_dir) / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
+    return {"present": bool(rows), "rows": rows, "ref": ref, "groups": groups, "warnings": warnings, "paper": paper,
+            "d20": d20, "boot_resamples": BOOT_RESAMPLES, "claim_rows": claim_rows(lm.rows),
+            "tasks": TASKS, "baselines": RANDOM_BASELINE, "kinds": KINDS, "lm": lm, "meta": meta,
+            "is_paper": params.scale == "paper", "model_dim": lm.model_dim(),
+            "nanochat": {"commit": NANOCHAT_COMMIT, "date": NANOCHAT_COMMIT_DATE, "differences": nanochat_differences(lm)},
+            "n_head": max(1, lm.model_dim() // lm.head_dim)}
+
+
+def _summary(key: str, rs: list[dict]) -> dict:
+    """One table row: the row's seeds' evaluations, averaged."""
+    first = rs[0]
+    return {
+        "key": key, "label": first["label"], "variant": first["variant"], "options": first["options"],
+        "matched": first["matched"], "compute": first["compute"] or "own steps",
+        "value_embeds": bool(first["value_embed_layers"]), "n": len(rs), "seeds": [x["seed"] for x in rs],
+        "train_bpb": _mean(x["train_bpb"] for x in rs), "val_bpb": _mean(x["val_bpb"] for x in rs),
+        "gap": _mean(x["val_bpb"] - x["train_bpb"] for x in rs),
+        "tasks": {t: _mean(x["core"]["tasks"][t]["centered"] for x in rs) for t in TASKS},
+        "accuracy": {t: _mean(x["core"]["tasks"][t]["accuracy"] for x in rs) for t in TASKS},
+        "items": {t: first["core"]["tasks"][t]["items"] for t in TASKS},
+        "core": _mean(x["core"]["core"] for x in rs),
+        "params_m": first["n_params"] / 1e6, "flops_per_token": first["flops_per_token"],
+        "train_tokens": first["train_tokens"], "train_flops": first["train_flops"], "steps": first["steps"],
+        "train_wall_s": _mean(x["train_wall_s"] for x in rs), "eval_s": _mean(x["eval_s"] for x in rs),
+    }
+
+
+def claim_rows(rows) -> tuple[str, str] | None:
+    """(baseline, GKA-LM) row names for seed 003's claims: the first GKA row matched in tokens
+    to another row, and that row (the paper compares them at the baseline's tokens)."""
+    for row in rows:
+        if row.variant == "gka" and row.compute is not None and row.compute.match == "tokens":
+            return row.compute.row, row.name
+    return None
+
+
+def _tables(rows: list[dict], paper: dict, d20: dict) -> dict[str, pd.DataFrame]:
+    t6 = [{"model": f"paper: {k}", "train_bpb": v["train_bpb"], "val_bpb": v["val_bpb"], "gap": v["gap"]}
+          for k, v in paper["table6"].items()]
+    t6 += [{"model": r["label"], "row": r["key"], "variant": r["variant"], "compute": r["compute"],
+            "seeds": " ".join(map(str, r["seeds"])), "train_bpb": r["train_bpb"], "val_bpb": r["val_bpb"],
+            "val_bpb_ci_half": r["val_bpb_ci"].half, "gap": r["gap"], "core": r["core"]} for r in rows]
+    t7 = []
+    for t in (*TASKS, "mean"):
+        rec = {"task": t, "paper_base": paper["table7"][t]["base"], "paper_gka": paper["table7"][t]["gka"]}
+        for r in rows:
+            rec[r["key"]] = r["core"] if t == "mean" else r["tasks"][t]
+        t7.append(rec)
+    t8 = [{"model": f"paper: {k}", "params_m": v["params_m"], "flops_per_token": v["flops_per_token"],
+           "train_tokens": v["train_tokens"], "train_flops": v["train_flops"]} for k, v in paper["table8"].items()]
+    t8 += [{"model": f"ours at depth 20: {k}", "params_m": v["total"] / 1e6, "flops_per_token": v["flops_per_token"],
+            "train_tokens": None, "train_flops": None} for k, v in d20.items()]
+    t8 += [{"model": r["label"], "row": r["key"], "value_embeds": r["value_embeds"], "params_m": r["params_m"],
+            "flops_per_token": r["flops_per_token"], "train_tokens": r["train_tokens"],
+            "train_flops": r["train_flops"]} for r in rows]
+    return {"table6": pd.DataFrame(t6), "table7": pd.DataFrame(t7), "table8": pd.DataFrame(t8)}
+
+
+# ----------------------------------------------------------------------------- uncertainty
+def _item_scores(results: list[dict], task: str, seeds: list[int]) -> list[float] | None:
+    """Per item: correctness averaged over `seeds`; None if an evaluation lacks per-item output."""
+    by_seed = {x["seed"]: x["core"]["tasks"][task].get("correct") for x in results}
+    cols = [by_seed.get(s) for s in seeds]
+    if any(c is None for c in cols) or len({len(c) for c in cols}) != 1:
+        return None
+    return [sum(v) / len(v) for v in zip(*cols)]
+
+
+def core_bootstrap(groups: dict[str, list[dict]], ref: str | None) -> dict[str, dict]:
+    """Per row but the reference: paired bootstrap of (row - reference) centered CORE, per task and mean."""
+    base = groups.get(ref) if ref is not None else None
+    out = {}
+    for key, rs in groups.items():
+        if key == ref or base is None:
+            continue
+        seeds = sorted({x["seed"] for x in rs} & {x["seed"] for x in base})
+        pairs = {t: (_item_scores(rs, t, seeds), _item_scores(base, t, seeds)) for t in TASKS}
+        if not seeds or any(a is None or b is None or len(a) != len(b) for a, b in pairs.values()):
+            continue
+        res = {"seeds": seeds, "against": ref}
+        for i, t in enumerate(TASKS):
+            res[t] = stats.paired_bootstrap([pairs[t]], stats.centered_diff_statistic([RANDOM_BASELINE[t]]),
+                                            BOOT_RESAMPLES, seed=BOOT_SEED + i)
+        res["mean"] = stats.paired_bootstrap([pairs[t] for t in TASKS],
+                                             stats.centered_diff_statistic([RANDOM_BASELINE[t] for t in TASKS]),
+                                             BOOT_RESAMPLES, seed=BOOT_SEED + len(TASKS))
+        out[key] = res
+    return out
+
+
+def _boot_table(rows: list[dict]) -> pd.DataFrame:
+    recs = []
+    for r in rows:
+        if not r.get("boot"):
+            continue
+        for t in (*TASKS, "mean"):
+            b = r["boot"][t]
+            recs.append({"row": r["key"], "against": r["boot"]["against"], "task": t, "seeds": " ".join(map(str, r["boot"]["seeds"])),
+                         "items": b.n_items, "centered_diff": b.estimate, "ci_lo": b.lo, "ci_hi": b.hi,
+                         "resamples": b.resamples})
+    return pd.DataFrame(recs, columns=["row", "against", "task", "seeds", "items", "centered_diff", "ci_lo", "ci_hi",
+                                       "resamples"])
+
+
+# ----------------------------------------------------------------------------- claims
+def claims(ctx: dict, claim_list: list[dict], scale: str) -> list[ClaimResult]:
+    """Seed 003's LM claims (kinds lm_bpb, lm_core, lm_count) judged on the section's numbers."""
+    rows = {r["key"]: r for r in ctx.get("rows", [])}
+    pair = ctx.get("claim_rows")
+    out = []
+    for claim in claim_list:
+        kind = claim["kind"]
+        if kind == "lm_count":
+            out.append(_count_claim(claim, ctx["d20"]))
+        elif pair is None or pair[0] not in rows or pair[1] not in rows:
+            out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+                                   detail="no evaluation of the baseline and GKA (matched tokens)"))
+        elif kind == "lm_bpb":
+            out.append(_bpb_claim(claim, ctx["groups"], pair, scale))
+        else:
+            out.append(_core_claim(claim, rows[pair[1]], pair, ctx["groups"], scale))
+    return out
+
+
+def _count_claim(claim: dict, d20: dict) -> ClaimResult:
+    ratio = d20["gka"]["total"] / d20["base"]["total"]
+    ok = round(ratio, 2) == float(claim["paper_value"])
+    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+                       ours=f"{ratio:.4f} ({d20['gka']['total']:,} / {d20['base']['total']:,}, depth 20 on the meta device)",
+                       estimate=ratio, detail="a parameter count of the depth-20 models, not a training result")
+
+
+def _bpb_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:
+    base = {x["seed"]: x["val_bpb"] for x in groups[pair[0]]}
+    gka = {x["seed"]: x["val_bpb"] for x in groups[pair[1]]}
+    seeds = sorted(set(base) & set(gka))
+    comp = stats.compare_less(pair[0], [base[s] for s in seeds], pair[1], [gka[s] for s in seeds], paired=True)
+    res = ClaimResult(claim, comp.verdict, [comp], scale=scale,
+                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if comp.ci else "")
+    if comp.ci is None:
+        res.ours = f"GKA − base val BPB: {sum(gka[s] - base[s] for s in seeds) / len(seeds):+.4f} (1 seed)"
+    else:  # stated as GKA - base, the paper's direction
+        res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
+        res.ours = f"GKA − base val BPB: {res.estimate:+.4f} [{res.lo:+.4f}, {res.hi:+.4f}]"
+    return res
+
+
+def _core_claim(claim: dict, row: dict, pair: tuple[str, str], groups: dict, scale: str) -> ClaimResult:
+    boot = row.get("boot")
+    if boot and boot["against"] != pair[0]:  # the table's reference is another row: pair them here
+        boot = core_bootstrap({k: groups[k] for k in pair}, pair[0]).get(pair[1])
+    if not boot:
+        return ClaimResult(claim, stats.INCONCLUSIVE, scale=scale, ours="no per-item results",
+                           detail="rerun eval-lm: its output lacks per-item correctness")
+    b = boot["mean"]
+    verdict = stats.REPRODUCED if b.hi < 0 else stats.CONTRADICTED if b.lo > 0 else stats.INCONCLUSIVE
+    return ClaimResult(claim, verdict, scale=scale, estimate=b.estimate, lo=b.lo, hi=b.hi,
+                       ours=f"GKA − base mean centered: {b.estimate:+.4f} [{b.lo:+.4f}, {b.hi:+.4f}]",
+                       interval=f"95% paired bootstrap over {b.n_items} items ({b.resamples} resamples), "
+                                f"seeds {', '.join(map(str, boot['seeds']))}")

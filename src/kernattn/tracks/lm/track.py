@@ -1,0 +1,215 @@
+"""Stage `kernattn train-lm`: train one run of the LM track (resumable), through the engine.
+
+    kernattn train-lm [--params params.yaml] [--scale S] --run gka_flops-s0 [--fresh] [--stale archive]
+
+Reads lm.data_dir (train.npy, val.npy, meta.json) and writes lm.out_dir/<run_id>/:
+config.json (configuration, parameter counts, FLOPs per token, steps and why), metrics.jsonl
+(a train line every step: loss in nats/token, lr, tokens, flops, elapsed_s, tokens_per_s;
+val lines at step 0, every eval_every steps and at the end), ckpt.pt, model.pt (the final
+weights) and, last, final.json. Resume, SIGTERM (143), divergence (exit 3, a FAILED record)
+and MLflow (experiment lm.experiment) are the engine's, the same as every track's.
+
+Steps (`plan`, from the row's `compute`, every model built on the meta device, so a run
+needs no other run's outputs): null trains lm.steps (or nanochat's param:data rule on the
+row's own model, see flops.base_steps); {match: tokens, row: R} the steps of row R;
+{match: flops, row: R} as many steps as give R's total training FLOPs; {tokens: N} the steps
+closest to N tokens. Each step is grad_accum micro-batches of
+batch_size random windows of context + 1 tokens (a generator seeded from the run's seed).
+Optimiser: one AdamW, betas (0.9, 0.95), one lr for every parameter (nanochat c7ba252 uses
+Muon for the matrices and AdamW with per-group LRs and betas (0.8, 0.95) for the rest, all
+scaled by sqrt(batch / 2^19); not reproduced here). Schedule as nanochat's: lr constant after
+a linear warmup (round(warmup_frac x steps)), then a linear warmdown over the last
+round(warmdown_frac x steps) to lr x min_lr_ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...engine import Track, derive_seed, digest
+from ...config import fingerprinted
+from ...engine.options import add_run_options, run_track
+from ...errors import UsageError
+from ...io import atomic_torch_save
+from . import flops as fl
+from ...config import RunSpec
+from ...config.rows import chain
+from .model import GPT, GPTConfig, build_model
+from .stages import add_stage_arguments, load_stage, run_dir
+
+HELP = "LM track: train one run of lm.rows (nanochat GPT with the row's attention; resumable)"
+VAL_WINDOWS_SEED = 31337
+VAL_BATCHES = 4
+
+
+def load_stream(data_dir: str | Path, split: str, context: int) -> np.ndarray:
+    """The split's uint16 token stream, memory-mapped (paper scale: billions of tokens)."""
+    path = Path(data_dir) / f"{split}.npy"
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file; run `kernattn prepare-lm` first")
+    arr = np.load(path, mmap_mode="r")
+    if arr.dtype != np.uint16 or arr.ndim != 1 or arr.size < context + 2:
+        raise UsageError(f"{path}: expected a 1-D uint16 token stream of at least {context + 2} tokens, "
+                         f"got {arr.dtype} {arr.shape}; rerun `kernattn prepare-lm`")
+    return arr
+
+
+def batch(data: np.ndarray, starts: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Windows of context + 1 tokens at `starts` -> (inputs, next-token targets), int64."""
+    chunk = torch.from_numpy(data[starts.numpy()[:, None] + np.arange(context + 1)].astype(np.int64))
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+def lr_factor(step: int, total: int, lm) -> float:
+    warm = round(lm.warmup_frac * total)  # round() as nanochat's get_lr_multiplier
+    down = round(lm.warmdown_frac * total)
+    if step < warm:
+        return (step + 1) / warm
+    if down and step >= total - down:
+        frac = (total - step) / down
+        return lm.min_lr_ratio + (1 - lm.min_lr_ratio) * frac
+    return 1.0
+
+
+def row_config(lm, vocab: int, row) -> GPTConfig:
+    return GPTConfig.from_params(lm, vocab, row.variant, row.options)
+
+
+def plan(lm, vocab: int, run: RunSpec) -> dict[str, Any]:
+    """Parameter counts, FLOPs per token, value-embedding layers and steps of `run`, and the
+    budget chain that sets its steps (its row, then the rows its compute refers to)."""
+    steps = fpt = None
+    budget = []
+    for row in reversed(chain(lm.rows, run.row)):  # the row that sets the budget first
+        model = build_model(row_config(lm, vocab, row), "meta")
+        prev_steps, prev_fpt, fpt = steps, fpt, fl.flops_per_token(model)
+        c = row.compute
+        steps = (fl.base_steps(lm, model) if c is None else fl.token_steps(lm, c.tokens) if c.tokens is not None
+                 else fl.matched_steps(prev_steps, prev_fpt["total"], fpt["total"], c.match))
+        budget.insert(0, {"row": row.name, "steps": steps, "flops_per_token": fpt["total"],
+                          "compute": c.describe() if c else "lm.steps" if lm.steps else "nanochat's param:data rule"})
+    tps = fl.tokens_per_step(lm)
+    return {"params": model.param_counts(), "flops_per_token": fpt, "steps": steps, "tokens_per_step": tps,
+            "train_tokens": steps * tps, "train_flops": steps * tps * fpt["total"], "budget": budget,
+            "matched": run.compute.match if run.compute else None, "value_embed_layers": model.value_embed_layers}
+
+
+class LMTrack(Track):
+    command, name, section_name, rate_unit = "train-lm", "lm", "lm", "tokens"
+
+    def __init__(self, params, run: RunSpec):
+        lm = params.lm
+        self.params, self.run, self.section, self.experiment_section = params, run, lm, lm
+        self.run_id, self.seed, self.variant = run.run_id, run.seed, run.variant
+        self.run_dir = run_dir(lm, run.run_id)
+        self.train_data = load_stream(lm.data_dir, "train", lm.context)
+        self.val_data = load_stream(lm.data_dir, "val", lm.context)
+        self.meta = json.loads((Path(lm.data_dir) / "meta.json").read_text())
+        self.vocab = int(self.meta["vocab_size"])
+        self.info = plan(lm, self.vocab, run)
+        self.max_steps, self.grad_accum = self.info["steps"], lm.grad_accum
+        self.eval_every, self.checkpoint_every = lm.eval_every, lm.checkpoint_every
+        self.items_per_step = self.info["tokens_per_step"]
+
+    def identity(self) -> dict:
+        r = self.run
+        return {"run_id": r.run_id, "row": r.row, "seed": r.seed, "variant": r.variant, "options": r.options,
+                "source": r.source, "label": r.label, "matched": self.info["matched"]}
+
+    def fingerprint_config(self) -> dict:
+        """The lm fields that make the weights, the run (its row and the budget its compute
+        gives: not the other rows), the vocabulary and the data (meta.json records the
+        sources' sha256s and the token counts)."""
+        fields = fingerprinted(self.section)
+        return json.loads(json.dumps({"lm": fields, "run": dataclasses.asdict(self.run), "steps": self.max_steps,
+                                      "vocab": self.vocab, "data": digest(self.meta)}, default=str))
+
+    def build(self, device: torch.device) -> None:
+        lm = self.section
+        self.model = GPT(row_config(lm, self.vocab, self.run)).to(device)
+        self.device = device
+        # Decay only the matrices that multiply activations: never embeddings, residual scalars
+        # or an attention's kernel banks, lag tables and bandwidths (2-D too, but not weights).
+        decayed = set(self.model.linear_weights())
+        groups = [{"params": [p for n, p in self.model.named_parameters() if n in decayed],
+                   "weight_decay": lm.weight_decay},
+                  {"params": [p for n, p in self.model.named_parameters() if n not in decayed], "weight_decay": 0.0}]
+        self.optimizer = torch.optim.AdamW(groups, lr=lm.lr, betas=(0.9, 0.95),
+                                           **({"fused": True} if device.type == "cuda" else {}))
+        self.gen = torch.Generator().manual_seed(derive_seed(self.seed, "lm-batches"))
+        val_gen = torch.Generator().manual_seed(VAL_WINDOWS_SEED)
+        self.val_starts = torch.randint(0, self.val_data.size - lm.context - 1, (VAL_BATCHES, lm.batch_size),
+                                        generator=val_gen)
+
+    def generators(self) -> dict:
+        return {"batch": self.gen}
+
+    def set_lr(self, step: int) -> float:
+        lr = self.section.lr * lr_factor(step, self.max_steps, self.section)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def batch(self, step: int, micro: int):
+        lm = self.section
+        starts = torch.randint(0, self.train_data.size - lm.context - 1, (lm.batch_size,), generator=self.gen)
+        x, y = batch(self.train_data, starts, lm.context)
+        return x.to(self.device), y.to(self.device)
+
+    def loss(self, fwd, xy) -> torch.Tensor:
+        x, y = xy
+        return F.cross_entropy(fwd(x).float().reshape(-1, self.vocab), y.reshape(-1))
+
+    @torch.no_grad()
+    def evaluate(self, fwd, autocast) -> dict:
+        self.model.eval()
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        for starts in self.val_starts:
+            x, y = batch(self.val_data, starts, self.section.context)
+            with autocast():
+                total += self.loss(self.model, (x.to(self.device), y.to(self.device)))
+        self.model.train()
+        return {"loss": float(total.item()) / len(self.val_starts)}
+
+    def line_fields(self, split: str, step: int, values: dict) -> dict:
+        tokens = step * self.items_per_step
+        lr = {"lr": values["lr"]} if split == "train" else {}
+        return {"loss": values["loss"], **lr, "tokens": tokens,
+                "flops": tokens * self.info["flops_per_token"]["total"]}
+
+    def config(self) -> dict:
+        return {"run": dataclasses.asdict(self.run), "label": self.run.label, "lm": dataclasses.asdict(self.section),
+                "vocab_size": self.vocab, "windows": self.model.windows, **self.info}
+
+    def final(self, st) -> dict:
+        info = self.info
+        return {"train_tokens": info["train_tokens"], "train_flops": info["train_flops"],
+                "flops_per_token": info["flops_per_token"]["total"], "n_params": info["params"]["total"],
+                "params": info["params"], "value_embed_layers": info["value_embed_layers"],
+                "budget": info["budget"], "val_loss": st.last_val["loss"], "train_loss": st.last_train}
+
+    def finish(self, folder: Path) -> None:
+        atomic_torch_save(folder / "model.pt", self.model.state_dict())  # what eval-lm loads
+
+    def describe_start(self) -> str:
+        i = self.info
+        return (f"{i['params']['total']:,} params, {self.max_steps} steps ({i['train_tokens']:,} tokens, "
+                f"{i['train_flops']:.3e} FLOPs)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_stage_arguments(parser)
+    add_run_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    params, spec = load_stage(args)
+    return run_track(LMTrack(params, spec), args)

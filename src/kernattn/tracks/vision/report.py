@@ -1,0 +1,214 @@
+"""The report's vision section (seed 003 sections 4 and 7, issue 5): Tables 2/3 (counts of the
+paper's six models beside the paper's), Table 5 and top-1 on the configured data set (one row
+per row of vision.rows, the same columns for all: mean and 95% t interval over seeds, EMA
+weights and raw; the paper's numbers beside the rows whose variant is one of its models),
+the learned sigma, and the section 7 figures. The GKA-vs-DeiT claim pairs the first rows of
+variant gka and deit.
+
+Reads vision.counts_dir/counts.json (kernattn count-vision), vision.out_dir/<run>/final.json
+(kernattn train-vision) and vision.analysis_dir/<run>/ (kernattn analyze-vision); a missing
+input is listed with the command that makes it. Writes tables/vision-*.csv and copies the
+figures into assets/vision/<run>/.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from . import stages
+from ...report import stats
+from ...report.claims import ClaimResult
+
+PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
+FIGURES = [  # (file or prefix, caption); seed 003 section 7
+    ("sigma.png", "Learned bandwidth sigma per head and layer (7.3): heatmap (YlOrRd) and per-head lines over depth."),
+    ("rollout.png", "Attention rollout (7.2) with discard ratios 0, 0.5, 0.9, overlaid on the image."),
+    ("cls_layer", "Per-head CLS-to-patch attention of each layer (7.4), bicubic upsampling, inferno, alpha 0.6."),
+    ("patch_to_patch.png", "Patch-to-patch attention (head mean) of the four canonical query patches per layer (7.5)."),
+    ("evolution.png", "Layer-wise evolution (7.6): head-averaged matrix, CLS map, CLS overlay."),
+    ("diag_masked.png", "Attention matrices with the diagonal masked (7.7), every layer and head."),
+]
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _rel(ours: float, paper: float) -> float:
+    return (ours - paper) / paper
+
+
+def counts_table(counts: dict, paper: dict) -> pd.DataFrame:
+    tol = paper["tolerance"]
+    rows = []
+    for c in counts["paper_models"]:
+        p2, p3 = paper["table2"].get(c["model"]), paper["table3"].get(c["model"])
+        if p2 is None:
+            continue
+        rows.append({
+            "model": c["model"], "total_m": c["total_m"], "paper_total_m": p2["total"],
+            "total_rel": _rel(c["total_m"], p2["total"]),
+            "attn_m": c["attn_m"], "paper_attn_m": p2["attn"], "mlp_m": c["mlp_m"], "paper_mlp_m": p2["mlp"],
+            "sigma": c["sigma"], "paper_sigma": p3["sigma"],
+            "flops_g": c["flops_g"], "flops_unpadded_g": c["flops_unpadded_g"],
+            "paper_flops_g": f"{p2['flops']} / {p3['flops']}" if p2["flops"] != p3["flops"] else p2["flops"],
+            "flops_rel": _rel(c["flops_g"], p2["flops"]),
+            "ckpt_mib": c["ckpt_mib"], "paper_ckpt": f"{p2['size']} / {p3['ckpt']}" if p2["size"] != p3["ckpt"] else p2["size"],
+            "params_ok": abs(_rel(c["total_m"], p2["total"])) <= tol["params_rel"],
+            "flops_ok": abs(_rel(c["flops_g"], p2["flops"])) <= tol["flops_rel"],
+            "paper_top1": p2["top1"],
+        })
+    return pd.DataFrame(rows)
+
+
+def top1_table(finals: dict[str, dict], vp) -> pd.DataFrame:
+    """One row per row of vision.rows: top-1 (raw and EMA) over the row's seeds that finished."""
+    rows = []
+    for row in vp.rows:
+        seeds = row.seeds if row.seeds is not None else vp.seeds
+        got = [finals[f"{row.name}-s{s}"] for s in seeds if f"{row.name}-s{s}" in finals]
+        raw = stats.mean_ci([f["top1"] for f in got]) if got else None
+        ema = stats.mean_ci([f["top1_ema"] for f in got]) if got else None
+        rows.append({"row": row.name, "variant": row.variant, "options": json.dumps(row.options, sort_keys=True),
+                     "label": row.label or row.name, "n_seeds": len(got),
+                     "top1_mean": raw.mean if raw else None, "top1_ci_half": raw.half if raw else None,
+                     "top1_ema_mean": ema.mean if ema else None, "top1_ema_ci_half": ema.half if ema else None,
+                     "per_seed": ", ".join(f"s{f['seed']}: {f['top1']:.1f} / {f['top1_ema']:.1f}" for f in got),
+                     "n_params": got[0]["n_params"] if got else None,
+                     "wall_s_mean": sum(f["wall_s"] for f in got) / len(got) if got else None})
+    return pd.DataFrame(rows)
+
+
+def table5(counts: dict, top1: pd.DataFrame, paper: dict) -> pd.DataFrame:
+    conf = {c["model"]: c for c in counts["configured"]}
+    rows = []
+    for _, t in top1.iterrows():
+        # the paper's numbers for the rows that train one of its models as it is (no options)
+        p = paper["table5"].get(t["variant"], {}) if t["options"] == "{}" else {}
+        c = conf.get(t["row"])
+        rows.append({"row": t["row"], "variant": t["variant"], "label": t["label"], "projections": p.get("projections", ""),
+                     "params": c["total"] if c else None, "flops_m": c["flops"] / 1e6 if c else None,
+                     "top1_ema_mean": t["top1_ema_mean"], "top1_ema_ci_half": t["top1_ema_ci_half"],
+                     "top1_mean": t["top1_mean"], "top1_ci_half": t["top1_ci_half"], "n_seeds": t["n_seeds"],
+                     "paper_model": p.get("model"), "paper_params_m": p.get("params"),
+                     "paper_flops_g": p.get("flops"), "paper_top1": p.get("top1")})
+    return pd.DataFrame(rows)
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in df.to_dict("records")]
+
+
+def section(folder: Path, params) -> dict:
+    vp = params.vision
+    if vp is None:
+        return {"enabled": False}
+    paper = yaml.safe_load(PAPER_FILE.read_text())
+    args = f"--params {params.path} --scale {params.scale}"
+    missing = []
+    counts = _read(Path(stages.counts_output(vp)))
+    if counts is None:
+        missing.append((stages.counts_output(vp), f"kernattn count-vision {args}"))
+    finals = {}
+    for run in stages.run_ids(vp):
+        f = _read(Path(stages.run_output(vp, run)))
+        if f is None:
+            missing.append((stages.run_output(vp, run), f"kernattn train-vision {args} --run {run}"))
+        else:
+            finals[run] = f
+    meta = _read(Path(stages.data_output(vp)))
+    top1 = top1_table(finals, vp)
+    (folder / "tables").mkdir(parents=True, exist_ok=True)
+    top1.to_csv(folder / "tables" / "vision-top1.csv", index=False)
+    ctx = {"enabled": True, "paper": paper, "missing": missing, "top1": _records(top1), "meta": meta,
+           "vp": vp, "counts_table": [], "table5": [], "runs": [], "configured_shape": None,
+           "finals": finals}
+    if counts is not None:
+        ct = counts_table(counts, paper)
+        t5 = table5(counts, top1, paper)
+        ct.to_csv(folder / "tables" / "vision-table2-3.csv", index=False)
+        t5.to_csv(folder / "tables" / "vision-table5.csv", index=False)
+        ctx.update(counts_table=_records(ct), table5=_records(t5), configured_shape=counts["configured_shape"],
+                   counter=counts["counter"])
+    for run in stages.viz_runs(vp):
+        src = Path(vp.analysis_dir) / run
+        summary = _read(src / "summary.json")
+        if summary is None:
+            missing.append((str(src / "summary.json"), f"kernattn analyze-vision {args} --run {run}"))
+            continue
+        dest = folder / "assets" / "vision" / run
+        dest.mkdir(parents=True, exist_ok=True)
+        figs = []
+        for name, caption in FIGURES:
+            # a name without .png is a prefix: one figure per layer
+            for png in sorted(p for p in summary["figures"] if p == name or (not name.endswith(".png") and p.startswith(name))):
+                shutil.copy2(src / png, dest / png)
+                figs.append({"src": f"assets/vision/{run}/{png}", "caption": caption, "name": png})
+        layers = summary["layers"]
+        row = next(r for r in vp.rows if run.startswith(f"{r.name}-s"))
+        ctx["runs"].append({"run_id": run, "variant": summary["variant"], "label": row.label or row.name,
+                            "figures": figs, "sigma": summary["sigma"], "image": summary["image"],
+                            "label_name": summary["label_name"], "predicted": summary["predicted"],
+                            "classes": (meta or {}).get("classes"), "layers": layers, "grid": summary["grid"]})
+    return ctx
+
+
+# ----------------------------------------------------------------------------- claims
+def claims(ctx: dict, claim_list: list[dict], scale: str) -> list[ClaimResult]:
+    """Seed 003's vision claims (kinds vision_count, vision_top1) on the section's numbers."""
+    out = []
+    for claim in claim_list:
+        if not ctx.get("enabled"):
+            out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no vision section"))
+        elif claim["kind"] == "vision_count":
+            out.append(_count_claim(claim, ctx["counts_table"]))
+        else:
+            out.append(_top1_claim(claim, ctx, scale))
+    return out
+
+
+def _count_claim(claim: dict, table: list[dict]) -> ClaimResult:
+    if not table:
+        return ClaimResult(claim, stats.NOT_RUN, scale=stats.PAPER_SCALE, ours="—",
+                           detail="no counts: run kernattn count-vision")
+    ok = all(r["params_ok"] for r in table)
+    worst = max(abs(r["total_rel"]) for r in table)
+    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+                       estimate=worst, ours=", ".join(f"{r['model']} {r['total_m']:.2f}M" for r in table)
+                       + f" (largest gap {worst:.2%})",
+                       detail="parameter totals of the six models built on the meta device at 224 px")
+
+
+def _top1_claim(claim: dict, ctx: dict, scale: str) -> ClaimResult:
+    finals, vp = ctx["finals"], ctx["vp"]
+    pair = [next((r.name for r in vp.rows if r.variant == v and not r.options), None) for v in ("gka", "deit")]
+    seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
+    seeds = [s for s in seeds if None not in pair and all(f"{n}-s{s}" in finals for n in pair)]
+    gka = [finals[f"{pair[0]}-s{s}"]["top1_ema"] for s in seeds]
+    deit = [finals[f"{pair[1]}-s{s}"]["top1_ema"] for s in seeds]
+    if not seeds:
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no DeiT and GKA runs")
+    ci = stats.paired_diff_ci(gka, deit)
+    res = ClaimResult(claim, stats.NOT_COMPARABLE, scale=scale,
+                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if ci else "")
+    if ci is None:
+        res.ours = f"GKA − DeiT top-1 EMA: {sum(gka) / len(gka) - sum(deit) / len(deit):+.2f} pp (1 seed)"
+    else:
+        res.estimate, res.lo, res.hi = ci.diff, ci.lo, ci.hi
+        res.ours = f"GKA − DeiT top-1 EMA: {ci.diff:+.2f} pp [{ci.lo:+.2f}, {ci.hi:+.2f}]"
+    if vp.dataset != "imagenet":
+        res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k; "
+                                           f"{vp.depth} blocks x {vp.n_head} heads, d={vp.embed_dim}")
+    else:  # "trails modestly": GKA below DeiT, by less than 2 pp (the paper's largest gap, 1.57, rounded up)
+        res.verdict = (stats.CONTRADICTED if ci is not None and (ci.lo > 0 or ci.hi < -2.0) else
+                       stats.REPRODUCED if ci is not None and ci.hi < 0 and ci.lo > -2.0 else
+                       stats.INCONCLUSIVE if ci is not None else stats.ONE_SEED)
+    return res
