@@ -14,6 +14,9 @@ import pytest
 import torch
 
 from kernattn.bench import attention as bench
+from kernattn.bench import attention_configs as configs
+from kernattn.bench import attention_ratios as ratios_mod
+from kernattn.bench import timing, typed_csv
 from kernattn.cli import main
 
 # The documented schema, spelled out so that a change to it is a deliberate test change.
@@ -79,7 +82,7 @@ def test_ratios_file_and_no_temp_files(quick_run):
     ratios = bench.ratios_path(out)
     assert ratios == out.with_name("attention_ratios.csv")
     assert _header(ratios) == RATIO_COLUMNS
-    rows = bench.read_rows(ratios, bench.RATIO_SCHEMA)
+    rows = bench.read_rows(ratios, ratios_mod.RATIO_SCHEMA)
     comparisons = {(r["comparison"], r["metric"]) for r in rows}
     assert ("gka_fast_vs_reference", "reference_over_fast_time") in comparisons
     assert ("gka_fast_vs_reference", "reference_over_fast_memory") in comparisons
@@ -125,7 +128,7 @@ def test_bad_variant_subprocess_one_line(tmp_path):
     )
     assert proc.returncode != 0
     line = _one_line(proc.stderr)
-    assert "'nope'" in line and all(label in line for label in bench.labels())
+    assert "'nope'" in line and all(label in line for label in configs.labels())
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
@@ -163,11 +166,11 @@ def test_no_stage_is_an_error(capsys):
 def test_list_prints_every_label(capsys):
     assert main(["bench-attention", "--list"]) == 0
     printed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert printed == bench.labels()
+    assert printed == configs.labels()
 
 
 def test_default_variant_list():
-    assert bench.labels() == [
+    assert configs.labels() == [
         "softmax-none", "softmax-rope", "softmax-learned_rope", "softmax-alibi", "softmax-t5",
         "softmax-lag_table", "valueless", "gpa-add-dp-M64", "gpa-add-dp-rope-M64", "gpa-mult-dp-M8",
         "gpa-mult-decay-M8", "gka", "gka-lm", "nw-gaussian", "nw-yat", "nw-linear", "favor-m256",
@@ -175,28 +178,28 @@ def test_default_variant_list():
     # Every configuration builds (no timing), with the run's largest N for lag_table.
     from kernattn import attention
 
-    for cfg in bench.DEFAULT_CONFIGS:
+    for cfg in configs.DEFAULT_CONFIGS:
         assert cfg.causal
         attention.build(cfg.variant, d_model=16, n_head=2, causal=cfg.causal, **cfg.build_options(4096))
-    lag = next(c for c in bench.DEFAULT_CONFIGS if c.label == "softmax-lag_table")
+    lag = next(c for c in configs.DEFAULT_CONFIGS if c.label == "softmax-lag_table")
     assert lag.build_options(4096)["max_len"] == 4096
 
 
 def test_reference_plan():
-    settings = bench.BenchSettings(configs=list(bench.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048])
+    settings = bench.BenchSettings(configs=list(configs.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048])
     jobs = bench.plan(settings)
     ref = {(c.label, n) for c, impl, n in jobs if impl == "reference"}
     fast = {(c.label, n) for c, impl, n in jobs if impl == "fast"}
-    assert fast == {(label, n) for label in bench.labels() for n in (256, 1024, 2048)}
+    assert fast == {(label, n) for label in configs.labels() for n in (256, 1024, 2048)}
     assert {label for label, n in ref if n == 2048} == {"gka", "softmax-rope", "gpa-mult-decay-M8"}
     assert {n for label, n in ref if label == "gpa-add-dp-M64"} == {256}
     assert {n for label, n in ref if label == "nw-yat"} == {256, 1024}
-    capped = bench.plan(bench.BenchSettings(configs=list(bench.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048],
+    capped = bench.plan(bench.BenchSettings(configs=list(configs.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048],
                                             max_reference_n=256))
     assert {n for c, impl, n in capped if impl == "reference"} == {256}
-    full = bench.plan(bench.BenchSettings(configs=list(bench.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048],
+    full = bench.plan(bench.BenchSettings(configs=list(configs.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048],
                                           full_reference=True))
-    assert len([j for j in full if j[1] == "reference"]) == 3 * len(bench.DEFAULT_CONFIGS)
+    assert len([j for j in full if j[1] == "reference"]) == 3 * len(configs.DEFAULT_CONFIGS)
 
 
 def _row(label, impl, n, ms, mib):
@@ -214,7 +217,7 @@ def test_compute_ratios_from_rows():
         _row("gpa-add-dp-M64", "fast", 1024, 9.6, 5.0),
         _row("nw-yat", "fast", 1024, 100.0, 1.0),  # not a lag-bias configuration
     ]
-    out = {(r["comparison"], r["label"], r["N"], r["metric"]): r for r in bench.compute_ratios(rows)}
+    out = {(r["comparison"], r["label"], r["N"], r["metric"]): r for r in ratios_mod.compute_ratios(rows)}
     t = out[("gka_fast_vs_reference", "gka", 1024, "reference_over_fast_time")]
     assert (t["value"], t["target"], t["meets_target"]) == (5.0, ">=10", "no")
     m = out[("gka_fast_vs_reference", "gka", 1024, "reference_over_fast_memory")]
@@ -227,10 +230,10 @@ def test_compute_ratios_from_rows():
     th = out[("gka_vs_rope", "gka", 1024, "throughput_over_baseline")]
     assert th["value"] == pytest.approx(0.8) and th["target"] == ""  # the >= 1.0 target is for CUDA
     assert out[("gka_vs_rope", "gka", 1024, "memory_over_baseline")]["value"] == 2.0
-    cuda = bench.compute_ratios(rows, device_type="cuda")
+    cuda = ratios_mod.compute_ratios(rows, device_type="cuda")
     th = next(r for r in cuda if r["metric"] == "throughput_over_baseline")
     assert (th["target"], th["meets_target"]) == (">=1.0", "no")
-    assert bench.compute_ratios([]) == []
+    assert ratios_mod.compute_ratios([]) == []
 
 
 def test_cpu_peak_bytes_of_a_known_allocation_pattern():
@@ -246,13 +249,13 @@ def test_cpu_peak_bytes_of_a_known_allocation_pattern():
         del b, c
         held = None  # freeing what was held before does not lower the peak below 0
 
-    assert bench.cpu_peak_bytes(pattern) == 25 * mib
-    assert bench.cpu_peak_bytes(lambda: None) == 0
+    assert timing.cpu_peak_bytes(pattern) == 25 * mib
+    assert timing.cpu_peak_bytes(lambda: None) == 0
 
 
 def test_peak_of_a_reference_step_exceeds_its_kernel_matrix():
     # gka reference at N=128 keeps a [B, H, N, N] float32 kernel for backward: >= 0.5 MiB.
-    m = bench.measure(next(c for c in bench.DEFAULT_CONFIGS if c.label == "gka"), "reference", n=128,
+    m = bench.measure(next(c for c in configs.DEFAULT_CONFIGS if c.label == "gka"), "reference", n=128,
                       batch=2, heads=4, d_head=8, dtype=torch.float32, device=torch.device("cpu"),
                       warmup=0, repeats=1, max_n=128)
     assert m.peak_bytes >= 2 * 4 * 128 * 128 * 4
@@ -264,10 +267,10 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
     out.write_text("previous\n")
     schema = {"x": int, "y": float}
     with pytest.raises(KeyError):
-        bench.write_csv_atomic(out, schema, [{"x": 1, "y": 2.0}, {"x": 2}])  # second row lacks y
+        typed_csv.write_csv_atomic(out, schema, [{"x": 1, "y": 2.0}, {"x": 2}])  # second row lacks y
     assert out.read_text() == "previous\n"
     assert [p.name for p in tmp_path.iterdir()] == ["a.csv"]
-    bench.write_csv_atomic(out, schema, [{"x": 1, "y": 2.5}, {"x": None, "y": math.inf}])
+    typed_csv.write_csv_atomic(out, schema, [{"x": 1, "y": 2.5}, {"x": None, "y": math.inf}])
     assert bench.read_rows(out, schema) == [{"x": 1, "y": 2.5}, {"x": None, "y": math.inf}]
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from kernattn.bench import models as bm
-from kernattn.bench.attention import read_rows
+from kernattn.bench.typed_csv import read_rows
 from kernattn.config import ParamsError, load_params
 from kernattn.report import bench_models
 

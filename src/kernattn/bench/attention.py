@@ -2,60 +2,31 @@
 
     kernattn bench-attention --out results/bench/attention.csv
 
-For every configuration in DEFAULT_CONFIGS (or the `--variants` subset), for impl in (fast,
-reference) and every N in `--seq-lens` (default 256 1024 2048), one module of shape
-B x N x (H d_head) is built (seed 0) and a training step is timed: forward, then backward of
-the loss <output, R> with R a fixed standard-normal tensor (`output.backward(R)`), reaching
-every parameter and x. Gradients are dropped (set to None) before each step, so every step
-allocates them afresh. `--warmup` steps are run untimed, then `--repeats` timed steps; a
-row reports their median and min (ms) and B N / median as tokens/s. The fast rows of one N
-are built together and timed round-robin (one step of each per round), so a machine that
-slows down mid-run slows every configuration alike and the ratios between them, which are
-what the targets are about, stay honest; reference rows are timed one at a time.
+For every configuration in DEFAULT_CONFIGS (bench.attention_configs; or the `--variants`
+subset), for impl in (fast, reference) and every N in `--seq-lens` (default 256 1024 2048),
+one module of shape B x N x (H d_head) is built (seed 0) and a training step is timed:
+forward, then backward of the loss <output, R> with R a fixed standard-normal tensor
+(`output.backward(R)`), reaching every parameter and x. Gradients are dropped (set to None)
+before each step, so every step allocates them afresh. `--warmup` steps are run untimed, then
+`--repeats` timed steps; a row reports their median and min (ms) and B N / median as tokens/s.
+The fast rows of one N are built together and timed round-robin (one step of each per round),
+so a machine that slows down mid-run slows every configuration alike and the ratios between
+them, which are what the targets are about, stay honest; reference rows are timed one at a time.
 
-Timing: CPU: time.perf_counter around the step. CUDA: CUDA events around the step, with a
-synchronize before and after.
-
-Peak memory (`peak_mib`): the high-water mark of the memory allocated during one extra step,
-minus what was allocated before it (x, the parameters, R), in MiB.
-- CUDA: torch.cuda.reset_peak_memory_stats(), then max_memory_allocated() - memory_allocated()
-  taken before the step.
-- CPU: torch has no CPU high-water mark, so the step runs once under
-  torch.profiler.profile(profile_memory=True) and the peak is taken over the running sum of
-  the profiler's allocation records ("[memory]" events: +bytes on allocation, -bytes on free)
-  sorted by time. This counts every tensor allocation of the CPU allocator, on any thread
-  the profiler sees. Checked on torch 2.13 CPU against the process's peak resident set
-  (VmHWM after resetting it through /proc/self/clear_refs, glibc run with
-  MALLOC_MMAP_THRESHOLD_=65536 so freed blocks go back to the OS): gka fast and reference
-  at N=1024 and 2048, gpa-add-dp-M64, softmax (rope, alibi, lag_table), favor and nw-yat fast
-  at N=1024 and/or 2048 agree within 0.5 MiB (e.g. 1160.1 vs 1160.1, 71.2 vs 71.7);
-  GKA at B=2, H=4, d=32, N=2048 causal: reference 1160 MiB, fast 29 MiB, as in
-  shared/notes/attention-math.md (1160 / 25 MiB there, which leaves out W_O and its gradients).
-  The profiler is only on for this extra step, never for the timed ones.
+Timing and peak memory (`peak_mib`): bench.timing, whose docstring says how each is taken
+(CUDA events or perf_counter; CUDA's max_memory_allocated or, on CPU, the profiler's
+allocation records during one extra step, minus what was allocated before it, in MiB).
 
 Which reference rows are run (the reference materialises B x H x N x N tensors, often several
 per kernel, and dominates the run time): `--max-reference-n` (default 2048) caps N for all
 configurations; on top of that each configuration has its own cap (`reference_max_n`,
-ignored with `--full-reference`):
-- 2048 (no cap below the default N) for a representative subset: gka (the GKA speed and
-  memory ratios the issue asks for), softmax-rope (the baseline) and gpa-mult-decay-M8
-  (a GPA kernel bank);
-- 1024 for the other configurations: at N=2048 a reference step costs 1-3 s (0.9-1.6 GB)
-  each on the 2-core CPU, 8 steps per row; for all of them that would triple the run
-  (about 2 minutes with these caps);
-- 256 for the two GPA banks with M=64 (gpa-add-dp-M64, gpa-add-dp-rope-M64): the explicit
-  bank of eq. 5 keeps several [H, N, N] tensors per kernel for backward, about 1.7 GiB and
-  5 s per step at N=512, 6.6 GiB and 18 s at N=1024, and would need about 26 GiB at N=2048.
+ignored with `--full-reference`; bench.attention_configs says which and why).
 The fast rows are always run for every N.
 
 Outputs: `--out` (CSV, columns SCHEMA) and, next to it, `<stem>_ratios.csv` (columns
-RATIO_SCHEMA) with the comparisons of this run's rows:
-- gka fast vs gka reference at the largest N having both: reference / fast median time
-  (target >= 10) and peak memory (target >= 20);
-- every lag-bias configuration (the gpa-* banks and softmax alibi, t5, lag_table): fast
-  median time / softmax-rope fast median time at the same N (target <= 1.3);
-- gka and gka-lm fast vs softmax-rope fast at the same N: tokens/s ratio (target >= 1.0 on
-  CUDA, none on CPU) and peak memory ratio (no target).
+RATIO_SCHEMA) with the comparisons of this run's rows (bench.attention_ratios): gka fast vs
+its reference (time >= 10x, memory >= 20x), every lag-bias configuration vs softmax-rope
+(time <= 1.3x), gka and gka-lm vs softmax-rope (tokens/s >= 1.0x on CUDA; memory).
 Both files are written atomically (a temporary file in the same folder, then os.replace).
 A row whose step raises a RuntimeError (out of memory; an op with no kernel for the dtype,
 e.g. torch.cdist in bfloat16 on CPU for the gka reference) is left out and listed at the
@@ -66,27 +37,24 @@ Tests never assert timings; the CPU of a shared machine is noisy (notes: up to 4
 from __future__ import annotations
 
 import argparse
-import contextlib
-import csv
 import json
 import math
-import os
-import platform
 import statistics
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable
 
 import torch
 
 from .. import attention
 from ..errors import UsageError
-
-HELP = "time forward+backward and peak memory of every attention variant (fast vs reference)"
+from .attention_configs import DEFAULT_CONFIGS, BenchConfig, reference_allowed, select_configs
+from .attention_ratios import RATIO_SCHEMA, compute_ratios, format_ratios, format_table
+from .timing import (Measurement, Prepared, cpu_busy_fraction, device_name, measure_interleaved,
+                     measure_or_isolate, utc_timestamp)
+from .typed_csv import read_rows as read_typed_rows, write_csv_atomic
 
 IMPLS = ("fast", "reference")
 DEFAULT_SEQ_LENS = (256, 1024, 2048)
@@ -116,203 +84,10 @@ SCHEMA: dict[str, type] = {
     "peak_mib": float,     # peak allocated during one step minus allocated before it
     "timestamp": str,      # ISO 8601, UTC, when the row was measured
 }
-RATIO_SCHEMA: dict[str, type] = {
-    "comparison": str,     # gka_fast_vs_reference | lag_bias_vs_rope | gka_vs_rope
-    "label": str,
-    "impl": str,
-    "baseline_label": str,
-    "baseline_impl": str,
-    "N": int,
-    "metric": str,         # see RATIO_METRICS
-    "value": float,
-    "target": str,         # e.g. ">=10", empty when there is none
-    "meets_target": str,   # yes | no | empty
-    "device": str,
-    "dtype": str,
-    "timestamp": str,
-}
-RATIO_METRICS = {
-    "reference_over_fast_time": "baseline (reference) median ms / fast median ms",
-    "reference_over_fast_memory": "baseline (reference) peak MiB / fast peak MiB",
-    "time_over_baseline": "median ms / baseline median ms",
-    "throughput_over_baseline": "tokens/s / baseline tokens/s",
-    "memory_over_baseline": "peak MiB / baseline peak MiB",
-}
+Job = tuple[BenchConfig, str, int]  # (configuration, impl, N): one row
 
 
-# ----------------------------------------------------------------------------- configurations
-@dataclass(frozen=True)
-class BenchConfig:
-    """One attention configuration: `attention.build(variant, **options)` under `label`."""
-
-    label: str
-    variant: str
-    options: dict[str, Any] = field(default_factory=dict)
-    causal: bool = True
-    window: int | None = None
-    lag_bias: bool = False             # in the lag-bias-vs-rope comparison
-    max_len_option: bool = False       # set options["max_len"] to the largest N of the run
-    reference_max_n: int | None = 1024  # None: only --max-reference-n applies
-
-    def build_options(self, max_n: int) -> dict[str, Any]:
-        opts = dict(self.options)
-        if self.max_len_option:
-            opts["max_len"] = max(max_n, int(opts.get("max_len", 0)))
-        return opts
-
-
-def _gpa(label, combine, kernel, m, rope=False, reference_max_n=1024):
-    opts = {"combine": combine, "kernel": kernel, "n_kernels": m}
-    if rope:
-        opts["rope"] = True
-    return BenchConfig(label, "gpa", opts, lag_bias=True, reference_max_n=reference_max_n)
-
-
-DEFAULT_CONFIGS: tuple[BenchConfig, ...] = (
-    BenchConfig("softmax-none", "softmax", {"position": "none"}),
-    BenchConfig("softmax-rope", "softmax", {"position": "rope"}, reference_max_n=None),
-    BenchConfig("softmax-learned_rope", "softmax", {"position": "learned_rope"}),
-    BenchConfig("softmax-alibi", "softmax", {"position": "alibi"}, lag_bias=True),
-    BenchConfig("softmax-t5", "softmax", {"position": "t5"}, lag_bias=True),
-    BenchConfig("softmax-lag_table", "softmax", {"position": "lag_table"}, lag_bias=True, max_len_option=True),
-    BenchConfig("valueless", "valueless", {}),
-    _gpa("gpa-add-dp-M64", "add", "decay_periodic", 64, reference_max_n=256),
-    _gpa("gpa-add-dp-rope-M64", "add", "decay_periodic", 64, rope=True, reference_max_n=256),
-    _gpa("gpa-mult-dp-M8", "mult", "decay_periodic", 8),
-    _gpa("gpa-mult-decay-M8", "mult", "decay", 8, reference_max_n=None),
-    BenchConfig("gka", "gka", {}, reference_max_n=None),
-    BenchConfig("gka-lm", "gka", {"rope": True, "qk_norm": True}),
-    BenchConfig("nw-gaussian", "nw", {"kernel": "gaussian"}),
-    BenchConfig("nw-yat", "nw", {"kernel": "yat"}),
-    BenchConfig("nw-linear", "nw", {"kernel": "linear"}),
-    BenchConfig("favor-m256", "favor", {"n_features": 256}),
-)
-BASELINE_LABEL = "softmax-rope"
-GKA_LABELS = ("gka", "gka-lm")
-
-
-def labels(configs: Iterable[BenchConfig] = DEFAULT_CONFIGS) -> list[str]:
-    return [c.label for c in configs]
-
-
-def select_configs(wanted: Sequence[str] | None) -> list[BenchConfig]:
-    """The default configurations named in `wanted` (all when None), in the default order."""
-    if not wanted:
-        return list(DEFAULT_CONFIGS)
-    known = labels()
-    unknown = [w for w in wanted if w not in known]
-    if unknown:
-        raise UsageError(
-            f"unknown variant label(s) {', '.join(map(repr, unknown))}; valid labels: {', '.join(known)}"
-        )
-    return [c for c in DEFAULT_CONFIGS if c.label in set(wanted)]
-
-
-def reference_allowed(cfg: BenchConfig, n: int, max_reference_n: int, full_reference: bool) -> bool:
-    if n > max_reference_n:
-        return False
-    return full_reference or cfg.reference_max_n is None or n <= cfg.reference_max_n
-
-
-# ----------------------------------------------------------------------------- measuring
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
-
-
-def time_step(step: Callable[[], None], device: torch.device) -> float:
-    """Milliseconds of one call of `step` (CUDA events on CUDA, perf_counter elsewhere)."""
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(device)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end))
-    t0 = time.perf_counter()
-    step()
-    return (time.perf_counter() - t0) * 1e3
-
-
-def cpu_peak_bytes(fn: Callable[[], Any]) -> int:
-    """High-water mark of CPU allocations made while `fn` runs, relative to its start (bytes).
-
-    Runs `fn` once under torch.profiler with profile_memory=True and takes the maximum of the
-    running sum of the allocation records (+bytes allocated, -bytes freed) in time order.
-    Frees of memory allocated before the call count negative, so the result is the peak
-    above what was allocated when `fn` started (never below 0).
-    """
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    with _quiet_fd2(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    records = sorted(
-        (e.start_ns(), e.nbytes())
-        for e in prof.profiler.kineto_results.events()
-        if e.name() == "[memory]" and e.device_type() == DeviceType.CPU
-    )
-    current = peak = 0
-    for _, nbytes in records:
-        current += nbytes
-        peak = max(peak, current)
-    return peak
-
-
-@contextlib.contextmanager
-def _quiet_fd2():
-    """Send file descriptor 2 to /dev/null: kineto prints two "USDT: ... profiler_start/stop"
-    lines per profile straight to fd 2 (torch 2.13; KINETO_LOG_LEVEL does not stop them).
-    Python exceptions are unaffected; the profiled step has already run unprofiled, so any
-    warning it gives was shown then."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def peak_bytes(fn: Callable[[], Any], device: torch.device) -> int:
-    """Peak memory allocated on `device` while `fn` runs, above what was allocated before."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        fn()
-        torch.cuda.synchronize(device)
-        return max(0, torch.cuda.max_memory_allocated(device) - before)
-    return cpu_peak_bytes(fn)
-
-
-@dataclass
-class Measurement:
-    times_ms: list[float]
-    peak_bytes: int
-
-
-@dataclass
-class Prepared:
-    step: Callable[[], None]
-    clear: Callable[[], None]
-
-
+# ----------------------------------------------------------------------------- one row
 def prepare(cfg: BenchConfig, impl: str, *, n: int, batch: int, heads: int, d_head: int,
             dtype: torch.dtype, device: torch.device, max_n: int) -> Prepared:
     """Build `cfg` for `impl` at sequence length n; return its training step and grad reset."""
@@ -333,28 +108,6 @@ def prepare(cfg: BenchConfig, impl: str, *, n: int, batch: int, heads: int, d_he
             t.grad = None
 
     return Prepared(step, clear)
-
-
-def measure_interleaved(prepared: list[Prepared], device: torch.device, warmup: int,
-                        repeats: int) -> list[Measurement]:
-    """Time several steps round-robin: each round runs one step of every entry, so that a
-    noisy machine slows all of them alike and their ratios stay comparable."""
-    for p in prepared:
-        for _ in range(warmup):
-            p.clear()
-            p.step()
-    times: list[list[float]] = [[] for _ in prepared]
-    for _ in range(repeats):
-        for p, t in zip(prepared, times):
-            p.clear()
-            t.append(time_step(p.step, device))
-    out = []
-    for p, t in zip(prepared, times):
-        p.clear()
-        peak = peak_bytes(p.step, device)
-        p.clear()
-        out.append(Measurement(t, peak))
-    return out
 
 
 def measure(cfg: BenchConfig, impl: str, *, n: int, batch: int, heads: int, d_head: int,
@@ -382,7 +135,7 @@ class BenchSettings:
     impls: tuple[str, ...] = IMPLS
 
 
-def plan(settings: BenchSettings) -> list[tuple[BenchConfig, str, int]]:
+def plan(settings: BenchSettings) -> list[Job]:
     """(config, impl, N) of every row the run will measure, in order."""
     jobs = []
     for cfg in settings.configs:
@@ -395,8 +148,70 @@ def plan(settings: BenchSettings) -> list[tuple[BenchConfig, str, int]]:
     return jobs
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+def timing_groups(settings: BenchSettings, jobs: list[Job]) -> list[list[Job]]:
+    """The jobs timed together: the fast rows of one N (round-robin; their ratios are the
+    targets), and every reference row, memory-heavy, on its own."""
+    groups: list[list[Job]] = []
+    for impl in settings.impls:
+        for n in settings.seq_lens:
+            same = [j for j in jobs if j[1] == impl and j[2] == n]
+            groups += [same] if impl == "fast" else [[j] for j in same]
+    return [g for g in groups if g]
+
+
+@dataclass
+class _Progress:
+    """The rows measured so far, the failures, and the log lines that say so."""
+    total: int
+    cuda: bool
+    log: Callable[[str], None] | None
+    failures: list[str] | None
+    done: int = 0
+
+    def failed(self, job: Job, exc: BaseException) -> None:
+        self.done += 1
+        cfg, impl, n = job
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        what = f"{cfg.label} {impl} N={n}: {type(exc).__name__}: {first}"
+        if self.failures is not None:
+            self.failures.append(what)
+        if self.log:
+            self.log(f"[{self.done:3d}/{self.total}] {what} (row skipped)")
+        if self.cuda:
+            torch.cuda.empty_cache()
+
+    def measured(self, row: dict[str, Any]) -> None:
+        self.done += 1
+        if self.log:
+            self.log(f"[{self.done:3d}/{self.total}] {row['label']:<21} {row['impl']:<9} N={row['N']:<5} "
+                     f"{row['median_ms']:9.1f} ms (min {row['min_ms']:.1f})  {row['peak_mib']:8.1f} MiB")
+
+
+def _measure_group(group: list[Job], settings: BenchSettings, progress: _Progress) -> list[dict[str, Any]]:
+    """Build and time one group's rows; a row that fails to build or step is reported, not returned."""
+    device = torch.device(settings.device)
+    max_n = max(settings.seq_lens)
+    shape = dict(batch=settings.batch, heads=settings.heads, d_head=settings.d_head,
+                 dtype=DTYPES[settings.dtype], device=device, max_n=max_n)
+    prepared, ok = [], []
+    for job in group:
+        cfg, impl, n = job
+        try:
+            prepared.append(prepare(cfg, impl, n=n, **shape))
+            ok.append(job)
+        except RuntimeError as exc:
+            progress.failed(job, exc)
+    measured = measure_or_isolate(prepared, device, settings.warmup, settings.repeats)
+    del prepared
+    dev_name = device_name(device)
+    rows = []
+    for job, m in zip(ok, measured):
+        if isinstance(m, Exception):
+            progress.failed(job, m)
+            continue
+        rows.append(_row(settings, *job, m, dev_name, max_n))
+        progress.measured(rows[-1])
+    return rows
 
 
 def run_benchmark(settings: BenchSettings, log: Callable[[str], None] | None = None,
@@ -406,64 +221,11 @@ def run_benchmark(settings: BenchSettings, log: Callable[[str], None] | None = N
     A row whose step raises a RuntimeError (out of memory, an op without a kernel for the
     dtype, ...) is skipped; its one-line description is appended to `failures`.
     """
-    device = torch.device(settings.device)
-    dtype = DTYPES[settings.dtype]
-    dev_name = device_name(device)
-    max_n = max(settings.seq_lens)
     jobs = plan(settings)
-    shape = dict(batch=settings.batch, heads=settings.heads, d_head=settings.d_head,
-                 dtype=dtype, device=device, max_n=max_n)
+    progress = _Progress(len(jobs), torch.device(settings.device).type == "cuda", log, failures)
     rows = []
-    done = 0
-
-    def fail(cfg, impl, n, exc):
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        what = f"{cfg.label} {impl} N={n}: {type(exc).__name__}: {first}"
-        if failures is not None:
-            failures.append(what)
-        if log:
-            log(f"[{done:3d}/{len(jobs)}] {what} (row skipped)")
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-
-    # Fast rows of one N are timed together, round-robin (their ratios are the targets);
-    # reference rows, memory-heavy, one at a time.
-    groups: list[list[tuple[BenchConfig, str, int]]] = []
-    for impl in settings.impls:
-        for n in settings.seq_lens:
-            batch_jobs = [j for j in jobs if j[1] == impl and j[2] == n]
-            groups += [batch_jobs] if impl == "fast" else [[j] for j in batch_jobs]
-    for group in groups:
-        if not group:
-            continue
-        prepared, ok = [], []
-        for cfg, impl, n in group:
-            try:
-                prepared.append(prepare(cfg, impl, n=n, **shape))
-                ok.append((cfg, impl, n))
-            except RuntimeError as exc:
-                done += 1
-                fail(cfg, impl, n, exc)
-        try:
-            measured = measure_interleaved(prepared, device, settings.warmup, settings.repeats)
-        except RuntimeError:  # one failing member: fall back to one at a time to find it
-            measured = []
-            for p, (cfg, impl, n) in zip(prepared, ok):
-                try:
-                    measured.append(measure_interleaved([p], device, settings.warmup, settings.repeats)[0])
-                except RuntimeError as exc:
-                    measured.append(exc)
-        del prepared
-        for (cfg, impl, n), m in zip(ok, measured):
-            done += 1
-            if isinstance(m, Exception):
-                fail(cfg, impl, n, m)
-                continue
-            rows.append(_row(settings, cfg, impl, n, m, dev_name, max_n))
-            if log:
-                r = rows[-1]
-                log(f"[{done:3d}/{len(jobs)}] {cfg.label:<21} {impl:<9} N={n:<5} "
-                    f"{r['median_ms']:9.1f} ms (min {r['min_ms']:.1f})  {r['peak_mib']:8.1f} MiB")
+    for group in timing_groups(settings, jobs):
+        rows += _measure_group(group, settings, progress)
     order = {(c.label, i, n): k for k, (c, i, n) in enumerate(jobs)}
     rows.sort(key=lambda r: order[(r["label"], r["impl"], r["N"])])
     return rows
@@ -491,172 +253,19 @@ def _row(settings, cfg, impl, n, m: Measurement, dev_name: str, max_n: int) -> d
         "min_ms": min(m.times_ms),
         "tokens_per_s": settings.batch * n / (median / 1e3) if median > 0 else math.inf,
         "peak_mib": m.peak_bytes / 2**20,
-        "timestamp": _now(),
+        "timestamp": utc_timestamp(),
     }
 
 
-# ----------------------------------------------------------------------------- ratios
-def _ratio(num: float, den: float) -> float:
-    if den == 0:
-        return math.inf if num > 0 else math.nan
-    return num / den
-
-
-def _check(value: float, target: str) -> str:
-    if not target or math.isnan(value):
-        return ""
-    op, bound = target[:2], float(target[2:])
-    ok = value >= bound if op == ">=" else value <= bound
-    return "yes" if ok else "no"
-
-
-def compute_ratios(rows: list[dict[str, Any]], device_type: str = "cpu") -> list[dict[str, Any]]:
-    """The comparisons of the module docstring, from rows of one run (missing rows: skipped).
-
-    device_type ("cpu" or "cuda"): the gka-vs-rope throughput target applies on CUDA only.
-    """
-    index = {(r["label"], r["impl"], r["N"]): r for r in rows}
-    out: list[dict[str, Any]] = []
-
-    def add(comparison, row, base, metric, value, target=""):
-        out.append({
-            "comparison": comparison, "label": row["label"], "impl": row["impl"],
-            "baseline_label": base["label"], "baseline_impl": base["impl"], "N": row["N"],
-            "metric": metric, "value": value, "target": target, "meets_target": _check(value, target),
-            "device": row["device"], "dtype": row["dtype"], "timestamp": _now(),
-        })
-
-    # GKA fast vs its reference, at the largest N having both.
-    both = [n for (label, impl, n) in index if label == "gka" and impl == "fast" and ("gka", "reference", n) in index]
-    if both:
-        n = max(both)
-        fast, ref = index[("gka", "fast", n)], index[("gka", "reference", n)]
-        add("gka_fast_vs_reference", fast, ref, "reference_over_fast_time",
-            _ratio(ref["median_ms"], fast["median_ms"]), ">=10")
-        add("gka_fast_vs_reference", fast, ref, "reference_over_fast_memory",
-            _ratio(ref["peak_mib"], fast["peak_mib"]), ">=20")
-
-    lag_labels = {c.label for c in DEFAULT_CONFIGS if c.lag_bias}
-    ns = sorted({r["N"] for r in rows})
-    for n in ns:
-        base = index.get((BASELINE_LABEL, "fast", n))
-        if base is None:
-            continue
-        for cfg in DEFAULT_CONFIGS:
-            row = index.get((cfg.label, "fast", n))
-            if row is None:
-                continue
-            if cfg.label in lag_labels:
-                add("lag_bias_vs_rope", row, base, "time_over_baseline",
-                    _ratio(row["median_ms"], base["median_ms"]), "<=1.3")
-        for label in GKA_LABELS:
-            row = index.get((label, "fast", n))
-            if row is None:
-                continue
-            add("gka_vs_rope", row, base, "throughput_over_baseline",
-                _ratio(row["tokens_per_s"], base["tokens_per_s"]), ">=1.0" if device_type == "cuda" else "")
-            add("gka_vs_rope", row, base, "memory_over_baseline", _ratio(row["peak_mib"], base["peak_mib"]))
-    return out
-
-
 # ----------------------------------------------------------------------------- files
-def _format(value: Any, typ: type) -> str:
-    if value is None:
-        return ""
-    if typ is bool:
-        return "true" if value else "false"
-    if typ is float:
-        return repr(float(value)) if math.isfinite(value) else str(value)
-    return str(value)
-
-
-def _parse(text: str, typ: type) -> Any:
-    if typ is bool:
-        if text not in ("true", "false"):
-            raise ValueError(f"expected true/false, got {text!r}")
-        return text == "true"
-    if typ is int:
-        return None if text == "" else int(text)
-    if typ is float:
-        return float(text)
-    return text
-
-
-def write_csv_atomic(path: Path, schema: dict[str, type], rows: list[dict[str, Any]]) -> None:
-    """Write rows to `path` through a temporary file in the same folder and os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual mode
-        with os.fdopen(fd, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(list(schema))
-            for row in rows:
-                writer.writerow([_format(row[k], t) for k, t in schema.items()])
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def read_rows(path: Path, schema: dict[str, type] = SCHEMA) -> list[dict[str, Any]]:
-    """Rows of a CSV written by this module, typed by `schema` (ValueError on a bad header/value)."""
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader)
-        if header != list(schema):
-            raise ValueError(f"{path}: header {header} is not the schema {list(schema)}")
-        return [{k: _parse(v, t) for (k, t), v in zip(schema.items(), line, strict=True)} for line in reader]
+    """Rows of a CSV written by this stage, typed by `schema` (ValueError on a bad header/value)."""
+    return read_typed_rows(path, schema)
 
 
 def ratios_path(out: Path) -> Path:
     out = Path(out)
     return out.with_name(f"{out.stem}_ratios{out.suffix or '.csv'}")
-
-
-# ----------------------------------------------------------------------------- printing
-def _fmt(x: float | None, spec: str) -> str:
-    return format("-", ">" + spec.split(".")[0]) if x is None else format(x, spec)
-
-
-def format_table(rows: list[dict[str, Any]]) -> str:
-    """One line per (label, N): fast and reference side by side."""
-    index = {(r["label"], r["impl"], r["N"]): r for r in rows}
-    keys = sorted({(r["label"], r["N"]) for r in rows},
-                  key=lambda k: (labels().index(k[0]) if k[0] in labels() else len(DEFAULT_CONFIGS), k[1]))
-    head = (f"{'label':<21} {'N':>5} | {'fast ms':>9} {'min ms':>9} {'tok/s':>9} {'MiB':>8} | "
-            f"{'ref ms':>9} {'ref MiB':>8} | {'ref/fast t':>10} {'ref/fast m':>10}")
-    lines = [head, "-" * len(head)]
-    for label, n in keys:
-        f, r = index.get((label, "fast", n)), index.get((label, "reference", n))
-        g = lambda row, k: None if row is None else row[k]  # noqa: E731
-        rt = _ratio(r["median_ms"], f["median_ms"]) if f and r else None
-        rm = _ratio(r["peak_mib"], f["peak_mib"]) if f and r else None
-        lines.append(
-            f"{label:<21} {n:>5} | {_fmt(g(f, 'median_ms'), '9.1f')} {_fmt(g(f, 'min_ms'), '9.1f')} "
-            f"{_fmt(g(f, 'tokens_per_s'), '9.0f')} {_fmt(g(f, 'peak_mib'), '8.1f')} | "
-            f"{_fmt(g(r, 'median_ms'), '9.1f')} {_fmt(g(r, 'peak_mib'), '8.1f')} | "
-            f"{_fmt(rt, '10.1f')} {_fmt(rm, '10.1f')}"
-        )
-    return "\n".join(lines)
-
-
-def format_ratios(ratios: list[dict[str, Any]]) -> str:
-    head = f"{'comparison':<22} {'label':<21} {'baseline':<24} {'N':>5} {'metric':<27} {'value':>8} {'target':>7} {'ok':>3}"
-    lines = [head, "-" * len(head)]
-    for r in ratios:
-        base = f"{r['baseline_label']}/{r['baseline_impl']}"
-        lines.append(f"{r['comparison']:<22} {r['label']:<21} {base:<24} {r['N']:>5} {r['metric']:<27} "
-                     f"{r['value']:8.2f} {r['target']:>7} {r['meets_target']:>3}")
-    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- command line
@@ -740,24 +349,6 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     )
 
 
-def cpu_busy_fraction(interval: float = 0.3) -> float | None:
-    """Fraction of all CPUs' time spent busy over `interval` s, from /proc/stat (None elsewhere).
-
-    Taken while this process sleeps, so it measures other work on the machine.
-    """
-
-    def sample():
-        with open("/proc/stat") as fh:
-            values = [int(v) for v in fh.readline().split()[1:]]
-        return sum(values), values[3] + (values[4] if len(values) > 4 else 0)  # total, idle + iowait
-
-    try:
-        total0, idle0 = sample()
-        time.sleep(interval)
-        total1, idle1 = sample()
-    except (OSError, ValueError, IndexError):
-        return None
-    return None if total1 <= total0 else 1.0 - (idle1 - idle0) / (total1 - total0)
 
 
 def _log(msg: str) -> None:

@@ -10,7 +10,7 @@ Table 4 does, and more carefully:
   the median reported with the interquartile range beside it;
 - CUDA events and torch.cuda.max_memory_allocated on GPU (absolute: weights, optimiser state
   and activations, as the paper's "Mem (MB)"); on CPU perf_counter and the profiler's
-  allocation records (bench.attention.cpu_peak_bytes) added to the bytes held before the step;
+  allocation records (bench.timing.cpu_peak_bytes) added to the bytes held before the step;
 - FLOPs counted once per (case, mode) with torch.utils.flop_counter.FlopCounterMode on a
   batch of one, scaled by the batch; MFU = counted FLOPs / time / the device's peak (GPU
   only: a CPU has no single honest peak, so its MFU is left empty).
@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Callable
 
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from .attention import cpu_peak_bytes, device_name, time_step
+from .timing import device_name, peak_bytes, time_step, utc_timestamp
 
 # Dense (no sparsity) bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets. The
 # first name contained in torch.cuda.get_device_name wins (so "H100 PCIe" before "H100").
@@ -158,7 +157,7 @@ def _row(case: Case, mode: str, batch: int, settings: Settings, flops_per_item: 
             "peak_mib": float("nan"), "params": 0, "flops_per_item": flops_per_item, "mfu": float("nan"),
             "status": "ok", "device": device_name(settings.device),
             "dtype": str(settings.dtype).removeprefix("torch."), "torch": torch.__version__,
-            "compile": settings.compile, "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "compile": settings.compile, "timestamp": utc_timestamp()}
 
 
 @dataclass
@@ -188,15 +187,7 @@ def _prepare(live: _Live, mode: str, batch: int, settings: Settings) -> None:
 def _peak_bytes(live: _Live, device: torch.device) -> int:
     """What this model needs at the top of a step: the tensors it and its optimiser hold, plus
     the step's own high-water mark above that (the other cases' models stay out of it)."""
-    held = _held_bytes(live.model, live.optimizer)
-    if device.type != "cuda":
-        return held + cpu_peak_bytes(live.step)
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    before = torch.cuda.memory_allocated(device)
-    live.step()
-    torch.cuda.synchronize(device)
-    return held + max(0, torch.cuda.max_memory_allocated(device) - before)
+    return _held_bytes(live.model, live.optimizer) + peak_bytes(live.step, device)
 
 
 def _release(live: _Live, device: torch.device) -> None:

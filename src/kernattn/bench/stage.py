@@ -20,10 +20,9 @@ import torch
 
 from ..config import load_params
 from . import cases as case_builders
-from .attention import write_csv_atomic
 from .models import RATIO_SCHEMA, SCHEMA, Settings, compute_ratios, measure_family
+from .typed_csv import write_csv_atomic
 
-HELP = "throughput, peak memory and MFU of whole models per attention variant (GKA paper Table 4)"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CSV_NAME, RATIOS_NAME = "models.csv", "models_ratios.csv"
 

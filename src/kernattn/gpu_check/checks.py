@@ -34,7 +34,7 @@ import torch
 from .. import attention
 from ..attention.fused import attend, gather_lag_table
 from ..attention.reference import allowed_mask, exp_kernel, nadaraya_watson
-from ..bench.attention import device_name
+from ..bench.timing import device_name
 from .common import Context, PartResult, scaled_error, write_csv
 
 SCHEMA = {"check": str, "path": str, "mask": str, "n": int, "dtype": str, "tensor": str, "error": float,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import torch
 
-from ..bench.attention import device_name, write_csv_atomic
+from ..bench.timing import device_name
+from ..bench.typed_csv import write_csv_atomic
 from ..errors import UsageError
 from ..io import atomic_write_text
 

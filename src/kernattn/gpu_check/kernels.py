@@ -6,7 +6,7 @@ Shapes (FA3 paper, section 4.1): batch x length = 16k tokens, heads x head dim =
 (16 heads of 128), lengths 512-8192; bf16 on CUDA. Each variant is the registry module's own
 fast path (`module.fast`) on given q, k, v (GKA: on given features, which are its values), so
 the projections are left out and what is timed is the attention and what it needs (GPA's
-bank table, GKA's feature shift and padding). Timed with kernattn.bench.attention's helpers:
+bank table, GKA's feature shift and padding). Timed with kernattn.bench.timing:
 round-robin over the variants of one shape after warm-up (compilation), median of the reps,
 CUDA events, peak memory above what was allocated before the step.
 
@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from types import SimpleNamespace
 
 import torch
 
 from .. import attention
-from ..bench.attention import Prepared, device_name, measure_interleaved, time_step
+from ..bench.timing import Prepared, device_name, measure_or_isolate, time_step, utc_timestamp
 from ..bench.models import peak_for_name
 from .common import Context, PartResult, write_csv
 
@@ -114,7 +113,7 @@ def _row(ctx, label, mode, causal, batch, n, shape, dtype, times, peak, rates) -
             "dtype": str(dtype).removeprefix("torch."), "median_ms": median, "tflops": rate / 1e12,
             "frac_peak": rate / sheet if sheet else float("nan"), "frac_matmul": rate / measured,
             "peak_mib": peak / 2**20, "status": "ok", "device": device_name(ctx.device), "torch": torch.__version__,
-            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "timestamp": utc_timestamp()}
 
 
 def measure_shape(ctx, shape, dtype, n, causal, mode, rates) -> list[dict]:
@@ -126,15 +125,7 @@ def measure_shape(ctx, shape, dtype, n, causal, mode, rates) -> list[dict]:
             ready.append((label, _prepare(ctx, label, causal, batch, n, shape, dtype, mode)))
         except (torch.OutOfMemoryError, RuntimeError) as exc:
             rows.append(_failed(ctx, label, mode, causal, batch, n, shape, dtype, exc, rates))
-    try:
-        measured = measure_interleaved([p for _, p in ready], ctx.device, shape.warmup, shape.reps)
-    except (torch.OutOfMemoryError, RuntimeError):  # find the culprit one at a time
-        measured = []
-        for _, p in ready:
-            try:
-                measured.append(measure_interleaved([p], ctx.device, shape.warmup, shape.reps)[0])
-            except (torch.OutOfMemoryError, RuntimeError) as exc:
-                measured.append(exc)
+    measured = measure_or_isolate([p for _, p in ready], ctx.device, shape.warmup, shape.reps)
     for (label, _), m in zip(ready, measured):
         if isinstance(m, Exception):
             rows.append(_failed(ctx, label, mode, causal, batch, n, shape, dtype, m, rates))

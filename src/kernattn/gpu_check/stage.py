@@ -28,7 +28,6 @@ from ..bench.stage import CSV_NAME as MODELS_CSV, RATIOS_NAME
 from . import checks, kernels, train_run, whole_models
 from .common import PARTS, Context, default_out_dir, device_slug, guard, write_part_summary
 
-HELP = "prove and measure every GPU path (tests, kernels, models, train) -> results/gpu/<device>/"
 MODULES = {"tests": checks, "kernels": kernels, "models": whole_models, "train": train_run}
 FILES = {"tests": [checks.CSV_NAME], "kernels": [kernels.CSV_NAME], "models": [MODELS_CSV, RATIOS_NAME],
          "train": [train_run.CSV_NAME]}

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from ..bench.attention import device_name
+from ..bench.timing import device_name
 from ..bench.cases import char_gpt_cases
 from ..bench.models import count_flops, peak_flops
 from ..config import load_params
