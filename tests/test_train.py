@@ -17,6 +17,7 @@ import torch
 import yaml
 
 from kernattn import cli
+from kernattn.engine import mlflow_params
 from kernattn.tracks.char import track as train
 from tests import paths
 
@@ -195,7 +196,7 @@ def test_two_concurrent_runs_into_one_sqlite_store(tmp_path, corpus):
         run = client.get_run(final["mlflow_run_id"])
         assert run.info.status == "FINISHED" and run.info.run_name == run_id
         assert run.data.tags["run_id"] == run_id and run.data.tags["params_digest"] == final["params_digest"]
-        assert run.data.params == train.mlflow_params(config)
+        assert run.data.params == mlflow_params(config)
         lines = read_metrics(run_dir)
         for split in ("train", "val"):
             steps = [r["step"] for r in lines if r["split"] == split]

@@ -9,7 +9,7 @@ and is listed in STAGES below. Bad arguments end with one line on stderr
 arguments it can only detect itself by raising `UsageError` (or the attention registry's
 `AttentionConfigError`), which is turned into the same one line. Every stage also takes
 `--overrides FILE` (params overrides; see `_take_overrides`). A stage's name in Snakemake,
-DVC and profiles/ is its subcommand with `_` for `-` (kernattn.dag.stage.command_name).
+DVC and profiles/ is its subcommand with `_` for `-` (kernattn.stage.command_name).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import yaml
 from ..config import Params, load_params, run_matrix
 from ..io import atomic_write_text
 from .snakemake import scale_args
-from .stage import DVC_ITEM, Stage
+from ..stage import DVC_ITEM, Stage
 from .stages import stage_table
 
 HELP = "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"

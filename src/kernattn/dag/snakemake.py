@@ -13,7 +13,7 @@ import yaml
 from ..config import Params, nest_dotted
 from ..config.schema import deep_merge
 from ..io import atomic_write_text
-from .stage import Stage
+from ..stage import Stage
 
 # Snakemake config keys that are not params.yaml overrides
 RESERVED = ("scale", "params")

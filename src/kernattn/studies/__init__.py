@@ -17,8 +17,8 @@ Everything lands under studies.out_dir (results/<scale>/studies/):
     prune/<run>/summary.json       losses before/after removal and fine-tuning, ablations, costs
     prune/summary.json             every pruned run in one table
 Run ids keep the `<row>-s<seed>` form, the row naming the study's variation. The paths and
-run ids live here (no torch: the stage table imports this module); the stages in the
-modules beside it.
+run ids live here (no torch: the stage table imports this module); the stages in
+stages.py, the commands in the modules beside it.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from pathlib import Path
 from ..config import Params, RunSpec, find_run
 from ..config.rows import runs_of
 from ..config.studies import init_label, prune_rows, seeds, wrap_rows
+from ..tracks.char import stages as char_stages
 from ..tracks.lm.stages import lm_runs
-from ..tracks.vision.stages import runs as vision_runs
+from ..tracks.vision.stages import vision_runs
 
 SUMMARY = "summary.json"
-DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
 ARMS = ("pruned", "control")
 
 
@@ -52,7 +52,7 @@ def wrap_data_dir(p: Params, corpus: str) -> Path:
 
 
 def wrap_data_outputs(p: Params) -> list[str]:
-    return [str(wrap_data_dir(p, c) / f) for c in p.studies.wrap.corpora for f in DATA_FILES]
+    return [str(wrap_data_dir(p, c) / f) for c in p.studies.wrap.corpora for f in char_stages.DATA_FILES]
 
 
 def wrap_analysis_dir(p: Params, corpus: str) -> Path:

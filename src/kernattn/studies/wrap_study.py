@@ -53,7 +53,8 @@ def first_layer_bump(params, spec, device, params_file: str) -> float | None:
 
 def read_study(params, params_file: str = "params.yaml") -> dict:
     """summary.json's content (module docstring)."""
-    from ..tracks.char.analysis import bumpshift, corpus_dir
+    from ..tracks.char.analysis import bumpshift
+    from ..tracks.char.stages import corpus_dir
     from ..engine import resolve_device
 
     w = params.studies.wrap

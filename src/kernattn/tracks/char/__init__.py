@@ -1,1 +1,10 @@
-"""."""
+"""The char track (seeds 000/001): a character-level GPT on a text corpus (Dickens by
+default), trained per row of `matrix.rows` x seed, and the GPA kernel-bank analyses.
+
+    corpus.py     `kernattn prepare`: the corpus (any text), cleaned, split, tokenised
+    data.py       readers of the prepared corpus; training and validation windows
+    model.py      the GPT whose attention comes from the registry
+    track.py      the recipe the engine trains (`kernattn train`)
+    stages.py     its stages and paths (the only owner of where its files live)
+    report_gpa.py the report's GPA sections;  analysis/: the kernel-bank readings
+"""

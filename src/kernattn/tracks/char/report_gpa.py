@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .analysis import SUMMARY, corpus_dir, gpa_runs, plots, run_dir
+from .analysis import plots
+from .stages import SUMMARY, analysis_dir, corpus_dir, gpa_runs
 from ...config import Params, RunSpec
 from ...report import stats
 from ...report.palette import row_colors
@@ -61,7 +62,7 @@ def _read_json(path: Path) -> tuple[dict | None, str | None]:
 def load_analyses(params: Params, params_file: str, finals: dict[str, dict]) -> list[RunAnalysis]:
     out = []
     for spec in gpa_runs(params):
-        folder = run_dir(params, spec.run_id)
+        folder = analysis_dir(params, spec.run_id)
         cmd = f"kernattn analyze-gpa --params {params_file} --scale {params.scale} --run {spec.run_id}"
         ra = RunAnalysis(spec, folder, cmd)
         ra.summary, ra.problem = _read_json(folder / SUMMARY)

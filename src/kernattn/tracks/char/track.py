@@ -42,10 +42,10 @@ import torch
 import torch.nn.functional as F
 
 from ...config import Params, RunSpec, find_run, fingerprinted, load_params
-from ...engine import (CKPT, EXIT_DIVERGED, FINAL, HOLD_ENV, Track, derive_seed, git_info, is_timing,
-                       metric_dict, mlflow_params, resolve_device, seed_everything, train_run)
+from ...engine import Track, derive_seed, is_timing, train_run
 from ...engine.options import add_run_options, run_track
 from ...errors import UsageError
+from .stages import run_dir
 
 HELP = "train one run of the experiment matrix (resumable; writes <train.out_dir>/<run_id>/)"
 VAL_SEED = 20240917  # one fixed set of validation windows for every run
@@ -146,7 +146,7 @@ class CharTrack(Track):
         tp, mp = params.train, params.model
         self.params, self.spec, self.section, self.experiment_section = params, spec, tp, params.tracking
         self.run_id, self.seed, self.variant = spec.run_id, spec.seed, spec.variant
-        self.run_dir = Path(tp.out_dir) / spec.run_id
+        self.run_dir = run_dir(params, spec.run_id)
         self.data = load_data(params.data.out_dir, mp.context)
         self.max_steps, self.eval_every, self.checkpoint_every = tp.max_steps, tp.eval_every, tp.checkpoint_every
         self.log_every = max(1, tp.eval_every // 10)

@@ -39,7 +39,7 @@ def evaluate_run(params, run: RunSpec) -> dict:
     from ...errors import UsageError
 
     lm = params.lm
-    folder = run_dir(lm, run.run_id)
+    folder = run_dir(params, run.run_id)
     final_path, weights = folder / "final.json", folder / "model.pt"
     if not final_path.is_file() or not weights.is_file():
         raise UsageError(f"{folder}: no finished run (final.json, model.pt); run `kernattn train-lm --run {run.run_id}`")
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         result = evaluate_run(params, spec)
     except (core.EvalDataError, tok.TokenizerError) as exc:
         raise UsageError(str(exc)) from None
-    out = eval_path(params.lm, spec.run_id)
+    out = eval_path(params, spec.run_id)
     atomic_write_json(out, result, sort_keys=False)
     print(f"kernattn eval-lm: {spec.run_id}: val bpb {result['val_bpb']:.4f}, CORE subset "
           f"{result['core']['core']:.4f} -> {out}")

@@ -30,7 +30,7 @@ from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from .core_eval import KINDS, RANDOM_BASELINE
 from ...report import stats
 from ...report.claims import ClaimResult
-from .stages import eval_path, lm_runs
+from .stages import eval_path, runs
 
 PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
 TASKS = tuple(KINDS)
@@ -76,8 +76,8 @@ def section(folder: Path, params) -> dict:
     lm = params.lm
     paper = paper_numbers()
     results, warnings = [], []
-    for r in lm_runs(lm):
-        p = eval_path(lm, r.run_id)
+    for r in runs(params):
+        p = eval_path(params, r.run_id)
         if not p.is_file():
             warnings.append(f"{r.run_id}: no evaluation ({p}); run `kernattn train-lm --run {r.run_id}` then "
                             f"`kernattn eval-lm --run {r.run_id}`")

@@ -1,4 +1,5 @@
-"""The LM track's runs and files: lm.rows x seeds (config.rows), run id `<row>-s<seed>`:
+"""The LM track's stages, runs and the only owner of where its files live. Runs are
+lm.rows x seeds (config.rows), run id `<row>-s<seed>`:
 
     base-s0          the nanochat baseline (compute null: lm.steps or nanochat's rule)
     gka_tokens-s0    GKA-LM at the training tokens of row base (compute {match: tokens, row: base})
@@ -9,51 +10,74 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...config import RunSpec, runs_of
+from ...config import Params, RunSpec, runs_of
 from ...config.rows import find_run
+from ...stage import Stage, narrowed_section
 from .tokenizer import BYTES_FILE, META_FILE, RANKS_FILE
 
 # what prepare-lm writes in lm.data_dir
 OUTPUTS = ("train.npy", "val.npy", RANKS_FILE, META_FILE, BYTES_FILE, "meta.json")
 
 
+NAME = "lm"
+SECTIONS = MODEL_SECTIONS = REPORT_SECTIONS = ("lm",)  # see kernattn.tracks.char.stages
+
+
 def lm_runs(lm) -> list[RunSpec]:
+    """The runs of an `lm:` section: its rows x seeds."""
     return runs_of(lm.rows, lm.seeds)
 
 
-def find_lm_run(params, run_id: str) -> RunSpec:
-    return find_run(lm_runs(params.lm), run_id, f"{params.path} (lm.rows of scale {params.scale!r})", "LM run")
+def runs(p: Params) -> list[RunSpec]:
+    return lm_runs(p.lm)
 
 
-def run_dir(lm, run_id: str) -> Path:
-    return Path(lm.out_dir) / run_id
+def find_lm_run(p: Params, run_id: str) -> RunSpec:
+    return find_run(runs(p), run_id, f"{p.path} (lm.rows of scale {p.scale!r})", "LM run")
 
 
-def eval_path(lm, run_id: str) -> Path:
-    return Path(lm.out_dir).parent / "eval" / f"{run_id}.json"
+# ----------------------------------------------------------------------------- paths
+#   prepare_lm -> train_lm@<run> -> eval_lm@<run> -> report
+def data_outputs(p: Params) -> list[str]:
+    return [str(Path(p.lm.data_dir) / name) for name in OUTPUTS]
 
 
-# ----------------------------------------------------------------------------- the DAG's files
-#   prepare_lm -> train_lm (one per LM run) -> eval_lm (one per LM run) -> report
-def data_outputs(params) -> list[str]:
-    return [str(Path(params.lm.data_dir) / name) for name in OUTPUTS]
+def run_dir(p: Params, run_id: str) -> Path:
+    """A training run's folder (checkpoint, metrics.jsonl, final.json)."""
+    return Path(p.lm.out_dir) / run_id
 
 
-def run_ids(params) -> list[str]:
-    return [r.run_id for r in lm_runs(params.lm)]
+def final_output(p: Params, run_id: str) -> str:
+    return str(run_dir(p, run_id) / "final.json")
 
 
-def final_output(params, run_id: str) -> str:
-    return str(run_dir(params.lm, run_id) / "final.json")
+def eval_path(p: Params, run_id: str) -> Path:
+    """One run's bits per byte and CORE (kernattn eval-lm)."""
+    return Path(p.lm.out_dir).parent / "eval" / f"{run_id}.json"
 
 
-def eval_output(params, run_id: str) -> str:
-    return str(eval_path(params.lm, run_id))
+def report_inputs(p: Params) -> list[str]:
+    """What the report reads of this track: every run's final.json and evaluation."""
+    ids = [r.run_id for r in runs(p)]
+    return [*(final_output(p, r) for r in ids), *(str(eval_path(p, r)) for r in ids)]
 
 
-def report_inputs(params) -> list[str]:
-    """What the report reads of the LM track: every run's evaluation."""
-    return [eval_output(params, r) for r in run_ids(params)]
+# ----------------------------------------------------------------------------- stages
+def stages(p: Params) -> list[Stage]:
+    data, specs = data_outputs(p), runs(p)
+    ids = tuple(r.run_id for r in specs)
+    threads = p.lm.threads or 4
+
+    def narrow(run_id: str) -> dict:  # a matched run reads its reference row, never its outputs
+        return narrowed_section(p, "lm", specs, run_id)
+    return [
+        Stage("prepare_lm", ("lm",), ("tracks/lm", "fetch.py"), lambda _: data),
+        Stage("train_lm", ("lm",), ("",), lambda r: [final_output(p, r)], inputs=lambda _: data,
+              dvc_outs=lambda r: [str(run_dir(p, r))], runs=ids, extra="--stale archive",
+              persist=True, threads=threads, narrow=narrow),
+        Stage("eval_lm", ("lm",), ("",), lambda r: [str(eval_path(p, r))],
+              inputs=lambda r: [*data, final_output(p, r)], runs=ids, threads=threads, narrow=narrow),
+    ]
 
 
 # ----------------------------------------------------------------------------- CLI helpers

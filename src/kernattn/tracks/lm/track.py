@@ -109,7 +109,7 @@ class LMTrack(Track):
         lm = params.lm
         self.params, self.run, self.section, self.experiment_section = params, run, lm, lm
         self.run_id, self.seed, self.variant = run.run_id, run.seed, run.variant
-        self.run_dir = run_dir(lm, run.run_id)
+        self.run_dir = run_dir(params, run.run_id)
         self.train_data = load_stream(lm.data_dir, "train", lm.context)
         self.val_data = load_stream(lm.data_dir, "val", lm.context)
         self.meta = json.loads((Path(lm.data_dir) / "meta.json").read_text())

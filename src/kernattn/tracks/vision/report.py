@@ -114,17 +114,17 @@ def section(folder: Path, params) -> dict:
     paper = yaml.safe_load(PAPER_FILE.read_text())
     args = f"--params {params.path} --scale {params.scale}"
     missing = []
-    counts = _read(Path(stages.counts_output(vp)))
+    counts = _read(Path(stages.counts_output(params)))
     if counts is None:
-        missing.append((stages.counts_output(vp), f"kernattn count-vision {args}"))
+        missing.append((stages.counts_output(params), f"kernattn count-vision {args}"))
     finals = {}
     for run in stages.run_ids(vp):
-        f = _read(Path(stages.run_output(vp, run)))
+        f = _read(Path(stages.final_output(params, run)))
         if f is None:
-            missing.append((stages.run_output(vp, run), f"kernattn train-vision {args} --run {run}"))
+            missing.append((stages.final_output(params, run), f"kernattn train-vision {args} --run {run}"))
         else:
             finals[run] = f
-    meta = _read(Path(stages.data_output(vp)))
+    meta = _read(Path(stages.data_output(params)))
     top1 = top1_table(finals, vp)
     (folder / "tables").mkdir(parents=True, exist_ok=True)
     top1.to_csv(folder / "tables" / "vision-top1.csv", index=False)
@@ -138,8 +138,8 @@ def section(folder: Path, params) -> dict:
         t5.to_csv(folder / "tables" / "vision-table5.csv", index=False)
         ctx.update(counts_table=_records(ct), table5=_records(t5), configured_shape=counts["configured_shape"],
                    counter=counts["counter"])
-    for run in stages.viz_runs(vp):
-        src = Path(vp.analysis_dir) / run
+    for run in stages.viz_runs(params):
+        src = stages.analysis_dir(params, run)
         summary = _read(src / "summary.json")
         if summary is None:
             missing.append((str(src / "summary.json"), f"kernattn analyze-vision {args} --run {run}"))

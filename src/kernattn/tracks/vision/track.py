@@ -39,7 +39,7 @@ from ...errors import UsageError
 from . import data as vdata
 from .model import attention_modules, build_vit, spec_from_params
 from .params import add_params_arguments, stage_params
-from .stages import attention_of, find_vision_run
+from .stages import attention_of, find_vision_run, run_dir
 
 HELP = "train one DeiT-style ViT run (a row of vision.rows x seed) with the DeiT recipe"
 
@@ -125,7 +125,7 @@ class VisionTrack(Track):
         self.run = run if isinstance(run, RunSpec) else find_vision_run(params, run)
         self.variant, self.seed = self.run.variant, self.run.seed
         self.run_id = self.run.run_id
-        self.run_dir = Path(vp.out_dir) / self.run_id
+        self.run_dir = run_dir(params, self.run_id)
         self.meta = vdata.read_meta(vp)
         self.train_set, self.val_set = vdata.datasets_for(vp)
         self.spe = len(self.train_set) // vp.batch_size  # steps per epoch

@@ -38,6 +38,7 @@ from . import data as vdata
 from .params import add_params_arguments, stage_params
 from .model import attention_modules, build_vit, spec_from_params
 from .rollout import cls_map, rollout
+from . import stages
 from .stages import find_vision_run
 from .track import CKPT, FINAL, sigma_table
 
@@ -222,7 +223,7 @@ def figures(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, 
 # ----------------------------------------------------------------------------- stage
 def load_trained(params, run_id: str, meta: dict):
     vp, run = params.vision, find_vision_run(params, run_id)
-    run_dir = Path(vp.out_dir) / run_id
+    run_dir = stages.run_dir(params, run_id)
     if not (run_dir / FINAL).is_file():
         raise UsageError(f"{run_dir / FINAL}: no such file; train the run first (kernattn train-vision --run {run_id})")
     ckpt = torch.load(run_dir / CKPT, map_location="cpu", weights_only=True)
@@ -244,7 +245,7 @@ def analyze(params, run_id: str) -> Path:
     grid = vp.img_size // vp.patch_size
     img = display_image(x, meta["dataset"])
     title = f"{variant} ({run_id})"
-    out = Path(vp.analysis_dir) / run_id
+    out = stages.analysis_dir(params, run_id)
     with atomic_dir(out) as tmp:
         summary = figures(tmp, img, weights, grid, vp.img_size, title, vp.viz_max_tokens)
         sigma = sigma_table(model)

@@ -16,27 +16,9 @@ cached keys), heads (zero- and mean-ablation of a head, costs, rank correlation)
 corpus and analyze_gpa are the stages. The studies of issue 17: wrap (rewrapped and
 unwrapped counterfactual corpora), bumpshift (the bump per corpus and its verdict), prune
 (removing weak heads, then fine-tuning), gka_init (GKA's bandwidth at initialisation).
-Definitions are in each module's docstring. This module stays light (no torch): the pipeline imports it.
+Definitions are in each module's docstring; where the files live: kernattn.tracks.char.stages.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ....config import Params, RunSpec, run_matrix
-
-CORPUS = "corpus"
-SUMMARY = "summary.json"
-
-
-def gpa_runs(params: Params) -> list[RunSpec]:
-    """The runs of the scale's matrix that have kernel banks (variant gpa)."""
-    return [r for r in run_matrix(params) if r.variant == "gpa"]
-
-
-def corpus_dir(params: Params) -> Path:
-    return Path(params.analysis.out_dir) / CORPUS
-
-
-def run_dir(params: Params, run_id: str) -> Path:
-    return Path(params.analysis.out_dir) / run_id
+from ..stages import SUMMARY  # noqa: F401 (the analyses write summary.json)

@@ -46,7 +46,8 @@ import torch
 from ....config import RunSpec, find_run, load_params
 from ..data import decode, load_vocab
 from ....io import atomic_dir
-from . import SUMMARY, banks, heads, newlines, plots, run_dir
+from ..stages import SUMMARY, analysis_dir, run_dir
+from . import banks, heads, newlines, plots
 from .corpus import newline_id
 from .sampling import sample_streams
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     first = ", ".join("—" if b is None else str(b["lag"]) for b in summary["bumps"]["trained"][0])
     print(f"kernattn analyze-gpa: {spec.run_id}: first-layer bumps at lags {first}; generated-text peak "
           f"{summary['generated']['peak']}; strength-cost rho {_fmt(summary['heads']['spearman_rho'])}; "
-          f"{summary['timings']['total_s']:.1f} s; wrote {run_dir(params, spec.run_id) / SUMMARY}")
+          f"{summary['timings']['total_s']:.1f} s; wrote {analysis_dir(params, spec.run_id) / SUMMARY}")
     return 0
 
 
@@ -85,7 +86,7 @@ def load_models(params, spec: RunSpec, data, device, params_file: str = "params.
     from ..model import GPT
     from ....engine import seed_everything
 
-    folder = Path(params.train.out_dir) / spec.run_id
+    folder = run_dir(params, spec.run_id)
     final, ckpt = load_finished(folder, f"kernattn train --params {params_file} --scale {params.scale} "
                                         f"--run {spec.run_id}")
     # The init is the training stage's own: same seed, same constructor (banks: seed 001's init).
@@ -180,7 +181,7 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
                   "mean_ablation": {k: mean_claim[k] for k in ("spearman_rho", "spearman_p", "weakest",
                                                                "weakest_is_cheapest", "flagged_among_cheapest")}},
     }
-    with atomic_dir(run_dir(params, spec.run_id)) as tmp:
+    with atomic_dir(analysis_dir(params, spec.run_id)) as tmp:
         t0 = time.perf_counter()
         for stage, s in shapes.items():
             df = pd.DataFrame(s.reshape(-1, n_lags).T, columns=names)

@@ -33,7 +33,8 @@ import pandas as pd
 from ....config import load_params
 from ..data import load_split, load_vocab
 from ....io import atomic_dir
-from . import SUMMARY, corpus_dir, newlines, plots
+from ..stages import SUMMARY, corpus_dir
+from . import newlines, plots
 
 HELP = "histogram the separations between newlines, line and paragraph lengths of the corpus (seed 001, Figure 5b)"
 SPLITS = ("train", "val")

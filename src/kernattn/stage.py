@@ -1,4 +1,5 @@
 """One stage of the DAG as data: what it is called, what it runs, what it reads and writes.
+Each track declares its own (kernattn.tracks.<t>.stages); kernattn.dag assembles the table.
 
 A stage has one name everywhere: the Snakemake rule, the DVC stage (`name`, or `name@<id>`
 for one instance of a per-run stage: DVC's own foreach naming), the key in profiles/ and,
@@ -70,3 +71,15 @@ class Stage:
     def jobs(self) -> list[str]:
         """Every job's id: `name` or `name@<run>` (Snakemake's jobs, DVC's stages)."""
         return [f"{self.name}@{r}" for r in self.runs] if self.per_run else [self.name]
+
+
+def narrowed_section(p, section: str, runs: list, run_id: str) -> dict:
+    """The params `section` (a track's, with `rows` and `seeds`) as one run reads it: its rows
+    cut to the run's row and the rows its `compute` refers to, its seeds to the run's seed.
+    Snakemake's params trigger then reruns no other run when a row or a seed is added."""
+    from .config.rows import chain
+
+    run = next(r for r in runs if r.run_id == run_id)
+    names = {r.name for r in chain(getattr(p, section).rows, run.row)}
+    raw = p.raw[section]
+    return {section: {**raw, "rows": [r for r in raw["rows"] if r["name"] in names], "seeds": [run.seed]}}

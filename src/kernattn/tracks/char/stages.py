@@ -1,0 +1,112 @@
+"""The char track's stages and the only owner of where its files live:
+
+    prepare -> train@<run> -> analyze_gpa@<gpa run>;  prepare -> analyze_corpus
+
+    <data.out_dir>/                 train.npy, val.npy, vocab.json, meta.json (kernattn prepare)
+    <train.out_dir>/<run>/          the engine's run folder (final.json written last)
+    <analysis.out_dir>/corpus/      the corpus's newline histogram (kernattn analyze-corpus)
+    <analysis.out_dir>/<run>/       one GPA run's kernel-bank readings (kernattn analyze-gpa)
+
+No torch here: the stage table imports this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ...config import Params, RunSpec, find_run, run_matrix
+from ...stage import Stage
+
+NAME = "char"
+DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
+ARRAYS = DATA_FILES[:3]  # what a training reads (meta.json is provenance)
+SUMMARY = "summary.json"
+CORPUS = "corpus"
+SECTIONS = ("data", "model", "train", "matrix", "analysis")  # the params sections of this track
+MODEL_SECTIONS = ("model", "matrix")      # what builds its models (the benchmark reads them)
+REPORT_SECTIONS = ("matrix", "analysis")  # what its report part reads beside its outputs
+
+
+# ----------------------------------------------------------------------------- runs
+def runs(p: Params) -> list[RunSpec]:
+    return run_matrix(p)
+
+
+def gpa_runs(p: Params) -> list[RunSpec]:
+    """The runs of the matrix that have kernel banks (variant gpa): what analyze-gpa reads."""
+    return [r for r in run_matrix(p) if r.variant == "gpa"]
+
+
+def run_spec(p: Params, run_id: str) -> dict:
+    """One run's row and seed: the part of `matrix` a per-run stage reads (so that adding a
+    row to the matrix does not rerun the other runs)."""
+    return dataclasses.asdict(find_run(p, run_id))
+
+
+# ----------------------------------------------------------------------------- paths
+def data_dir(p: Params) -> Path:
+    return Path(p.data.out_dir)
+
+
+def data_outputs(p: Params) -> list[str]:
+    return [str(data_dir(p) / name) for name in DATA_FILES]
+
+
+def array_inputs(p: Params) -> list[str]:
+    """The prepared arrays a training or an analysis reads."""
+    return [str(data_dir(p) / name) for name in ARRAYS]
+
+
+def run_dir(p: Params, run_id: str) -> Path:
+    """A training run's folder (checkpoint, metrics.jsonl, final.json)."""
+    return Path(p.train.out_dir) / run_id
+
+
+def final_output(p: Params, run_id: str) -> str:
+    return str(run_dir(p, run_id) / "final.json")
+
+
+def corpus_dir(p: Params) -> Path:
+    return Path(p.analysis.out_dir) / CORPUS
+
+
+def corpus_analysis_output(p: Params) -> str:
+    return str(corpus_dir(p) / SUMMARY)
+
+
+def analysis_dir(p: Params, run_id: str) -> Path:
+    """One GPA run's readings (kernattn analyze-gpa)."""
+    return Path(p.analysis.out_dir) / run_id
+
+
+def analysis_output(p: Params, run_id: str) -> str:
+    return str(analysis_dir(p, run_id) / SUMMARY)
+
+
+def report_inputs(p: Params) -> list[str]:
+    """What the report reads of this track: every run's final.json, the corpus and GPA
+    readings, and the corpus's provenance (not its arrays)."""
+    return [*(final_output(p, r.run_id) for r in runs(p)), corpus_analysis_output(p),
+            *(analysis_output(p, r.run_id) for r in gpa_runs(p)), data_outputs(p)[3]]
+
+
+# ----------------------------------------------------------------------------- stages
+def stages(p: Params) -> list[Stage]:
+    data, arrays = data_outputs(p), array_inputs(p)
+    threads = p.train.threads or 4
+
+    def narrow(run_id: str) -> dict:
+        return {"matrix": run_spec(p, run_id)}
+    return [
+        Stage("prepare", ("data",), ("tracks/char/corpus.py", "tracks/char/data.py", "fetch.py"), lambda _: data),
+        Stage("train", ("model", "train", "matrix"), ("",), lambda r: [final_output(p, r)],
+              inputs=lambda _: arrays, dvc_outs=lambda r: [str(run_dir(p, r))],
+              runs=tuple(r.run_id for r in runs(p)), extra="--stale archive", persist=True, threads=threads,
+              narrow=narrow),
+        Stage("analyze_corpus", ("data", "analysis"), ("tracks/char/analysis",),
+              lambda _: [corpus_analysis_output(p)], inputs=lambda _: arrays, dvc_outs=lambda _: [str(corpus_dir(p))]),
+        Stage("analyze_gpa", ("model", "train", "matrix", "analysis"), ("",), lambda r: [analysis_output(p, r)],
+              inputs=lambda r: [*arrays, final_output(p, r)], dvc_outs=lambda r: [str(analysis_dir(p, r))],
+              runs=tuple(r.run_id for r in gpa_runs(p)), threads=threads, narrow=narrow),
+    ]
