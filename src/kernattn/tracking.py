@@ -18,6 +18,9 @@ Rules:
   on a fresh store do not race on MLflow's schema creation (a known trap, see
   shared/notes/infrastructure.md). A new experiment gets `tracking.artifact_root` (as an
   absolute file path) as its artifact location.
+- The experiment, new or found (a deleted one is restored), is tagged as model training
+  (mlflow.experimentKind = custom_model_development) unless it has a kind already;
+  `experiment_runs_url(ui, experiment_id)` links to its runs in the UI's Model training view.
 - http(s):// servers: a TCP connect (3 s) is tried first, so an unreachable server costs
   seconds, not MLflow's default request retries (minutes); the retry env variables are set
   to short values unless the user set them.
@@ -44,6 +47,14 @@ BATCH_METRICS = 1000    # MLflow's limit per log_batch
 SYSTEM_METRICS_INTERVAL = 10  # seconds between system-metric samples
 BATCH_PARAMS = 100
 LOCK_RETRIES = 8        # 0.1 s doubling up to 2 s: about 10 s before giving up
+# MLflow 3's experiment kind: "custom_model_development" is model training, "genai_development"
+# GenAI apps (mlflow 3.17: the UI's ExperimentKind enum, mlflow/server/js; the onboarding skill,
+# mlflow/assistant/skills/mlflow-onboarding/SKILL.md). MLflow 3.17's UI opens an experiment in
+# the view of its GenAI / Model training switch (default GenAI, or the URL's workflowType) and
+# not by this tag, so links into the UI carry workflowType (experiment_runs_url).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+UI_WORKFLOW = "machine_learning"  # the UI's workflowType for its Model training view
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -56,6 +67,14 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             out[name] = str(list(value) if isinstance(value, tuple) else value)
     return out
+
+
+def experiment_runs_url(ui_base: str, experiment_id: str) -> str:
+    """The runs page of experiment `experiment_id` in the MLflow UI at `ui_base` (e.g.
+    http://127.0.0.1:5000): <ui_base>/#/experiments/<id>/runs?workflowType=machine_learning,
+    the table of runs in the UI's Model training view (without workflowType, MLflow 3.17 shows
+    the same table under its GenAI menu, and the experiment's own page opens its GenAI overview)."""
+    return f"{ui_base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType={UI_WORKFLOW}"
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -160,32 +179,38 @@ class Tracker:
         from mlflow import MlflowClient
 
         db = sqlite_path(self.uri)
-        name = self.params.experiment
         if db is None:
             self._client = MlflowClient(tracking_uri=self.uri)
-            exp = self._client.get_experiment_by_name(name)
-            if exp is None:
-                try:
-                    self.experiment_id = self._client.create_experiment(name)
-                except Exception:  # noqa: BLE001  (created meanwhile by another process)
-                    exp = self._client.get_experiment_by_name(name)
-                    if exp is None:
-                        raise
-            if exp is not None:
-                self.experiment_id = exp.experiment_id
+            self._open_experiment(artifact_root=None)  # the server picks the artifact location
             return
         db.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(db.with_name(db.name + ".lock")):
             self._client = MlflowClient(tracking_uri=self.uri)  # creates/migrates the schema
-            exp = self._client.get_experiment_by_name(name)
-            if exp is None:
-                root = Path(self.params.artifact_root).resolve()
-                root.mkdir(parents=True, exist_ok=True)
-                self.experiment_id = self._client.create_experiment(name, artifact_location=str(root))
-            else:
-                if exp.lifecycle_stage == "deleted":
-                    self._client.restore_experiment(exp.experiment_id)
-                self.experiment_id = exp.experiment_id
+            self._open_experiment(artifact_root=Path(self.params.artifact_root).resolve())
+
+    def _open_experiment(self, artifact_root: Path | None) -> None:
+        """Get or create the experiment `tracking.experiment` (a new one with `artifact_root` as
+        its artifact location when given), restore it when deleted, and tag it as model training
+        (EXPERIMENT_KIND_TAG) unless it already has a kind."""
+        client, name = self._client, self.params.experiment
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            if artifact_root is not None:
+                artifact_root.mkdir(parents=True, exist_ok=True)
+            try:
+                self.experiment_id = client.create_experiment(
+                    name, artifact_location=None if artifact_root is None else str(artifact_root),
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+                return
+            except Exception:  # noqa: BLE001  (created meanwhile by another process)
+                exp = client.get_experiment_by_name(name)
+                if exp is None:
+                    raise
+        if exp.lifecycle_stage == "deleted":
+            client.restore_experiment(exp.experiment_id)
+        self.experiment_id = exp.experiment_id
+        if EXPERIMENT_KIND_TAG not in exp.tags:  # made before kernattn tagged, or by hand
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
 
     def start(self, *, name: str, tags: dict[str, Any], params: dict[str, Any],
               resume_run_id: str | None = None) -> str | None:

@@ -2,7 +2,7 @@
 (Two processes into one shared SQLite store: tests/test_train.py.)
 
 Every check counts what arrived in the store against the run folder's own record:
-params == train.mlflow_params(config.json); for every metric, the (step, value) pairs of
+params == engine.mlflow_params(config.json); for every metric, the (step, value) pairs of
 metrics.jsonl, in order, no more and no less; artifacts config.json, metrics.jsonl, final.json.
 """
 
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernattn.tracks.char import track as train
+from kernattn import tracking
+from kernattn.engine import metric_dict, mlflow_params
 from kernattn.tracking_server import group_members, health
 
 from . import harness
@@ -79,11 +80,11 @@ def assert_complete(client, run_dir: Path) -> str:
     run = client.get_run(final["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.info.run_name == final["run_id"]
     assert run.data.tags["run_id"] == final["run_id"] and run.data.tags["fingerprint"] == final["fingerprint"]
-    assert run.data.params == train.mlflow_params(config)
+    assert run.data.params == mlflow_params(config)
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     expected: dict[str, list[tuple[int, float]]] = {}
     for rec in lines:
-        for key, value in train.metric_dict(rec).items():
+        for key, value in metric_dict(rec).items():
             expected.setdefault(key, []).append((rec["step"], value))
     model_metrics = {k for k in run.data.metrics if not k.startswith("system/")}
     assert model_metrics == set(expected), (model_metrics, set(expected))
@@ -121,6 +122,7 @@ def test_two_training_jobs_at_once_through_the_server_lose_nothing(mlflow_server
     assert len(ids) == 2
     experiment = client.get_experiment_by_name("infra-concurrent-micro")
     assert {r.info.run_id for r in client.search_runs([experiment.experiment_id])} == ids
+    assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == tracking.EXPERIMENT_KIND  # model training
 
 
 def test_unreachable_server_training_goes_on_and_sync_uploads_later(mlflow_server, corpus, tmp_path):
@@ -159,6 +161,7 @@ def test_unreachable_server_training_goes_on_and_sync_uploads_later(mlflow_serve
         assert (path.read_bytes(), path.stat().st_mtime_ns) == finals[run_id]
     experiment = client.get_experiment_by_name("infra-sync-micro")
     assert len(client.search_runs([experiment.experiment_id])) == len(RUNS)
+    assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == tracking.EXPERIMENT_KIND  # made by sync-mlflow
     # a sync killed after creating a run but before writing final.json: found again, not duplicated
     path = tmp_path / "runs" / RUNS[0] / "final.json"
     uploaded_id = json.loads(path.read_text())["mlflow_run_id"]
@@ -184,9 +187,9 @@ def test_sync_completes_a_run_the_server_lost_half_of(mlflow_server, corpus, tmp
                                 tags={"run_id": "rope-s0", "fingerprint": final["fingerprint"]})
     from mlflow.entities import Metric, Param
 
-    client.log_batch(partial.info.run_id, params=[Param(k, v) for k, v in list(train.mlflow_params(config).items())[:10]])
+    client.log_batch(partial.info.run_id, params=[Param(k, v) for k, v in list(mlflow_params(config).items())[:10]])
     first = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
-    client.log_batch(partial.info.run_id, metrics=[Metric(k, v, 0, first["step"]) for k, v in train.metric_dict(first).items()])
+    client.log_batch(partial.info.run_id, metrics=[Metric(k, v, 0, first["step"]) for k, v in metric_dict(first).items()])
     (run_dir / "final.json").write_text(json.dumps({**final, "mlflow_run_id": partial.info.run_id,
                                                     "tracking_uri": mlflow_server.url}, indent=2))
     mtime = (run_dir / "final.json").stat().st_mtime_ns
@@ -198,6 +201,28 @@ def test_sync_completes_a_run_the_server_lost_half_of(mlflow_server, corpus, tmp
     assert assert_complete(client, run_dir) == partial.info.run_id
     assert (run_dir / "final.json").stat().st_mtime_ns == mtime  # same id: final.json untouched
     assert len(client.search_runs([experiment_id])) == 1
+
+
+def test_runs_url_opens_the_runs_table_in_the_ui(mlflow_server, chromium, tmp_path, monkeypatch):
+    """tracking.experiment_runs_url in a fresh browser (nothing remembered): the experiment's
+    runs in the UI's Model training view, not its GenAI overview ("No data")."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "false")
+    tracker = tracking.Tracker(SimpleNamespace(uri=mlflow_server.url, enabled=True, experiment="infra-ui",
+                                               artifact_root=str(tmp_path)))
+    assert tracker.start(name="ui-probe-s0", tags={}, params={}) is not None
+    tracker.end("FINISHED")
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
+        page.goto(tracking.experiment_runs_url(mlflow_server.url, tracker.experiment_id), wait_until="load",
+                  timeout=60_000)
+        page.get_by_text("ui-probe-s0").first.wait_for(timeout=60_000)  # the run's row in the table
+        assert "/runs" in page.url and "workflowType=machine_learning" in page.url
+        assert page.get_by_text("Model registry").count() > 0  # the Model training menu
+    finally:
+        context.close()
 
 
 def test_sync_without_a_server_is_one_line_error(corpus, tmp_path):
