@@ -83,3 +83,53 @@ def test_config_and_the_stage_table_import_nothing_above_them():
                        for d in deps), (name, deps)
         if name.startswith("kernattn.dag"):
             assert not any(d.startswith(("kernattn.cli", "kernattn.report", "kernattn.pipeline")) for d in deps), (name, deps)
+
+
+def _track_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "tracks" else None
+
+
+def test_no_track_imports_another_and_the_engine_imports_no_track():
+    graph = import_graph()
+    tracks = {_track_of(m) for m in graph} - {None}
+    assert tracks == {"char", "lm", "vision"}, tracks
+    for name, deps in graph.items():
+        own = _track_of(name)
+        if own is not None:
+            others = {d for d in deps if _track_of(d) not in (None, own)}
+            assert not others, f"{name} (track {own}) imports another track: {sorted(others)}"
+        if name.startswith("kernattn.engine"):
+            above = {d for d in deps if d.startswith(("kernattn.tracks", "kernattn.studies", "kernattn.dag",
+                                                      "kernattn.report", "kernattn.bench", "kernattn.cli"))}
+            assert not above, f"{name} (the engine) imports {sorted(above)}"
+
+
+def test_the_lower_floors_import_no_track():
+    """What several tracks use lives below them: it never reaches back up into a track."""
+    graph = import_graph()
+    lower = ("kernattn.attention", "kernattn.config", "kernattn.engine", "kernattn.errors", "kernattn.io",
+             "kernattn.fetch", "kernattn.figures", "kernattn.stage")
+    for name, deps in graph.items():
+        if name.startswith(lower):
+            assert not any(d.startswith(("kernattn.tracks.", "kernattn.studies", "kernattn.dag", "kernattn.report"))
+                           for d in deps), (name, deps)
+
+
+# Where a track's files live is read from these fields of its params sections; only the
+# track's own modules (and config, which defines them) may read them.
+TRACK_PATH_FIELDS = {"out_dir", "data_dir", "analysis_dir", "counts_dir"}
+TRACK_SECTIONS = {"train", "data", "analysis", "lm", "vision"}
+
+
+def test_only_a_track_names_its_files():
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        module = module_name(path)
+        if _track_of(module) or module.startswith("kernattn.config"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr in TRACK_PATH_FIELDS
+                    and isinstance(node.value, ast.Attribute) and node.value.attr in TRACK_SECTIONS):
+                offenders.append(f"{module}:{node.lineno} reads .{node.value.attr}.{node.attr}")
+    assert not offenders, "a track's paths come from kernattn.tracks.<t>.stages:\n" + "\n".join(offenders)

@@ -53,7 +53,7 @@ def probe_input(track):
     """The model input the diagonal weight is measured on: the first batch of the track's
     fixed validation set (the same for every run of the track)."""
     if track.name == "char":
-        from ..tracks.char.track import windows
+        from ..tracks.char.data import windows
 
         return windows(track.val_data, track.val_starts[0], track.params.model.context)[0]
     if track.name == "lm":

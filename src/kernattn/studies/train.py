@@ -110,8 +110,9 @@ def trained_model(params: Params, spec, device, params_file: str = "params.yaml"
     """(trained model in eval mode, final.json, the corpus data) of a finished run of `params`
     (train.out_dir/<spec.run_id>); a missing or mismatched run is one line naming the command."""
     from ..tracks.char.analysis.analyze_gpa import load_models
-    from ..tracks.char.track import load_data
+    from ..tracks.char.data import load_data
+    from ..tracks.char.stages import data_dir
 
-    data = load_data(params.data.out_dir, params.model.context)
+    data = load_data(data_dir(params), params.model.context)
     _, model, final = load_models(params, spec, data, device, params_file)
     return model, final, data

@@ -18,7 +18,6 @@ import dataclasses
 import json
 import shutil
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -45,9 +44,10 @@ def write_corpus(params, corpus: str) -> dict:
     """One counterfactual corpus's folder; returns its meta.json content."""
     from ..tracks.char.analysis import wrap
     from ..tracks.char.data import load_meta, load_split, load_vocab
+    from ..tracks.char.stages import data_dir
     from ..errors import UsageError
 
-    src = Path(params.data.out_dir)
+    src = data_dir(params)
     try:
         chars, original = load_vocab(src), load_meta(src)
         train, val = load_split(src, "train"), load_split(src, "val")

@@ -1,5 +1,5 @@
-"""Corpora for training: fetching (fetch.py), the char track's corpus stage (corpus.py: any
-text, Dickens by default), and readers.
+"""The char track's data: readers of the prepared corpus (what corpus.py, `kernattn prepare`,
+writes) and the training and validation windows.
 
 `kernattn prepare` writes, in data.out_dir (default results/<scale>/data/<data.corpus>):
     train.npy, val.npy   1-D uint8 numpy arrays of token ids (np.save)
@@ -14,18 +14,27 @@ Readers for the later stages:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-__all__ = ["SPLIT_FILES", "VOCAB_FILE", "META_FILE", "load_vocab", "load_split", "load_meta",
-           "decode", "encode"]
+from ...errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["SPLIT_FILES", "VOCAB_FILE", "META_FILE", "VAL_SEED", "load_vocab", "load_split", "load_meta",
+           "decode", "encode", "load_data", "windows", "validation_starts", "evaluate"]
 
 SPLIT_FILES = {"train": "train.npy", "val": "val.npy"}
 VOCAB_FILE = "vocab.json"
 META_FILE = "meta.json"
+VAL_SEED = 20240917  # one fixed set of validation windows for every run
 
 
 def load_vocab(out_dir: str | os.PathLike) -> list[str]:
@@ -58,3 +67,78 @@ def encode(text: str, chars: list[str]) -> np.ndarray:
     if missing:
         raise ValueError(f"characters not in the vocabulary: {', '.join(map(repr, missing[:10]))}")
     return np.fromiter((index[c] for c in text), dtype=np.uint8, count=len(text))
+
+
+# ----------------------------------------------------------------------------- training and validation windows
+# torch is imported inside: `kernattn prepare` and `analyze-corpus` read this module too and do not need it.
+def load_data(out_dir: str | os.PathLike, context: int) -> SimpleNamespace:
+    """train/val uint8 token tensors, vocab size and a digest of the token arrays."""
+    root = Path(out_dir)
+    arrays = {split: _token_array(root / f"{split}.npy", context) for split in ("train", "val")}
+    vocab_path = root / "vocab.json"
+    try:
+        vocab_size = int(json.loads(vocab_path.read_text())["size"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{vocab_path}: cannot read the vocabulary size ({exc})") from None
+    top = max(int(arrays["train"].max()), int(arrays["val"].max()))
+    if top >= vocab_size:
+        raise UsageError(f"{root}: token id {top} is outside the vocabulary of size {vocab_size}")
+    import torch
+
+    h = hashlib.sha256()
+    for split in ("train", "val"):
+        h.update(arrays[split].tobytes())
+    return SimpleNamespace(train=torch.from_numpy(np.ascontiguousarray(arrays["train"])),
+                           val=torch.from_numpy(np.ascontiguousarray(arrays["val"])),
+                           vocab_size=vocab_size, digest=h.hexdigest()[:16], out_dir=str(root))
+
+
+def _token_array(path: Path, context: int) -> np.ndarray:
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file; prepare the corpus first (kernattn prepare)")
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise UsageError(f"{path}: unreadable token array, truncated or corrupt ({type(exc).__name__}: "
+                         f"{first}); rerun kernattn prepare (with the same params) to rewrite it") from None
+    if arr.dtype != np.uint8 or arr.ndim != 1:
+        raise UsageError(f"{path}: expected a 1-D uint8 array of token ids, got {arr.dtype} {arr.shape}")
+    if arr.size < context + 2:
+        raise UsageError(f"{path}: {arr.size} tokens, fewer than context + 2 = {context + 2}")
+    return arr
+
+
+def windows(data: torch.Tensor, starts: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Windows of context + 1 tokens at `starts` -> (inputs, next-token targets), int64 [B, context]."""
+    import torch
+
+    offsets = torch.arange(context + 1, device=data.device)
+    chunk = data[starts.to(data.device)[:, None] + offsets].long()
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+def validation_starts(n_val: int, context: int, eval_batches: int, batch_size: int) -> torch.Tensor:
+    """[eval_batches, batch_size] start offsets of the fixed validation windows (VAL_SEED)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(VAL_SEED)
+    return torch.randint(0, n_val - context, (eval_batches, batch_size), generator=gen)
+
+
+def evaluate(fwd, model, data: torch.Tensor, starts: torch.Tensor, context: int, autocast) -> float:
+    """Mean cross-entropy over the fixed validation windows `starts` [eval_batches, B]."""
+    import torch
+    import torch.nn.functional as F
+
+    was_training = model.training
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64, device=data.device)
+    with torch.no_grad():
+        for batch in starts:
+            x, y = windows(data, batch, context)
+            with autocast():
+                logits = fwd(x)
+            total += F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+    model.train(was_training)
+    return float(total.item()) / len(starts)

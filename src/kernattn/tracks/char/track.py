@@ -29,26 +29,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import json
 import math
-import os
 import sys
-from pathlib import Path
-from types import SimpleNamespace
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ...config import Params, RunSpec, find_run, fingerprinted, load_params
 from ...engine import Track, derive_seed, is_timing, train_run
 from ...engine.options import add_run_options, run_track
-from ...errors import UsageError
-from .stages import run_dir
+from .data import evaluate, load_data, validation_starts, windows
+from .stages import data_dir, run_dir
 
 HELP = "train one run of the experiment matrix (resumable; writes <train.out_dir>/<run_id>/)"
-VAL_SEED = 20240917  # one fixed set of validation windows for every run
 FINAL_KEYS = (
     "run_id", "row", "seed", "variant", "options", "label", "source",
     "val_loss", "val_bpc", "train_loss", "n_params", "extra_params", "tokens_seen", "steps",
@@ -61,71 +54,6 @@ METRIC_KEYS = ("step", "split", "loss", "bpc", "lr", "tokens", "elapsed_s", "tok
 TIMING_KEYS = tuple(k for k in METRIC_KEYS if is_timing(k))
 # train.* fields that change neither the weights nor the metrics: not in the fingerprint.
 LN2 = math.log(2.0)
-
-
-# ============================================================================ data
-def load_data(out_dir: str | os.PathLike, context: int) -> SimpleNamespace:
-    """train/val uint8 token tensors, vocab size and a digest of the token arrays."""
-    root = Path(out_dir)
-    arrays = {split: _token_array(root / f"{split}.npy", context) for split in ("train", "val")}
-    vocab_path = root / "vocab.json"
-    try:
-        vocab_size = int(json.loads(vocab_path.read_text())["size"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{vocab_path}: cannot read the vocabulary size ({exc})") from None
-    top = max(int(arrays["train"].max()), int(arrays["val"].max()))
-    if top >= vocab_size:
-        raise UsageError(f"{root}: token id {top} is outside the vocabulary of size {vocab_size}")
-    h = hashlib.sha256()
-    for split in ("train", "val"):
-        h.update(arrays[split].tobytes())
-    return SimpleNamespace(train=torch.from_numpy(np.ascontiguousarray(arrays["train"])),
-                           val=torch.from_numpy(np.ascontiguousarray(arrays["val"])),
-                           vocab_size=vocab_size, digest=h.hexdigest()[:16], out_dir=str(root))
-
-
-def _token_array(path: Path, context: int) -> np.ndarray:
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file; prepare the corpus first (kernattn prepare)")
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise UsageError(f"{path}: unreadable token array, truncated or corrupt ({type(exc).__name__}: "
-                         f"{first}); rerun kernattn prepare (with the same params) to rewrite it") from None
-    if arr.dtype != np.uint8 or arr.ndim != 1:
-        raise UsageError(f"{path}: expected a 1-D uint8 array of token ids, got {arr.dtype} {arr.shape}")
-    if arr.size < context + 2:
-        raise UsageError(f"{path}: {arr.size} tokens, fewer than context + 2 = {context + 2}")
-    return arr
-
-
-def windows(data: torch.Tensor, starts: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Windows of context + 1 tokens at `starts` -> (inputs, next-token targets), int64 [B, context]."""
-    offsets = torch.arange(context + 1, device=data.device)
-    chunk = data[starts.to(data.device)[:, None] + offsets].long()
-    return chunk[:, :-1], chunk[:, 1:]
-
-
-def validation_starts(n_val: int, context: int, eval_batches: int, batch_size: int) -> torch.Tensor:
-    """[eval_batches, batch_size] start offsets of the fixed validation windows (VAL_SEED)."""
-    gen = torch.Generator().manual_seed(VAL_SEED)
-    return torch.randint(0, n_val - context, (eval_batches, batch_size), generator=gen)
-
-
-@torch.no_grad()
-def evaluate(fwd, model, data: torch.Tensor, starts: torch.Tensor, context: int, autocast) -> float:
-    """Mean cross-entropy over the fixed validation windows `starts` [eval_batches, B]."""
-    was_training = model.training
-    model.eval()
-    total = torch.zeros((), dtype=torch.float64, device=data.device)
-    for batch in starts:
-        x, y = windows(data, batch, context)
-        with autocast():
-            logits = fwd(x)
-        total += F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
-    model.train(was_training)
-    return float(total.item()) / len(starts)
 
 
 def lr_at(step: int, tp) -> float:
@@ -147,7 +75,7 @@ class CharTrack(Track):
         self.params, self.spec, self.section, self.experiment_section = params, spec, tp, params.tracking
         self.run_id, self.seed, self.variant = spec.run_id, spec.seed, spec.variant
         self.run_dir = run_dir(params, spec.run_id)
-        self.data = load_data(params.data.out_dir, mp.context)
+        self.data = load_data(data_dir(params), mp.context)
         self.max_steps, self.eval_every, self.checkpoint_every = tp.max_steps, tp.eval_every, tp.checkpoint_every
         self.log_every = max(1, tp.eval_every // 10)
         self.items_per_step = tp.batch_size * mp.context

@@ -28,7 +28,7 @@ import numpy as np
 from ...fetch import DataError, download, read_local, sha256_bytes
 from ...io import atomic_dir, atomic_path, atomic_write_json
 from . import tokenizer as tok
-from .stages import OUTPUTS, add_stage_arguments, load_stage
+from .stages import add_stage_arguments, load_stage
 
 HELP = "LM track: documents -> BPE tokenizer (rustbpe) -> BOS-delimited uint16 token streams"
 

@@ -107,7 +107,7 @@ def _prompts(val: torch.Tensor, n: int, context: int, seed: int) -> tuple[torch.
 def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
     """Run every analysis of one GPA run and write its folder; returns summary.json's content."""
     from ....engine import resolve_device
-    from ..track import load_data
+    from ..data import load_data
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -208,7 +208,7 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
 def removal_costs(model, data, params, device) -> tuple[float, np.ndarray, np.ndarray]:
     """(base loss, [layers, heads] costs of zeroing each head, of replacing it by its mean over
     the same validation windows)."""
-    from ..track import evaluate, validation_starts
+    from ..data import evaluate, validation_starts
 
     mp, tp = params.model, params.train
     val = data.val.to(device)

@@ -14,7 +14,7 @@ every GPA run: each head is removed in turn and the change of the validation los
   cost is the information the head carries. A head with a constant output costs nothing
   under mean-ablation; one with a zero output costs nothing under both.
 - Cost of removing it: validation loss with the head removed minus without, on the fixed
-  validation windows of training (kernattn.tracks.char.track.validation_starts / evaluate).
+  validation windows of training (kernattn.tracks.char.data.validation_starts / evaluate).
 - The claim, made testable: banks of lower strength (kernattn.tracks.char.analysis.banks.strength) are
   cheaper to remove. Reported per run: Spearman's rank correlation between strength and
   cost over the model's heads (positive supports the claim), the cost rank of the weakest
