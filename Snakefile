@@ -7,40 +7,23 @@
 #   snakemake --profile slurm all                      # on a cluster (profiles/slurm, `kernattn install-profile`)
 #   snakemake --cores all studies                      # the studies of issue 17 (not part of `all`)
 #
-# --configfile and --config override params.yaml (deep-merged, then validated like it: an
-# unknown key stops the parse, naming the key and its source); `scale` and `params` (another
-# params file) are ours. The rules pass the overrides to each command (--overrides FILE), and a
+# --configfile and --config take what params.yaml takes, a full copy of it included (`scale`
+# selects the scale; the precedence: kernattn.config.loader), validated like it: an unknown
+# key stops the parse, naming every such key and its source; `params` (another params file)
+# is ours. The rules pass what the overrides change to each command (--overrides FILE), and a
 # rule reruns when a section it reads changes, whatever the source.
+from functools import partial
+
 from kernattn.dag import snakemake as dag_smk
 from kernattn.dag import stages as dag_stages
+from kernattn.dag.snakemake import run_constraint, shell_of
 from kernattn.dag.stages import stage_table
-from snakemake.exceptions import WorkflowError
 
 PARAMS_FILE = config.get("params", "params.yaml")
-OVERRIDES = dag_smk.override_sources(workflow.config_settings)
-P = dag_smk.load(PARAMS_FILE, config.get("scale"), OVERRIDES)
-ARGS = dag_smk.scale_args(P, PARAMS_FILE, dag_smk.overrides_file(OVERRIDES))
+P = dag_smk.load(PARAMS_FILE, workflow.config_settings)
+ARGS = dag_smk.scale_args(P, PARAMS_FILE, dag_smk.overrides_file(P))
 STAGES = stage_table(P)
-try:  # the local core count (--cores); cluster executors have none and raise
-    ALL_CORES = workflow.cores
-except WorkflowError:
-    ALL_CORES = 1
-
-
-def run_constraint(stage):
-    """Only the stage's own run ids match its `{run}` (the tracks' output patterns overlap)."""
-    return "|".join(stage.runs) or f"no-{stage.name}-run"
-
-
-def threads_of(stage):
-    return ALL_CORES if stage.threads == "all" else stage.threads
-
-
-def shell_of(stage):
-    """The stage's command as a template: {ARGS} and the run are filled in per job (so the
-    rule's code, Snakemake's rerun trigger, does not change with the overrides)."""
-    run = "{wildcards.run}" if stage.per_run else None
-    return stage.cmd("{ARGS}", run) + " > {log} 2>&1"
+threads_of = partial(dag_smk.threads_of, cores=dag_smk.local_cores(workflow))
 
 
 rule all:

@@ -272,3 +272,53 @@ def test_one_row_schema_runs_and_a_scale_replacing_rows():
     assert [r.run_id for r in runs_of(over.lm.rows, (7,), only=["b"])] == ["b-s7"]
     table8 = next(r for r in paper.lm.rows if r.name == "gka_paper")
     assert table8.compute.tokens == 2_778_726_400 and table8.compute.describe() == "2,778,726,400 tokens"
+
+
+# ----------------------------------------------------------------------------- RunSettings
+def test_the_runtime_fields_are_declared_once():
+    """train, lm and vision inherit RunSettings' fields with their checks and fingerprint
+    flags unchanged (a section redeclares one only for another default), and what is
+    fingerprinted is what it was before RunSettings (a run's identity must not move)."""
+    import dataclasses
+
+    from kernattn.config import LMParams, RunSettings, TrainParams, VisionParams, not_fingerprinted
+    from kernattn.config import common
+
+    base = {f.name: f for f in dataclasses.fields(RunSettings)}
+    assert set(base) == {"device", "dtype", "compile", "threads", "grad_clip", "checkpoint_every", "out_dir"}
+    for cls in (TrainParams, LMParams, VisionParams):
+        assert issubclass(cls, RunSettings)
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        assert all(fields[n].metadata == f.metadata for n, f in base.items()), cls
+    assert (TrainParams().checkpoint_every, LMParams().checkpoint_every, VisionParams().checkpoint_every) == (5000, 1000, 1000)
+    assert (TrainParams().out_dir, LMParams().out_dir, VisionParams().out_dir) == (
+        "results/runs", "results/{scale}/lm/runs", "results/{scale}/vision/runs")
+    assert set(not_fingerprinted(TrainParams)) == {"checkpoint_every", "compile", "threads", "device", "out_dir"}
+    assert set(not_fingerprinted(LMParams)) == {
+        "shard_url", "mirror", "rows", "eval_every", "checkpoint_every", "compile", "threads", "device", "out_dir",
+        "bpb_tokens", "core_items", "core_fewshot", "core_seed", "eval_dir", "experiment"}
+    assert set(not_fingerprinted(VisionParams)) == {
+        "data_root", "download", "data_dir", "rows", "seeds", "checkpoint_every", "workers", "compile", "threads",
+        "device", "out_dir", "viz_image", "viz_seed", "viz_max_tokens", "analysis_dir", "counts_dir"}
+    # the sections no track owns live beside RunSettings; the package exports them as before
+    from kernattn import config
+
+    assert (config.TrackingParams, config.ReportParams, config.BenchParams, config.BENCH_FAMILIES) == (
+        common.TrackingParams, common.ReportParams, common.BenchParams, common.BENCH_FAMILIES)
+
+
+INHERITED_BAD = [
+    (lambda d: d["train"].update(device="gpu"), "", "train.device must be one of auto, cpu, cuda; got 'gpu'"),
+    (lambda d: d["scales"]["tiny"]["lm"].update(threads=0), "scales.tiny -> ", "lm.threads must be > 0; got 0"),
+    (lambda d: d["vision"].update(dtype="fp8"), "", "vision.dtype must be one of bfloat16, float32"),
+    (lambda d: d["scales"]["micro"]["vision"].update(grad_clip=-1.0), "scales.micro -> ", "vision.grad_clip must be >= 0"),
+    (lambda d: d["lm"].update(out_dri="x"), "", "unknown key 'lm.out_dri'; allowed: shard_url, "),
+]
+
+
+@pytest.mark.parametrize("fn,where,needle", INHERITED_BAD, ids=[c[2].split(" ")[0] for c in INHERITED_BAD])
+def test_inherited_fields_are_checked_like_the_others(tmp_path, fn, where, needle):
+    path = write(tmp_path, mutate(fn))
+    with pytest.raises(ParamsError) as err:
+        load_params(path, "paper")
+    assert str(err.value).startswith(f"{path}: {where}") and needle in str(err.value), str(err.value)

@@ -5,6 +5,7 @@ though it is read only at the log cadence; the MLflow metric rule."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,9 +14,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from kernattn.config import RunSettings, TrackingParams
 from kernattn.engine import EXIT_DIVERGED, Track, metric_dict, train_run
+from kernattn.engine.mlrun import experiment_name
 
 BATCH, STEPS, LR = 8, 4, 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class ToySettings(RunSettings):
+    """The toy's params section: the runtime fields every track's section has, and its lr."""
+
+    lr: float = LR
 
 
 class ToyTrack(Track):
@@ -23,7 +33,7 @@ class ToyTrack(Track):
     command, name, section_name, rate_unit = "train-toy", "toy", "toy", "rows"
 
     def __init__(self, folder: Path, grad_accum: int, log_every: int = 1, poison_step: int | None = None):
-        self.section = SimpleNamespace(lr=LR, grad_clip=0.0, device="cpu", threads=None, compile=False)
+        self.section = ToySettings(out_dir=str(folder / "runs"), grad_clip=0.0, device="cpu", compile=False)
         tracking = SimpleNamespace(enabled=False, uri=f"sqlite:///{folder}/m.db", experiment="toy",
                                    artifact_root=str(folder / "a"))
         self.params = SimpleNamespace(scale="unit", path=folder / "params.yaml", digest=lambda: "toy",
@@ -128,3 +138,33 @@ def test_metric_names_are_one_rule_for_every_track():
     val = {"step": 3, "split": "val", "epoch": 1, "top1": 50.0, "loss": 1.5, "elapsed_s": 2.0, "img_per_s": 9.0}
     assert metric_dict(val) == {"val_top1": 50.0, "val_loss": 1.5}
     assert metric_dict({"step": 3, "status": "FAILED", "error": "x", "checkpoint_step": 2}) == {}
+
+
+def test_a_track_sets_its_own_names():
+    """No track inherits the char track's command, name or section: a subclass without them
+    fails where it is defined, naming what is missing."""
+    with pytest.raises(TypeError, match=r"NoNames: a Track subclass must set the class attributes name, section_name"):
+        class NoNames(Track):
+            command = "train-x"
+    # a subclass of a complete track (the studies' GKAInitTrack, a mixin on top) inherits them
+    assert type("Sub", (ToyTrack,), {}).name == "toy"
+
+
+def test_the_engine_reads_a_typed_section(tmp_path):
+    """The loop reads device, dtype, compile, threads and grad_clip of a RunSettings; a section
+    of another type stops before anything is written."""
+    track = ToyTrack(tmp_path, 1)
+    track.section = SimpleNamespace(lr=LR, grad_clip=0.0, device="cpu", threads=None, compile=False)
+    with pytest.raises(TypeError, match=r"ToyTrack\.section is a SimpleNamespace, not a config RunSettings"):
+        train_run(track, progress=False)
+    assert not track.run_dir.exists()
+    track.section = ToySettings(out_dir=str(tmp_path / "runs"), device="cpu", compile=False, dtype="float32")
+    assert train_run(track, progress=False) == 0
+    config = json.loads((track.run_dir / "config.json").read_text())
+    assert config["effective"]["dtype"] == "float32" and config["tracking"]["experiment"] == "kernattn-toy-unit"
+
+
+def test_the_experiment_is_the_named_sections_or_the_tracks():
+    assert experiment_name(None, "vision", "tiny") == "kernattn-vision-tiny"
+    assert experiment_name(TrackingParams(experiment="mine"), "char", "tiny") == "mine"
+    assert experiment_name(TrackingParams(experiment=""), "char", "tiny") == "kernattn-char-tiny"

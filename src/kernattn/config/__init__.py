@@ -8,10 +8,12 @@
 
 The file holds the defaults (paper scale), a `scale` key naming one entry of `scales`, and
 `scales: {name: overrides}`; the overrides are deep-merged over the defaults. Every key is
-checked against the dataclasses of schema.py's rules (char.py: the char GPT's and the shared
-sections; lm.py; vision.py), and every cross-key check runs on every load: an unknown key, a
+checked against the dataclasses of schema.py's rules (char.py: the char GPT's sections;
+common.py: RunSettings, the runtime fields train, lm and vision inherit, and the sections no
+track owns; lm.py; vision.py), and every cross-key check runs on every load: an unknown key, a
 wrong type or a value out of range fails with one line naming the file (or the override's
-source), the key and what is allowed (`ParamsError`).
+source), the key and what is allowed (`ParamsError`). Overrides (Snakemake's --configfile
+and --config) take everything the file takes: loader.py says in what order they apply.
 
 Imports: errors and schema only (attention, for the row options, when loading); nothing of
 the tracks, the DAG or the CLI.
@@ -20,8 +22,8 @@ the tracks, the DAG or the CLI.
 from __future__ import annotations
 
 from ..errors import ParamsError
-from .char import (BENCH_FAMILIES, AnalysisParams, BenchParams, DataParams, MatrixParams, ModelParams,
-                   ReportParams, Row, TrackingParams, TrainParams)
+from .char import AnalysisParams, DataParams, MatrixParams, ModelParams, Row, TrainParams
+from .common import BENCH_FAMILIES, BenchParams, ReportParams, RunSettings, TrackingParams
 from .lm import LMParams
 from .loader import MIRROR_ENV, OVERRIDES_ENV, SCALE_ENV, SECTIONS, Params, load_params, nest_dotted
 from .rows import Compute, RunSpec, check_rows, resolve_attention, runs_of
@@ -32,7 +34,7 @@ from .vision import VisionParams
 
 __all__ = [
     "BENCH_FAMILIES", "AnalysisParams", "Compute", "BenchParams", "DataParams", "LMParams", "MatrixParams", "MIRROR_ENV",
-    "ModelParams", "OVERRIDES_ENV", "Params", "ParamsError", "ReportParams", "Row", "RunSpec", "SCALE_ENV",
+    "ModelParams", "OVERRIDES_ENV", "Params", "ParamsError", "ReportParams", "Row", "RunSettings", "RunSpec", "SCALE_ENV",
     "SECTIONS", "StudiesParams", "TrackingParams", "TrainParams", "VisionParams", "check_rows", "find_run", "resolve_attention", "runs_of", "fingerprinted", "load_params",
     "nest_dotted", "not_fingerprinted", "run_matrix",
 ]

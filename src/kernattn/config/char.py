@@ -1,5 +1,6 @@
-"""The char-level GPT track's sections of params.yaml (seeds 000/001) and the shared ones:
-data, model, train, tracking, matrix, report, analysis, bench."""
+"""The char-level GPT track's sections of params.yaml (seeds 000/001): data, model, train,
+matrix, analysis; and the cross-key checks of these and of the bench section (its rows are
+the matrix's). The sections no track owns (tracking, report, bench) are in common.py."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..errors import ParamsError
+from .common import BENCH_FAMILIES, RunSettings, run_default
 from .rows import Row, check_lag_table, check_rows
-from .schema import NOFP, fraction, nonneg, positive
+from .schema import fraction, nonneg, positive
 
 CLEAN_CHOICES = ("gutenberg", "none")
 _CORPUS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -80,7 +82,9 @@ class ModelParams:
 
 
 @dataclass(frozen=True)
-class TrainParams:
+class TrainParams(RunSettings):
+    """The char GPT's schedule; the runtime fields (device, dtype, ...) are RunSettings'."""
+
     batch_size: int = field(default=256, metadata=positive())
     max_steps: int = field(default=200_000, metadata=positive())
     lr: float = field(default=1e-3, metadata=positive())
@@ -89,26 +93,10 @@ class TrainParams:
     weight_decay: float = field(default=0.1, metadata=nonneg())
     beta1: float = field(default=0.9, metadata=fraction())
     beta2: float = field(default=0.95, metadata=fraction())
-    grad_clip: float = field(default=1.0, metadata=nonneg())
     eval_every: int = field(default=2000, metadata=positive())
     eval_batches: int = field(default=50, metadata=positive())
-    checkpoint_every: int = field(default=5000, metadata=positive(**NOFP))
-    # CUDA only (CPU always trains in float32, eager).
-    dtype: str = field(default="bfloat16", metadata={"choices": ("bfloat16", "float32")})
-    compile: bool = field(default=True, metadata=NOFP)
-    # CPU threads per training process (None: torch's default).
-    threads: int | None = field(default=None, metadata=positive(**NOFP))
-    device: str = field(default="auto", metadata={"choices": ("auto", "cpu", "cuda"), **NOFP})
-    out_dir: str = field(default="results/runs", metadata=NOFP)
-
-
-@dataclass(frozen=True)
-class TrackingParams:
-    # MLflow tracking URI: sqlite:///path (a local store) or http://127.0.0.1:PORT (a server).
-    uri: str = "sqlite:///results/mlflow/mlflow.db"
-    artifact_root: str = "results/mlflow/artifacts"
-    experiment: str = "kernattn-{corpus}-{scale}"
-    enabled: bool = True
+    checkpoint_every: int = run_default("checkpoint_every", 5000)
+    out_dir: str = run_default("out_dir", "results/runs")
 
 
 @dataclass(frozen=True)
@@ -117,13 +105,6 @@ class MatrixParams:
     rows: tuple[Row, ...] = ()  # config.rows: the one row schema of every track
     # Names of rows to run (None: all): smaller scales run a subset.
     only: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class ReportParams:
-    out_dir: str = "report"
-    # Link runs to this MLflow UI (None: no links).
-    mlflow_ui: str | None = "http://127.0.0.1:5000"
 
 
 @dataclass(frozen=True)
@@ -145,30 +126,6 @@ class AnalysisParams:
     # Resamples of the sampled streams for the interval of the generated text's peak.
     bootstrap: int = field(default=1000, metadata=positive())
     out_dir: str = "results/analysis"
-
-
-BENCH_FAMILIES = ("vit", "char_gpt", "lm")
-
-
-@dataclass(frozen=True)
-class BenchParams:
-    """Whole-model throughput, memory and MFU (`kernattn bench`, issue 7; GKA paper Table 4)."""
-
-    families: tuple[str, ...] = ("vit", "char_gpt", "lm")   # checked in _check_matrix
-    # "paper": the papers' shapes (GPU); "small": the same models shrunk for a CPU (tiny DAG, CI).
-    size: str = field(default="paper", metadata={"choices": ("paper", "small")})
-    char_rows: tuple[str, ...] = ("rope", "gpa_m64_rope", "gpa_m64", "gpa_dp_m8", "alibi", "gka")  # matrix rows
-    train_batches: tuple[int, ...] = (64, 128)            # ViT training, images per device (Table 4)
-    infer_batches: tuple[int, ...] = (32, 64, 128, 256, 512)  # ViT inference: the best is reported
-    char_batch: int = field(default=256, metadata=positive())  # char GPT training sequences (seed 000)
-    lm_batch: int = field(default=16, metadata=positive())     # LM training sequences per step
-    dtype: str = field(default="bfloat16", metadata={"choices": ("float32", "bfloat16", "float16")})
-    compile: bool = True                                   # torch.compile (CUDA only)
-    device: str = "auto"
-    warmup: int = field(default=5, metadata=nonneg())
-    reps: int = field(default=20, metadata=positive())
-    threads: int | None = None
-    out_dir: str = "results/{scale}/bench"
 
 
 def check(params, where: str) -> None:

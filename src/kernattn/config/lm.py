@@ -1,6 +1,7 @@
 """The `lm:` section of params.yaml: the nanochat-style language-model track (seed 003 section 5).
 
-One flat dataclass (the loader validates every key, type and range, deep-merges the scales
+One dataclass of flat keys, the runtime ones (device, dtype, ...) inherited from
+common.RunSettings (the loader validates every key, type and range, deep-merges the scales
 and runs `check` whenever params are loaded). Paper defaults reproduce the depth-20 runs of seed 003 (Tables 6-8); the tiny and
 micro scales shrink depth, context, vocabulary, steps and the CORE subset.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ParamsError
+from .common import RunSettings, run_default
 from .rows import MATCH as MATCHED
 from .rows import Row, check_lag_table, check_rows
 from .schema import NOFP, nonneg, positive
@@ -40,7 +42,9 @@ CORE_TASKS = ("hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai", "wi
 
 
 @dataclass(frozen=True)
-class LMParams:
+class LMParams(RunSettings):
+    """The LM track; the runtime fields (device, dtype, grad_clip, ...) are RunSettings'."""
+
     # ---- data: FineWeb-Edu parquet shards (downloaded) or a local jsonl(.gz) mirror
     # nanochat's shuffled FineWeb-Edu shards; {index:05d} is the shard number.
     shard_url: str = field(default="https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main/shard_{index:05d}.parquet", metadata=NOFP)
@@ -90,14 +94,8 @@ class LMParams:
     warmdown_frac: float = field(default=0.5, metadata={"check": _unit_interval})
     min_lr_ratio: float = field(default=0.0, metadata=nonneg())
     weight_decay: float = field(default=0.0, metadata=nonneg())
-    grad_clip: float = field(default=1.0, metadata=nonneg())
     eval_every: int = field(default=250, metadata=positive(**NOFP))
-    checkpoint_every: int = field(default=1000, metadata=positive(**NOFP))
-    dtype: str = field(default="bfloat16", metadata={"choices": ("bfloat16", "float32")})
-    compile: bool = field(default=True, metadata=NOFP)
-    threads: int | None = field(default=None, metadata=positive(**NOFP))
-    device: str = field(default="auto", metadata={"choices": ("auto", "cpu", "cuda"), **NOFP})
-    out_dir: str = field(default="results/{scale}/lm/runs", metadata=NOFP)
+    out_dir: str = run_default("out_dir", "results/{scale}/lm/runs")
     # ---- evaluation
     # nanochat c7ba252's base_eval: 40 x 524,288 tokens per split (80 x from 324e69c).
     bpb_tokens: int = field(default=20_971_520, metadata=positive("tokens scored per split for BPB", **NOFP))

@@ -1,21 +1,50 @@
-"""Reading params.yaml: the chosen scale merged over the defaults, then the overrides
-(Snakemake's --configfile / --config, or the file named by KERNATTN_OVERRIDES), each step
-validated, then every cross-key check of every section."""
+"""Reading params.yaml and its overrides into one typed Params, every step validated.
+
+Documents. The params file and every override source (Snakemake's --configfile files, its
+--config, a mapping or list given to load_params, the file named by KERNATTN_OVERRIDES) have
+one shape, the file's: sections, `scales: {name: sections}` and `scale`. A source may hold any
+part of it, a full copy of the file included; a key the file does not take is an error.
+
+Precedence, lowest first:
+  1. the params file's sections (the paper scale's values);
+  2. the file's scales.<scale>, deep-merged over them;
+  3. each source in order (load_params' list in order; under Snakemake the --configfile
+     files as given, then --config; then KERNATTN_OVERRIDES's file). A source is resolved as
+     the file is (its own scales.<scale> over its own sections), and that merged over 1-2
+     and the sources before it.
+Mappings merge key by key; lists and values are replaced. So `--config 'train={lr: 0.5}'`
+wins over the file's scales.tiny.train.lr; a full copy of the file as a source changes
+nothing (resolved at tiny it is the file at tiny); and a copy with one value changed changes
+what the same edit of params.yaml would: a value under the copy's scales.tiny changes the
+tiny scale, a top-level one every scale that does not set that key itself.
+
+The scale: the `scale` argument (kernattn --scale), else the last source that names one
+(`--config scale=micro` after a configfile's `scale`), else KERNATTN_SCALE, else the file's
+`scale`, else paper. It is paper or a name under `scales` of the file or of a source (a
+source may add a scale: the defaults, then its overrides).
+
+Validation: every key of a document is checked first, and one error names all its unknown
+keys and the document (the file's path or `--config`). Then every scale of the params file is
+built and cross-checked, and after each source the chosen scale and every scale that source
+names, so that a bad value's error names its source. Params.changes keeps what the sources
+changed of the file at the chosen scale: the overrides file Snakemake hands every job.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import yaml
 
 from ..errors import ParamsError
-from . import char, lm, studies, vision  # submodules of this package (not its __init__)
-from .schema import build, deep_merge, fill_placeholders
+from . import char, common, lm, studies, vision  # submodules of this package (not its __init__)
+from .schema import build, deep_merge, fill_placeholders, unknown_keys, unknown_keys_error
 
 SCALE_ENV = "KERNATTN_SCALE"
 MIRROR_ENV = "KERNATTN_DATA_MIRROR"
@@ -30,16 +59,19 @@ class Params:
     data: char.DataParams
     model: char.ModelParams
     train: char.TrainParams
-    tracking: char.TrackingParams
+    tracking: common.TrackingParams
     matrix: char.MatrixParams
-    report: char.ReportParams
+    report: common.ReportParams
     analysis: char.AnalysisParams
-    bench: char.BenchParams
+    bench: common.BenchParams
     vision: vision.VisionParams
     lm: lm.LMParams
     studies: studies.StudiesParams
     path: str = "params.yaml"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
+    # What the override sources changed of the params file at this scale, in the file's
+    # shape: as the one source over the file at this scale, it gives these params.
+    changes: dict = field(default_factory=dict, compare=False, repr=False)
 
     def digest(self) -> str:
         """sha256 (first 12 hex) of the resolved params: the provenance the report shows."""
@@ -51,63 +83,168 @@ SECTIONS = {
     "data": char.DataParams,
     "model": char.ModelParams,
     "train": char.TrainParams,
-    "tracking": char.TrackingParams,
+    "tracking": common.TrackingParams,
     "matrix": char.MatrixParams,
-    "report": char.ReportParams,
+    "report": common.ReportParams,
     "analysis": char.AnalysisParams,
-    "bench": char.BenchParams,
+    "bench": common.BenchParams,
     "vision": vision.VisionParams,
     "lm": lm.LMParams,
     "studies": studies.StudiesParams,
 }
 
-Overrides = "dict | list[tuple[str, dict]] | None"
+Overrides = Union[dict, "list[tuple[str, dict]]", None]
+TOP_KEYS = (*SECTIONS, "scale", "scales")  # what params.yaml and every override source may hold
+
+
+@dataclass(frozen=True)
+class Document:
+    """The params file or one override source, in the file's shape: sections, `scales` and
+    `scale`; a source may hold any part of it, a full copy of the file included."""
+
+    source: str  # the file's path or `--config`: what an error names
+    sections: dict
+    scales: dict
+    scale: str | None = None
+
+    def at(self, scale: str) -> dict:
+        """Its sections at `scale`: its own scales.<scale> deep-merged over its sections."""
+        return deep_merge(self.sections, self.scales.get(scale) or {})
 
 
 def load_params(path: str | os.PathLike = "params.yaml", scale: str | None = None,
                 overrides: Overrides = None) -> Params:
     """Read, merge the chosen scale, apply the overrides, validate. `overrides` is a mapping
-    {section: {key: value}} (dotted keys such as "train.lr" allowed) or a list of
-    (source, mapping) pairs applied in order; an error names the source it came from.
-    Raises ParamsError (one line) on any problem."""
+    in params.yaml's shape (dotted keys such as "train.lr" allowed) or a list of (source,
+    mapping) pairs applied in order; an error names the source it came from. Raises
+    ParamsError (one line) on any problem. The precedence is the module's docstring."""
     path = Path(path)
-    doc = _read_yaml(path, "params file (run from the repository root, or pass --params)")
-    allowed_top = {"scale", "scales", *SECTIONS}
-    if unknown := [k for k in doc if k not in allowed_top]:
-        raise ParamsError(f"{path}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed_top))}")
-    scales = doc.get("scales") or {}
-    if not isinstance(scales, dict):
-        raise ParamsError(f"{path}: 'scales' must be a mapping of scale name -> overrides")
-    chosen = scale or os.environ.get(SCALE_ENV) or doc.get("scale") or "paper"
-    if chosen != "paper" and chosen not in scales:
-        raise ParamsError(f"{path}: unknown scale {chosen!r}; allowed: {', '.join(sorted({'paper', *scales}))}")
-    # Every scale is validated, not only the chosen one: a typo in `paper` must not wait for
-    # the day someone runs at paper scale. paper first: a bad key in the base sections is
-    # reported as such, not as some scale's.
-    params = None
-    for name in ["paper", *sorted(set(scales) - {"paper"})]:
-        merged = _resolve(doc, scales, name, path)
-        if name == chosen:
-            params = _finish(merged, chosen, path, _sources(overrides))
-        else:
-            _checked(_params(merged, name, path), f"{path}: " if name == "paper" else f"{path}: scales.{name} -> ")
-    return params
-
-
-def _finish(merged: dict, scale: str, path: Path, sources: list[tuple[str, dict]]) -> Params:
-    """The chosen scale with the overrides and the mirror variable applied, checked: the file
-    first, then each source as it comes, so that an error names where the bad value is."""
-    params = _checked(_params(merged, scale, path), f"{path}: scale {scale}: ")
-    for source, over in sources:
-        if unknown := [k for k in over if k not in SECTIONS]:
-            raise ParamsError(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(SECTIONS)}")
-        merged = deep_merge(merged, over)
-        _checked(_params(merged, scale, source), f"{source}: scale {scale}: ")
+    base = document(str(path), read_yaml(path, "params file (run from the repository root, or pass --params)"))
+    base = dataclasses.replace(base, sections={k: base.sections.get(k) or {} for k in SECTIONS})
+    sources = [document(source, over) for source, over in _sources(overrides)]
+    chosen = _choose(scale, base, sources)
+    params = _check_file(base, chosen)
+    merged = _check_sources(base, sources, chosen)
+    changes = _changed(base.at(chosen), merged)
+    if chosen != "paper" and chosen not in base.scales and changes:
+        changes["scales"] = {chosen: {}}  # a scale only a source defines: `changes` must name it
     if mirror := os.environ.get(MIRROR_ENV):
         merged = {**merged, "data": {**merged["data"], "mirror": mirror}}
     if sources or mirror:
-        params = _params(merged, scale, path)
-    return params
+        params = _params(merged, chosen, path)
+    return dataclasses.replace(params, changes=changes) if changes else params
+
+
+def document(source: str, doc: Any) -> Document:
+    """A mapping in params.yaml's shape, its keys checked first: every unknown key of it
+    (sections, scales, nested entries) in one error."""
+    if not isinstance(doc, dict):
+        raise ParamsError(f"{source}: expected a mapping of {', '.join(TOP_KEYS)} at the top level, got {doc!r}")
+    if unknown := _unknown(doc):
+        raise unknown_keys_error(source, unknown)
+    scales = doc.get("scales") or {}
+    if not isinstance(scales, dict):
+        raise ParamsError(f"{source}: 'scales' must be a mapping of scale name -> overrides, got {scales!r}")
+    for name, over in scales.items():
+        if over is not None and not isinstance(over, dict):
+            raise ParamsError(f"{source}: scales.{name} must be a mapping of overrides, got {over!r}")
+    scale = doc.get("scale")
+    if scale is not None and not isinstance(scale, str):
+        raise ParamsError(f"{source}: scale must be the name of a scale, got {scale!r}")
+    sections = {k: {} if v is None else v for k, v in doc.items() if k in SECTIONS}
+    return Document(source, sections, {str(name): over or {} for name, over in scales.items()}, scale)
+
+
+def _unknown(doc: dict) -> list:
+    """Every key of `doc` params.yaml does not have: at the top, in a section, in a scale."""
+    found = [(key, "", list(TOP_KEYS)) for key in doc if key not in TOP_KEYS]
+    found += _unknown_in_sections(doc, "")
+    scales = doc.get("scales")
+    for name, over in (scales.items() if isinstance(scales, dict) else ()):
+        if isinstance(over, dict):
+            where = f"scales.{name}"
+            found += [(f"{where}.{key}", where, list(SECTIONS)) for key in over if key not in SECTIONS]
+            found += _unknown_in_sections(over, f"{where}.")
+    return found
+
+
+def _unknown_in_sections(doc: dict, prefix: str) -> list:
+    return [u for section, cls in SECTIONS.items() if section in doc
+            for u in unknown_keys(cls, doc[section], prefix + section)]
+
+
+def _choose(scale: str | None, base: Document, sources: list[Document]) -> str:
+    """The scale: the argument, else the last source naming one, else KERNATTN_SCALE, else
+    the file's `scale`, else paper; paper or a name under `scales` of the file or a source."""
+    named = [doc for doc in sources if doc.scale]
+    if scale:
+        chosen, by = scale, base.source
+    elif named:
+        chosen, by = named[-1].scale, named[-1].source
+    else:
+        chosen, by = os.environ.get(SCALE_ENV) or base.scale or "paper", base.source
+    known = {"paper", *base.scales, *(name for doc in sources for name in doc.scales)}
+    if chosen not in known:
+        raise ParamsError(f"{by}: unknown scale {chosen!r}; allowed: {', '.join(sorted(known))}")
+    return chosen
+
+
+def _check_file(base: Document, chosen: str) -> Params:
+    """Every scale of the params file built and cross-checked, not only the chosen one: a
+    typo in `paper` must not wait for the day someone runs at paper scale. paper first: a bad
+    key in the base sections is reported as such, not as some scale's. Returns the chosen."""
+    params = None
+    for name in ["paper", *sorted(set(base.scales) - {"paper"})]:
+        built = _built(base.at(name), name, base.source, "" if name == "paper" else f"scales.{name} -> ")
+        _checked(built, f"{base.source}: scale {name}: " if name == chosen else
+                 f"{base.source}: " if name == "paper" else f"{base.source}: scales.{name} -> ")
+        if name == chosen:
+            params = built
+    return params if params is not None else _params(base.at(chosen), chosen, base.source)
+
+
+def _check_sources(base: Document, sources: list[Document], chosen: str) -> dict:
+    """The sections at `chosen` with every source applied, checked after each source (the
+    chosen scale and every scale the source names), so that an error names its source."""
+    for i, doc in enumerate(sources):
+        upto = [base, *sources[: i + 1]]
+        for name in [chosen, *sorted(set(doc.scales) - {chosen})]:
+            prefix = "" if name == chosen else f"scales.{name} -> "
+            built = _built(_resolve(upto, name), name, doc.source, prefix)
+            _checked(built, f"{doc.source}: scale {name}: " if name == chosen else f"{doc.source}: {prefix}")
+    return _resolve([base, *sources], chosen)
+
+
+def _resolve(docs: list[Document], scale: str) -> dict:
+    """The sections at `scale`: each document resolved at it (its scales.<scale> over its
+    sections), merged over the ones before."""
+    merged: dict = {}
+    for doc in docs:
+        merged = deep_merge(merged, doc.at(scale))
+    return merged
+
+
+def _changed(old: dict, new: dict) -> dict:
+    """What of `new` differs from `old`, mappings compared key by key: merged over `old`, it
+    gives `new` back (the overrides file a Snakemake job gets holds only what changed)."""
+    out = {}
+    for key, value in new.items():
+        if key not in old:
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(old[key], dict):
+            if sub := _changed(old[key], value):
+                out[key] = sub
+        elif value != old[key]:
+            out[key] = value
+    return out
+
+
+def _built(merged: dict, scale: str, source: str, prefix: str) -> Params:
+    """_params with `prefix` (the scale's `scales.<name> -> `) after the source in an error."""
+    try:
+        return _params(merged, scale, source)
+    except ParamsError as exc:
+        raise ParamsError(str(exc).replace(f"{source}: ", f"{source}: {prefix}", 1)) from None
 
 
 def _params(merged: dict, scale: str, where) -> Params:
@@ -128,7 +265,8 @@ def _checked(params: Params, where: str) -> Params:
     return params
 
 
-def _read_yaml(path: Path, what: str) -> dict:
+def read_yaml(path: Path, what: str) -> dict:
+    """A YAML file's top-level mapping, or one line naming the file (and the line of a syntax error)."""
     if not path.is_file():
         raise ParamsError(f"{path}: no such {what}")
     try:
@@ -143,30 +281,6 @@ def _read_yaml(path: Path, what: str) -> dict:
     return doc
 
 
-def _resolve(doc: dict, scales: dict, name: str, path: Path) -> dict:
-    """The sections of scale `name`: its overrides deep-merged over the defaults, each key
-    checked (the values are checked when the sections are built)."""
-    merged = {k: doc.get(k, {}) or {} for k in SECTIONS}
-    overrides = scales.get(name) or {}
-    if not isinstance(overrides, dict):
-        raise ParamsError(f"{path}: scales.{name} must be a mapping of overrides")
-    for key, value in overrides.items():
-        where = f"scales.{name}.{key}"
-        if key not in SECTIONS:
-            raise ParamsError(f"{path}: unknown key '{where}'; allowed: {', '.join(SECTIONS)}")
-        if isinstance(value, dict):
-            allowed = list(SECTIONS[key].__dataclass_fields__)
-            if unknown := [sub for sub in value if sub not in allowed]:
-                raise ParamsError(f"{path}: unknown key '{where}.{unknown[0]}'; allowed: {', '.join(allowed)}")
-        merged[key] = deep_merge(merged[key], value)
-    prefix = "" if name == "paper" else f"scales.{name} -> "
-    try:
-        _params(merged, name, path)
-    except ParamsError as exc:
-        raise ParamsError(str(exc).replace(f"{path}: ", f"{path}: {prefix}", 1)) from None
-    return merged
-
-
 def _sources(overrides: Overrides) -> list[tuple[str, dict]]:
     """The overrides as (source, nested mapping) pairs, KERNATTN_OVERRIDES's file last."""
     if overrides is None:
@@ -176,7 +290,7 @@ def _sources(overrides: Overrides) -> list[tuple[str, dict]]:
     else:
         pairs = list(overrides)
     if env_file := os.environ.get(OVERRIDES_ENV):
-        pairs.append((env_file, _read_yaml(Path(env_file), f"overrides file ({OVERRIDES_ENV})")))
+        pairs.append((env_file, read_yaml(Path(env_file), f"overrides file ({OVERRIDES_ENV})")))
     return [(source, nest_dotted(over, source)) for source, over in pairs]
 
 

@@ -9,6 +9,10 @@ Field metadata understood here:
                  device, cadence of checkpoints): `fingerprinted(section)` leaves it out.
 A nested dataclass with a class attribute SHORTHAND = "<field>" also takes a bare value for
 that field (data.urls: `- https://...` or `- {url: https://..., sha256: ...}`).
+
+A section may inherit fields (TrainParams, LMParams and VisionParams inherit
+common.RunSettings): the checks, the unknown-key scan and the fingerprint flag see every
+field, its own and its base's alike.
 """
 
 from __future__ import annotations
@@ -72,21 +76,71 @@ def fill_placeholders(section, **values: str):
     return dataclasses.replace(section, **changes) if changes else section
 
 
+def field_names(cls) -> list[str]:
+    """The keys of a section as an error lists them: the names the class adds first, then
+    those of its bases (a track's schedule before RunSettings' out_dir, device, dtype, ...)."""
+    inherited = {f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base) for f in dataclasses.fields(base)}
+    names = [f.name for f in dataclasses.fields(cls)]
+    return [n for n in names if n not in inherited] + [n for n in names if n in inherited]
+
+
+Unknown = tuple[str, str, list[str]]  # (dotted key, its parent, the keys the parent allows)
+
+
+def unknown_keys(cls, values: Any, where: str) -> list[Unknown]:
+    """Every key of the mapping `values`, and of the mappings nested in it, that the schema
+    of `cls` does not have: all of them, so that one error names every typo of a file."""
+    if not isinstance(values, dict):
+        return []  # build() says what is wrong with it
+    allowed, hints = field_names(cls), typing.get_type_hints(cls)
+    found = [(f"{where}.{key}", where, allowed) for key in values if key not in allowed]
+    for key, value in values.items():
+        if key in allowed:
+            found += _nested_unknown(hints[key], value, f"{where}.{key}")
+    return found
+
+
+def _nested_unknown(annotation, value: Any, where: str) -> list[Unknown]:
+    """unknown_keys inside one value, following its annotation as convert() does."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return [] if value is None else _nested_unknown(next(a for a in args if a is not type(None)), value, where)
+    if dataclasses.is_dataclass(annotation):
+        if (short := getattr(annotation, "SHORTHAND", None)) and not isinstance(value, dict):
+            value = {short: value}
+        return unknown_keys(annotation, value, where)
+    if origin is tuple and isinstance(value, (list, tuple)):
+        return [u for i, v in enumerate(value) for u in _nested_unknown(args[0], v, f"{where}[{i}]")]
+    return []
+
+
+def unknown_keys_error(source, found: list[Unknown]) -> ParamsError:
+    """One line naming every unknown key and what its parent allows:
+    `my.yaml: unknown keys 'trian', 'matrix.rowz'; allowed: at the top: data, ...; in matrix: seeds, ...`."""
+    keys = ", ".join(repr(key) for key, _, _ in found)
+    groups = {parent: allowed for _, parent, allowed in found}
+    if len(groups) == 1:
+        allowed = ", ".join(next(iter(groups.values())))
+    else:
+        allowed = "; ".join(f"{'in ' + parent if parent else 'at the top'}: {', '.join(names)}"
+                            for parent, names in groups.items())
+    return ParamsError(f"{source}: unknown key{'s' if len(found) > 1 else ''} {keys}; allowed: {allowed}")
+
+
 def build(cls, values: Any, where: str, path: Path | str):
     """`cls(**values)` with every key, type and value checked; `where` is the key's dotted name."""
     if not isinstance(values, dict):
         raise ParamsError(f"{path}: {where} must be a mapping, got {values!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    if unknown := [key for key in values if key not in fields]:
+        raise unknown_keys_error(path, [(f"{where}.{key}", where, field_names(cls)) for key in unknown])
     hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for key, value in values.items():
-        if key not in fields:
-            raise ParamsError(f"{path}: unknown key '{where}.{key}'; allowed: {', '.join(fields)}")
-        kwargs[key] = convert(value, hints[key], f"{where}.{key}", path, fields[key].metadata)
+    kwargs = {key: convert(value, hints[key], f"{where}.{key}", path, fields[key].metadata)
+              for key, value in values.items()}
     missing = [n for n, f in fields.items() if n not in kwargs and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
     if missing:
-        raise ParamsError(f"{path}: missing key '{where}.{missing[0]}'")
+        raise ParamsError(f"{path}: missing key '{where}.{missing[0]}'; give it a value")
     return cls(**kwargs)
 
 

@@ -1,6 +1,7 @@
 """The `vision:` section of params.yaml (seed 003, section 4.1 at the paper scale).
 
-Flat fields (the loader builds one dataclass per section and runs `check` on load). The paper scale is DeiT-Ti on
+Flat fields, the runtime ones (device, dtype, ...) inherited from common.RunSettings (the
+loader builds one dataclass per section and runs `check` on load). The paper scale is DeiT-Ti on
 ImageNet-1k at 224 px with the DeiT recipe; `tiny` trains a small ViT on a Fashion-MNIST
 subset on CPU; `micro` a few steps for the tests.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ParamsError
+from .common import RunSettings, run_default
 from .rows import Row, check_rows
 from .schema import NOFP, fraction, nonneg, positive
 
@@ -46,7 +48,9 @@ def check_position_free(label: str, name: str, options: dict, module) -> None:
 
 
 @dataclass(frozen=True)
-class VisionParams:
+class VisionParams(RunSettings):
+    """The ViT track; the runtime fields (device, dtype, grad_clip, ...) are RunSettings'."""
+
     # ---- data
     dataset: str = field(default="imagenet", metadata={"choices": DATASETS})
     # imagenet: a folder with train/ and val/ in ImageFolder layout; cifar: torchvision's root;
@@ -79,7 +83,6 @@ class VisionParams:
     weight_decay: float = field(default=0.05, metadata=nonneg())
     beta1: float = field(default=0.9, metadata=fraction())
     beta2: float = field(default=0.999, metadata=fraction())
-    grad_clip: float = field(default=1.0, metadata=nonneg())
     # ---- augmentation and regularisation
     rand_augment_n: int = field(default=2, metadata=nonneg("RandAugment ops per image (0: off)"))
     rand_augment_m: int = field(default=9, metadata=nonneg("RandAugment magnitude"))
@@ -94,13 +97,8 @@ class VisionParams:
     ema_decay: float = field(default=0.99996, metadata=fraction())
     # ---- running
     eval_every: int = field(default=1, metadata=positive("epochs between validations"))
-    checkpoint_every: int = field(default=1000, metadata=positive("steps", **NOFP))
     workers: int = field(default=8, metadata=nonneg(**NOFP))
-    dtype: str = field(default="bfloat16", metadata={"choices": ("bfloat16", "float32")})
-    compile: bool = field(default=True, metadata=NOFP)
-    threads: int | None = field(default=None, metadata=positive(**NOFP))
-    device: str = field(default="auto", metadata={"choices": ("auto", "cpu", "cuda"), **NOFP})
-    out_dir: str = field(default="results/{scale}/vision/runs", metadata=NOFP)
+    out_dir: str = run_default("out_dir", "results/{scale}/vision/runs")
     # ---- section 7 figures
     viz_image: int = field(default=0, metadata=nonneg("index of the validation image", **NOFP))
     viz_seed: int = field(default=0, metadata=NOFP)

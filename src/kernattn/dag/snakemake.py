@@ -1,6 +1,11 @@
-"""What the Snakefile's rules take from the stage table: their `params` (the rerun trigger:
-the sections a stage reads, a per-run stage seeing only its own row of the matrix) and the
-`--config` / `--configfile` overrides, checked like params.yaml and handed to the commands."""
+"""What the Snakefile takes from here: its rules' `params` (the rerun trigger: the sections a
+stage reads, a per-run stage seeing only its own row of the matrix), threads, wildcard
+constraints and shell commands, and the `--configfile` / `--config` overrides, read as
+params.yaml is (kernattn.config.loader: the precedence) and handed to every command.
+
+    P = load(PARAMS_FILE, workflow.config_settings)   # a bad key or value stops the parse
+    ARGS = scale_args(P, PARAMS_FILE, overrides_file(P))
+"""
 
 from __future__ import annotations
 
@@ -10,13 +15,14 @@ from pathlib import Path
 
 import yaml
 
-from ..config import Params, nest_dotted
-from ..config.schema import deep_merge
+from ..config import Params
+from ..config.loader import read_yaml
 from ..io import atomic_write_text
 from ..stage import Stage
 
-# Snakemake config keys that are not params.yaml overrides
-RESERVED = ("scale", "params")
+# Snakemake config keys of ours that params.yaml does not hold: `params` names another params
+# file. (`scale` is params.yaml's own key: a source's `scale` selects the scale.)
+RESERVED = ("params",)
 
 
 def rule_params(stage: Stage, params: Params) -> dict:
@@ -30,15 +36,11 @@ def rule_params(stage: Stage, params: Params) -> dict:
 
 
 def override_sources(config_settings) -> list[tuple[str, dict]]:
-    """(source, mapping) per --configfile, then --config, without the reserved keys; the
-    source names the file or `--config` in every error."""
-    sources = []
-    for path in getattr(config_settings, "configfiles", None) or ():
-        doc = yaml.safe_load(Path(path).read_text()) or {}
-        sources.append((str(path), doc))
-    sources.append(("--config", _typed(dict(getattr(config_settings, "config", None) or {}))))
-    return [(src, {k: v for k, v in doc.items() if k not in RESERVED}) if isinstance(doc, dict) else (src, doc)
-            for src, doc in sources]
+    """(source, mapping) per --configfile in order, then --config, less the reserved keys;
+    each in params.yaml's shape (a full copy of it included), the source named in every error."""
+    sources = [(str(path), read_yaml(Path(path), "configfile (--configfile)")) for path in config_settings.configfiles or ()]
+    sources.append(("--config", _typed(dict(config_settings.config or {}))))
+    return [(source, {k: v for k, v in doc.items() if k not in RESERVED}) for source, doc in sources]
 
 
 def _typed(value):
@@ -56,27 +58,26 @@ def _typed(value):
     return value
 
 
-def load(params_file: str, scale: str | None, sources: list[tuple[str, dict]]) -> Params:
-    """load_params for the Snakefile: a bad params file or override stops the parse with its
-    one line (Snakemake would print a traceback around it)."""
+def load(params_file: str, config_settings) -> Params:
+    """load_params for the Snakefile with Snakemake's overrides (override_sources); the scale
+    is theirs (`--config scale=...`, a configfile's `scale`) or the file's. A bad params file
+    or override stops the parse with its one line (Snakemake would print a traceback)."""
     from ..config import load_params
     from ..errors import ParamsError
 
     try:
-        return load_params(params_file, scale, sources)
+        return load_params(params_file, None, override_sources(config_settings))
     except ParamsError as exc:
         sys.exit(f"kernattn: error: {exc}")
 
 
-def overrides_file(sources: list[tuple[str, dict]], folder: str = ".snakemake/kernattn") -> str | None:
-    """Write the merged overrides where every job's `kernattn` reads them (named by their
-    content, so concurrent parses write the same file); None when there are none."""
-    merged: dict = {}
-    for source, over in sources:
-        merged = deep_merge(merged, nest_dotted(over, source))
-    if not merged:
+def overrides_file(params: Params, folder: str = ".snakemake/kernattn") -> str | None:
+    """Write what the overrides changed of the params file at the chosen scale (Params.changes)
+    where every job's `kernattn` reads it (named by its content, so concurrent parses write the
+    same file); None when they changed nothing: the commands are then those of no override."""
+    if not params.changes:
         return None
-    text = yaml.safe_dump(merged, sort_keys=True)
+    text = yaml.safe_dump(params.changes, sort_keys=True)
     path = Path(folder) / f"overrides-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
     if not path.is_file() or path.read_text() != text:
         atomic_write_text(path, text)
@@ -88,3 +89,29 @@ def scale_args(params: Params, params_file: str, overrides: str | None = None) -
     args = f"--params {params_file} --scale {params.scale}"
     return f"{args} --overrides {overrides}" if overrides else args
 
+
+def local_cores(workflow) -> int:
+    """The local core count (--cores); 1 under a cluster executor, which has none."""
+    from snakemake.exceptions import WorkflowError
+
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return 1
+
+
+def run_constraint(stage: Stage) -> str:
+    """Only the stage's own run ids match its `{run}` (the tracks' output patterns overlap)."""
+    return "|".join(stage.runs) or f"no-{stage.name}-run"
+
+
+def threads_of(stage: Stage, cores: int) -> int:
+    """The stage's threads; `all` is the local core count `cores`."""
+    return cores if stage.threads == "all" else stage.threads
+
+
+def shell_of(stage: Stage) -> str:
+    """The stage's command as a template: {ARGS} (the Snakefile's) and the run are filled in
+    per job, so the rule's code, Snakemake's rerun trigger, does not change with the overrides."""
+    run = "{wildcards.run}" if stage.per_run else None
+    return stage.cmd("{ARGS}", run) + " > {log} 2>&1"

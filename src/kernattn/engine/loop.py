@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..config.common import RunSettings
 from ..errors import UsageError
 from ..io import atomic_torch_save
 from .rundir import CKPT, CKPT_FORMAT, open_run_dir
@@ -73,6 +74,10 @@ def all_finite(model: torch.nn.Module) -> bool:
 def train_run(track: Track, *, fresh: bool = False, stop_after: int | None = None, stale: str = "error",
               progress: bool = True) -> int:
     """Train (or resume, or skip when finished) one run of `track`; returns the exit status."""
+    if not isinstance(track.section, RunSettings):  # the loop reads device, dtype, ... typed
+        raise TypeError(f"{type(track).__module__}.{type(track).__qualname__}.section is a "
+                        f"{type(track.section).__name__}, not a config RunSettings: set it to the track's params "
+                        f"section (TrainParams, LMParams, VisionParams or another RunSettings subclass)")
     if fresh and track.run_dir.exists():
         shutil.rmtree(track.run_dir)  # asked for by name on the command line
     fp_config = {"format": track.fingerprint_format, **track.fingerprint_config()}
@@ -99,7 +104,7 @@ class Loop:
         seed_everything(track.seed)  # the init depends on the seed only
         track.build(self.device)
         self.fwd = torch.compile(track.model) if self.device.type == "cuda" and sec.compile else track.model
-        self.autocast = autocast_factory(self.device, getattr(sec, "dtype", "float32"))
+        self.autocast = autocast_factory(self.device, sec.dtype)
         self.st = LoopState(acc=torch.zeros((), dtype=torch.float64, device=self.device))
         self.resumed = ckpt is not None
         if ckpt is not None:
@@ -285,8 +290,7 @@ class Loop:
         return {"device": self.device.type,
                 "device_name": torch.cuda.get_device_name(self.device) if cuda
                 else platform.processor() or platform.machine(),
-                "effective": {"dtype": "bfloat16" if cuda and getattr(self.track.section, "dtype", "") == "bfloat16"
-                              else "float32",
+                "effective": {"dtype": "bfloat16" if cuda and self.track.section.dtype == "bfloat16" else "float32",
                               "compile": self.fwd is not self.track.model, "threads": torch.get_num_threads()},
                 "torch_version": torch.__version__, "python_version": platform.python_version()}
 

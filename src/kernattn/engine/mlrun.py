@@ -2,7 +2,7 @@
 
 experiment: the `experiment` of the params section the track names for it (the char
 track: tracking.experiment; the LM track: lm.experiment), else 'kernattn-<track>-<scale>'
-(vision: its section has none); `{scale}` is filled in by the params loader. run name: the run id, '<row>-s<seed>', in every track. Tags: track, run_id,
+(vision names none); `{scale}` is filled in by the params loader. run name: the run id, '<row>-s<seed>', in every track. Tags: track, run_id,
 seed, variant, scale, fingerprint, params digest, git commit, device, and the track's own.
 Params: config.json flattened, less what changes from one session to the next.
 """
@@ -10,7 +10,7 @@ Params: config.json flattened, less what changes from one session to the next.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Protocol
 
 from ..tracking import flatten
 
@@ -25,9 +25,16 @@ TAG_KEYS = ("track", "run_id", "row", "seed", "variant", "source", "label", "mat
             "params_digest", "scale", "fingerprint", "device")
 
 
-def experiment_name(section: Any, track: str, scale: str) -> str:
-    name = getattr(section, "experiment", None)
-    return name if isinstance(name, str) and name else f"kernattn-{track}-{scale}"
+class NamesExperiment(Protocol):
+    """A params section that names an MLflow experiment: tracking (the char track), lm."""
+
+    experiment: str
+
+
+def experiment_name(section: NamesExperiment | None, track: str, scale: str) -> str:
+    """The section's experiment; 'kernattn-<track>-<scale>' for a track that names none (None)
+    or an empty name."""
+    return section.experiment if section is not None and section.experiment else f"kernattn-{track}-{scale}"
 
 
 def tracking_for(tracking: Any, experiment: str) -> Any:

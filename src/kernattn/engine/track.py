@@ -19,27 +19,41 @@ digest is part of the fingerprint), then supplies:
   config()              the track's sections of config.json
   final(state)          the track's results in final.json; finish(run_dir) writes any other
                         output before final.json (which the engine writes last)
+
+and sets, as class attributes, `command`, `name` and `section_name` (no defaults: a subclass
+without them fails at its definition), and in __init__ `section`, its params section: a
+config.RunSettings (TrainParams, LMParams, VisionParams), whose device, dtype, compile,
+threads and grad_clip the engine reads, and whose `lr` the divergence hint names.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
+from ..config.common import RunSettings
+from .mlrun import NamesExperiment
+
+# Class attributes every track sets itself: a default here would let a new track pass as the
+# char track in its messages, config.json and MLflow tags.
+REQUIRED = ("command", "name", "section_name")
+
 
 class Track:
-    command = "train"      # the CLI command (messages: "kernattn <command>: ...")
-    name = "char"          # the track's name: config.json, MLflow tag and experiment rule
-    section_name = "train"  # the params section holding lr, grad_clip, device, ... (error hints)
+    command: ClassVar[str]       # the CLI command (messages: "kernattn <command>: ...")
+    name: ClassVar[str]          # the track's name: config.json, MLflow tag and experiment rule
+    section_name: ClassVar[str]  # the params section holding lr, grad_clip, device, ... (error hints)
     rate_unit = "tokens"   # train lines carry '<rate_unit>_per_s'
     fingerprint_format = 1  # bump when the same params would train other weights
 
     # set by the track's __init__
     params: Any
-    section: Any
-    experiment_section: Any = None  # the section whose `experiment` names the MLflow experiment
+    section: RunSettings  # TrainParams, LMParams, VisionParams: the runtime fields and lr
+    # The section whose `experiment` names the MLflow experiment (tracking, lm); None:
+    # kernattn-<name>-<scale>.
+    experiment_section: NamesExperiment | None = None
     run_id: str
     seed: int
     variant: str
@@ -52,6 +66,14 @@ class Track:
     grad_accum: int = 1
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        own = cls.__mro__[: cls.__mro__.index(Track)]  # the subclass and its bases below Track
+        missing = [attr for attr in REQUIRED if not any(attr in vars(klass) for klass in own)]
+        if missing:
+            raise TypeError(f"{cls.__module__}.{cls.__qualname__}: a Track subclass must set the class attributes "
+                            f"{', '.join(missing)} (e.g. command, name, section_name = 'train-lm', 'lm', 'lm')")
 
     def identity(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "seed": self.seed, "variant": self.variant}

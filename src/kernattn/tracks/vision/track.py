@@ -121,7 +121,7 @@ class VisionTrack(Track):
     def __init__(self, params, run: str | RunSpec):
         """`run`: a run id of vision.rows, or a run spec (a study's variation of a row)."""
         vp = self.section = params.vision
-        self.params, self.experiment_section = params, vp
+        self.params = params  # no experiment_section: MLflow's experiment is kernattn-vision-<scale>
         self.run = run if isinstance(run, RunSpec) else find_vision_run(params, run)
         self.variant, self.seed = self.run.variant, self.run.seed
         self.run_id = self.run.run_id
