@@ -1,14 +1,15 @@
 """Command line of the kernattn pipeline: `kernattn <stage> [options]`.
 
-Each stage is a subcommand whose module provides
-    HELP: str                       one-line summary for `kernattn --help`
-    add_arguments(parser) -> None   the stage's options
+Each stage is a subcommand listed in STAGES below (its module and one-line help) whose module
+provides
     run(args) -> int                the stage itself; returns the exit status
-and is listed in STAGES below. Bad arguments end with one line on stderr
+    add_arguments(parser) -> None   its own options, if it has any
+The options every stage shares are taken here, once: `--params FILE` and `--scale NAME`
+(the params file and its scale; not for the stages in OWN_PARAMS) and `--overrides FILE`
+(params overrides; see `_take_overrides`). Bad arguments end with one line on stderr
 ("kernattn <stage>: error: ...") and exit status 2; a stage reports a bad combination of
 arguments it can only detect itself by raising `UsageError` (or the attention registry's
-`AttentionConfigError`), which is turned into the same one line. Every stage also takes
-`--overrides FILE` (params overrides; see `_take_overrides`). A stage's name in Snakemake,
+`AttentionConfigError`), which is turned into the same one line. A stage's name in Snakemake,
 DVC and profiles/ is its subcommand with `_` for `-` (kernattn.stage.command_name).
 """
 
@@ -54,6 +55,25 @@ STAGES: dict[str, tuple[str, str]] = {
 }
 
 
+# The stages that read params.yaml differently: which of the shared options they take.
+OWN_PARAMS: dict[str, tuple[str, ...]] = {
+    "install-profile": (),        # writes a SLURM profile; reads no params
+    "bench-attention": (),        # times the attention kernels alone, at its own shapes
+    "gpu-check": ("--params",),   # a part sets its own sizes (--tiny); the train part writes its own scale
+}
+
+
+def add_params_options(parser: argparse.ArgumentParser, stage: str) -> None:
+    """--params and --scale, as `stage` takes them."""
+    options = OWN_PARAMS.get(stage, ("--params", "--scale"))
+    if "--params" in options:
+        parser.add_argument("--params", default="params.yaml", metavar="FILE",
+                            help="params file (default: params.yaml in the current folder)")
+    if "--scale" in options:
+        parser.add_argument("--scale", default=None, metavar="NAME",
+                            help="scale of the params file (default: its `scale` key, or KERNATTN_SCALE)")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but an error is one line (no usage block) and exit status 2."""
 
@@ -76,7 +96,9 @@ def build_parser(stage: str | None = None) -> argparse.ArgumentParser:
         doc = (module.__doc__ or "").strip().split("\n\n")[0]
         stage_parser = sub.add_parser(name, help=help_text, description=doc,
                                       formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(stage_parser)
+        add_params_options(stage_parser, name)
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(stage_parser)
         stage_parser.set_defaults(_run=module.run)
         parser.stages[name] = stage_parser
     return parser

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from .io import atomic_write_text
 
-HELP = "install the SLURM snakemake profile (~/.config/snakemake/slurm) with your site's values"
 
 PLACEHOLDERS = {
     "SITE_PARTITION": "partition",

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-HELP = "upload finished runs missing from the MLflow store (params, metrics from metrics.jsonl, artifacts)"
 
 ARTIFACTS = ("config.json", "metrics.jsonl")  # and final.json, written with the run's id
 SYNC_KEY_TAG = "kernattn.sync_key"
@@ -45,8 +44,6 @@ PARAM_KEY_MAX = 250
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
-    parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
     parser.add_argument("--tracking-uri", default=None,
                         help="store to sync into (default: tracking.uri of params.yaml)")
     parser.add_argument("--dry-run", action="store_true", help="say what would be uploaded; change nothing")
@@ -65,10 +62,10 @@ def run_folders(out_dir: Path) -> list[Path]:
 
 
 def track_out_dirs(params) -> list[Path]:
-    """The run folders' parents of every track the params have (char, LM, vision)."""
-    sections = (getattr(params, "train", None), getattr(params, "lm", None), getattr(params, "vision", None))
-    dirs = [Path(s.out_dir) for s in sections if s is not None]
-    return list(dict.fromkeys(dirs))
+    """The run folders' parents of every track (kernattn.tracks.TRACKS)."""
+    from .tracks import TRACKS, track_module
+
+    return list(dict.fromkeys(track_module(t, "stages").runs_root(params) for t in TRACKS))
 
 
 def experiment_of(run_dir: Path, default: str) -> str:

@@ -39,7 +39,6 @@ from urllib.parse import urlparse
 
 from .io import atomic_write_text
 
-HELP = "start a local MLflow server (SQLite store, local artifacts) on 127.0.0.1; --stop stops it"
 
 DEFAULT_PORT = 5000
 DEFAULT_DB = "results/mlflow/mlflow.db"
@@ -47,8 +46,6 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
-    parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default %(default)s: this machine only)")
     parser.add_argument("--allowed-hosts", default=None, metavar="HOSTS",
                         help="passed to mlflow server: Host headers it answers (against DNS rebinding) when "

@@ -58,7 +58,7 @@ def vit_cases(params: Params, size: str) -> list[Case]:
     """DeiT, GKA and VLT at each of the paper's sizes (224 px, patch 16, 1000 classes) for
     size "paper"; at "small", the ViT the scale's vision section trains (one size, "cpu")."""
     from ..tracks.vision import model as vm
-    from ..tracks.vision.params import VARIANTS
+    from ..config.vision import VARIANTS
 
     vp = params.vision
     variants = ["deit", *(v for v in VARIANTS if v != "deit")]

@@ -28,8 +28,6 @@ CSV_NAME, RATIOS_NAME = "models.csv", "models_ratios.csv"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")
     parser.add_argument("--family", action="append", default=None, choices=("vit", "char_gpt", "lm"),
                         help="measure only this family (repeatable; default: bench.families)")
     parser.add_argument("--out-dir", default=None, help="where to write the CSVs (default: bench.out_dir)")

@@ -26,7 +26,6 @@ from .snakemake import scale_args
 from ..stage import DVC_ITEM, Stage
 from .stages import stage_table
 
-HELP = "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"
 
 
 def watched(params: Params, params_file: str, sections: tuple[str, ...]) -> list[dict]:
@@ -74,8 +73,6 @@ def render(params: Params, params_file: str, cache: bool = False) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")
     parser.add_argument("--out", default="dvc.yaml", help="where to write (default dvc.yaml)")
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 if --out differs")
     parser.add_argument("--cache", action="store_true",

@@ -39,7 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output folder (default results/gpu/<device>, tiny: results/gpu-check-tiny/<device>)")
     parser.add_argument("--tiny", action="store_true", help="tiny shapes, seconds (always so on a CPU)")
     parser.add_argument("--force", action="store_true", help="replace the part's files if they exist")
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
     parser.add_argument("--family", action="append", choices=("vit", "char_gpt", "lm"), default=None,
                         help="models part: only this family (repeatable; default all three)")
     parser.add_argument("--rows", nargs="+", default=None, metavar="ROW",

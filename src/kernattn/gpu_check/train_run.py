@@ -34,6 +34,7 @@ from ..bench.cases import char_gpt_cases
 from ..bench.models import count_flops, peak_flops
 from ..config import load_params
 from ..errors import UsageError
+from ..tracks.char import stages as char_stages
 from .common import Context, PartResult, write_csv
 
 SCALE = "gpucheck"
@@ -132,7 +133,7 @@ def train_row(ctx: Context, params_path: Path, row: str, kill: bool) -> dict:
     params = load_params(params_path, SCALE)
     tp = params.train
     run_id = f"{row}-s0"
-    run_dir = Path(tp.out_dir) / run_id
+    run_dir = char_stages.run_dir(params, run_id)
     log_path = run_dir.parent / f"{run_id}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = _cli("train", "--params", str(params_path), "--run", run_id, "--no-progress")

@@ -142,9 +142,3 @@ def prune_output(p: Params, run_id: str) -> str:
 
 def command() -> str:
     return "snakemake --cores all studies"
-
-
-def scale_options(parser) -> None:
-    """--params and --scale, which every study command takes."""
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")

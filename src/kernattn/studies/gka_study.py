@@ -26,10 +26,9 @@ from pathlib import Path
 
 from ..config import load_params
 from ..io import atomic_write_json, read_lines
-from . import SUMMARY, gka_run_dir, gka_runs, root, scale_options
+from . import SUMMARY, gka_run_dir, gka_runs, root
 from .train import gka_init_track
 
-HELP = "GKA init study: final loss per init, sigma per head over training, mean diagonal weight start/end"
 SIGMA_KEY = re.compile(r"^sigma_L(\d+)H(\d+)$")
 
 
@@ -155,7 +154,3 @@ def run(args: argparse.Namespace) -> int:
     print("kernattn gka-init-study: final val loss " + "; ".join(
         f"{t} {k}: {sum(v) / len(v):.4f} ({len(v)} seeds)" for (t, k), v in by_init.items()) + f"; wrote {out}")
     return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    scale_options(parser)

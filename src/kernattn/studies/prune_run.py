@@ -31,10 +31,9 @@ from ..config import Params, find_run, load_params
 from ..engine import derive_seed, train_run
 from ..io import atomic_write_json, read_lines
 from ..tracks.char.track import CharTrack
-from . import ARMS, SUMMARY, prune_dir, prune_runs, scale_options
+from . import ARMS, SUMMARY, prune_dir, prune_runs
 from .train import study_params, trained_model
 
-HELP = "prune study: remove one GPA run's weak heads, fine-tune beside a no-removal control (engine)"
 
 
 def fine_tune_lr(params: Params) -> float:
@@ -137,7 +136,6 @@ def prune_one(params: Params, run_id: str, params_file: str = "params.yaml", pro
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    scale_options(parser)
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="a GPA run of the prune study")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

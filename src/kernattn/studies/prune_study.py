@@ -15,9 +15,8 @@ import json
 
 from ..config import load_params
 from ..io import atomic_write_json, atomic_write_text
-from . import SUMMARY, prune_output, prune_runs, root, scale_options
+from . import SUMMARY, prune_output, prune_runs, root
 
-HELP = "prune study: every pruned run's losses and savings in one table"
 COLUMNS = ("run_id", "row", "seed", "removed", "loss_before", "loss_after_removal", "loss_after_fine_tune",
            "loss_control_fine_tune", "cost_after_removal", "cost_after_fine_tune", "params_saved",
            "params_saved_fraction", "flops_saved_per_token", "flops_saved_fraction", "fine_tune_steps")
@@ -53,7 +52,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"kernattn prune-study: {len(table)} runs; cost after fine-tuning (pruned - control) mean "
           f"{cost.mean():+.4f}, range [{cost.min():+.4f}, {cost.max():+.4f}]; wrote {out / SUMMARY}")
     return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    scale_options(parser)

@@ -24,9 +24,8 @@ from ..config import Params, load_params
 from ..engine.options import add_run_options, run_track
 from ..errors import UsageError
 from ..tracks.char.track import CharTrack
-from . import gka_run_dir, gka_runs, scale_options, wrap_data_dir, wrap_run_dir, wrap_runs
+from . import gka_run_dir, gka_runs, wrap_data_dir, wrap_run_dir, wrap_runs
 
-HELP = "train one run of a study (line-wrap corpus or GKA init) through the engine (resumable)"
 
 
 def study_params(params: Params, data_dir: str | None, out_dir: str) -> Params:
@@ -96,7 +95,6 @@ def study_track(params: Params, command: str, run_id: str):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    scale_options(parser)
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="a run of the study (see the stage table)")
     add_run_options(parser)
 

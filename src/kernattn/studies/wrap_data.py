@@ -23,13 +23,8 @@ import numpy as np
 
 from ..config import load_params
 from ..io import atomic_dir
-from . import scale_options, wrap_analysis_dir, wrap_data_dir
+from . import wrap_analysis_dir, wrap_data_dir
 
-HELP = "line-wrap study: the rewrapped and unwrapped corpora (same split, same vocabulary) and their histograms"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    scale_options(parser)
 
 
 def corpus_params(params, corpus: str):

@@ -23,10 +23,9 @@ from pathlib import Path
 from ..config import find_run, load_params
 from ..config.studies import wrap_rows
 from ..io import atomic_write_json, atomic_write_text
-from . import SUMMARY, root, scale_options, wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wrap_runs
+from . import SUMMARY, root, wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wrap_runs
 from .train import study_params, trained_model
 
-HELP = "line-wrap study: first-layer bump per corpus and seed, newline peaks, the verdict"
 REFERENCE = "original"
 
 
@@ -100,7 +99,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"kernattn wrap-study: {summary['verdict']} "
           f"({'; '.join(r['row'] + ': ' + r['verdict'] for r in summary['rows'])}); wrote {out / SUMMARY}")
     return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    scale_options(parser)

@@ -61,7 +61,6 @@ from ...io import atomic_dir, atomic_write_json
 from .data import VOCAB_FILE, META_FILE, SPLIT_FILES
 from ...fetch import DataError, Source, decode_utf8, fetch_verified, read_local, sha256_bytes
 
-HELP = "fetch or read the text corpus (data.corpus), clean it; write train/val char ids, vocab.json, meta.json"
 
 
 @dataclass(frozen=True)
@@ -351,13 +350,6 @@ def prepare(data: DataParams, *, params_path: str = "params.yaml", scale: str | 
         meta["seconds"] = round(time.perf_counter() - t0, 3)
         atomic_write_json(tmp / META_FILE, meta)
     return meta
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", metavar="PATH",
-                        help="params file (default: params.yaml in the current folder)")
-    parser.add_argument("--scale", default=None, metavar="NAME",
-                        help="scale of params.yaml to use (default: its `scale` key, or KERNATTN_SCALE)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -58,9 +58,14 @@ def array_inputs(p: Params) -> list[str]:
     return [str(data_dir(p) / name) for name in ARRAYS]
 
 
+def runs_root(p: Params) -> Path:
+    """The folder of the training runs' folders (kernattn sync-mlflow walks it)."""
+    return Path(p.train.out_dir)
+
+
 def run_dir(p: Params, run_id: str) -> Path:
     """A training run's folder (checkpoint, metrics.jsonl, final.json)."""
-    return Path(p.train.out_dir) / run_id
+    return runs_root(p) / run_id
 
 
 def final_output(p: Params, run_id: str) -> str:

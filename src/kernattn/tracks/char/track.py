@@ -41,7 +41,6 @@ from ...engine.options import add_run_options, run_track
 from .data import evaluate, load_data, validation_starts, windows
 from .stages import data_dir, run_dir
 
-HELP = "train one run of the experiment matrix (resumable; writes <train.out_dir>/<run_id>/)"
 FINAL_KEYS = (
     "run_id", "row", "seed", "variant", "options", "label", "source",
     "val_loss", "val_bpc", "train_loss", "n_params", "extra_params", "tokens_seen", "steps",
@@ -162,8 +161,6 @@ class CharTrack(Track):
 
 # ============================================================================ CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
-    parser.add_argument("--scale", default=None, help="scale of params.yaml to use (default: the file's `scale`)")
     parser.add_argument("--run", required=True, metavar="RUN_ID",
                         help="run of the matrix, '<row>-s<seed>' (e.g. rope-s0)")
     add_run_options(parser)

@@ -28,9 +28,8 @@ import numpy as np
 from ...fetch import DataError, download, read_local, sha256_bytes
 from ...io import atomic_dir, atomic_path, atomic_write_json
 from . import tokenizer as tok
-from .stages import add_stage_arguments, load_stage
+from .stages import load_stage
 
-HELP = "LM track: documents -> BPE tokenizer (rustbpe) -> BOS-delimited uint16 token streams"
 
 
 def read_jsonl_docs(path: str | Path) -> list[str]:
@@ -160,10 +159,6 @@ def prepare(lm) -> dict:
         tok.save(enc, tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_stage_arguments(parser, with_run=False)
 
 
 def run(args: argparse.Namespace) -> int:

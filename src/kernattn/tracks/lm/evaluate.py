@@ -29,10 +29,9 @@ from . import tokenizer as tok
 from .bpb import evaluate_bpb
 from ...config import RunSpec
 from .model import GPT
-from .stages import add_stage_arguments, eval_path, load_stage, run_dir
+from .stages import add_run_argument, eval_path, load_stage, run_dir
 from .track import load_stream, row_config
 
-HELP = "LM track: bits per byte (train, val) and the CORE subset of one trained run"
 
 
 def evaluate_run(params, run: RunSpec) -> dict:
@@ -81,7 +80,7 @@ def evaluate_run(params, run: RunSpec) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_stage_arguments(parser)
+    add_run_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:

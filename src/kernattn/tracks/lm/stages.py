@@ -42,9 +42,14 @@ def data_outputs(p: Params) -> list[str]:
     return [str(Path(p.lm.data_dir) / name) for name in OUTPUTS]
 
 
+def runs_root(p: Params) -> Path:
+    """The folder of the training runs' folders (kernattn sync-mlflow walks it)."""
+    return Path(p.lm.out_dir)
+
+
 def run_dir(p: Params, run_id: str) -> Path:
     """A training run's folder (checkpoint, metrics.jsonl, final.json)."""
-    return Path(p.lm.out_dir) / run_id
+    return runs_root(p) / run_id
 
 
 def final_output(p: Params, run_id: str) -> str:
@@ -81,13 +86,9 @@ def stages(p: Params) -> list[Stage]:
 
 
 # ----------------------------------------------------------------------------- CLI helpers
-def add_stage_arguments(parser, with_run: bool = True) -> None:
-    """--params, --scale (and --run) of the LM stages."""
-    parser.add_argument("--params", default="params.yaml", help="params file (default %(default)s)")
-    parser.add_argument("--scale", default=None, help="scale of params.yaml (default: the file's `scale`)")
-    if with_run:
-        parser.add_argument("--run", required=True, metavar="RUN_ID",
-                            help="an LM run: <row of lm.rows>-s<seed>, e.g. base-s0")
+def add_run_argument(parser) -> None:
+    """--run of the LM stages that read one run (the CLI gives every stage --params and --scale)."""
+    parser.add_argument("--run", required=True, metavar="RUN_ID", help="an LM run: <row of lm.rows>-s<seed>, e.g. base-s0")
 
 
 def load_stage(args, with_run: bool = True):

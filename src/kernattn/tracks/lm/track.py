@@ -43,9 +43,8 @@ from . import flops as fl
 from ...config import RunSpec
 from ...config.rows import chain
 from .model import GPT, GPTConfig, build_model
-from .stages import add_stage_arguments, load_stage, run_dir
+from .stages import add_run_argument, load_stage, run_dir
 
-HELP = "LM track: train one run of lm.rows (nanochat GPT with the row's attention; resumable)"
 VAL_WINDOWS_SEED = 31337
 VAL_BATCHES = 4
 
@@ -206,7 +205,7 @@ class LMTrack(Track):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_stage_arguments(parser)
+    add_run_argument(parser)
     add_run_options(parser)
 
 

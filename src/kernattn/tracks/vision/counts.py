@@ -22,9 +22,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from ...io import atomic_write_json
 from .data import SHAPES
 from .model import SIZES, ViTSpec, attention_modules, build_vit, paper_spec, spec_from_params
-from .params import add_params_arguments, stage_params
+from ...config import load_params
 
-HELP = "Tables 2/3/5: parameters, sigma scalars, FLOPs, checkpoint size of the paper's ViTs"
 OUTPUT = "counts.json"
 
 MIB = 2 ** 20
@@ -114,12 +113,8 @@ def configured_models(vp) -> list[Counts]:
     return [count(spec_from_params(vp, r.variant, in_chans, classes, r.options), r.name) for r in vp.rows]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_params_arguments(parser)
-
-
 def run(args: argparse.Namespace) -> int:
-    vp = stage_params(args).vision
+    vp = load_params(args.params, args.scale).vision
     doc = {"paper_models": [c.row() for c in paper_models()],
            "configured": [c.row() for c in configured_models(vp)],
            "configured_shape": {"dataset": vp.dataset, "img_size": vp.img_size, "patch_size": vp.patch_size,

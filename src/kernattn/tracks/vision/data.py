@@ -28,9 +28,8 @@ import torch
 from ...errors import UsageError
 from ...fetch import DataError, download, read_local
 from ...io import atomic_dir
-from .params import add_params_arguments, stage_params
+from ...config import load_params
 
-HELP = "prepare the vision data set (Fashion-MNIST idx files, CIFAR, or an ImageFolder manifest)"
 
 FASHION_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 # sha256 of each file's decompressed idx content (shared/data/README.md).
@@ -242,12 +241,8 @@ def datasets_for(vp, train_transform: bool = True):
 
 
 # ----------------------------------------------------------------------------- stage
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_params_arguments(parser)
-
-
 def run(args: argparse.Namespace) -> int:
-    params = stage_params(args)
+    params = load_params(args.params, args.scale)
     try:
         out = prepare(params.vision)
     except DataError as exc:

@@ -59,9 +59,14 @@ def data_output(p: Params) -> str:
     return f"{p.vision.data_dir}/{META}"
 
 
+def runs_root(p: Params) -> Path:
+    """The folder of the training runs' folders (kernattn sync-mlflow walks it)."""
+    return Path(p.vision.out_dir)
+
+
 def run_dir(p: Params, run_id: str) -> Path:
     """A training run's folder (checkpoint, metrics.jsonl, final.json)."""
-    return Path(p.vision.out_dir) / run_id
+    return runs_root(p) / run_id
 
 
 def final_output(p: Params, run_id: str) -> str:

@@ -28,20 +28,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
 import torch
 
-from ...engine import CKPT, FINAL, Track, derive_seed
+from ...engine import Track, derive_seed
 from ...config import RunSpec, fingerprinted
 from ...engine.options import add_run_options, run_track
 from ...errors import UsageError
 from . import data as vdata
 from .model import attention_modules, build_vit, spec_from_params
-from .params import add_params_arguments, stage_params
+from ...config import load_params
 from .stages import attention_of, find_vision_run, run_dir
 
-HELP = "train one DeiT-style ViT run (a row of vision.rows x seed) with the DeiT recipe"
 
 
 def effective_lr(vp) -> float:
@@ -237,10 +235,9 @@ class VisionTrack(Track):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_params_arguments(parser)
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="'<row>-s<seed>', e.g. gka-s0")
     add_run_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_track(VisionTrack(stage_params(args), args.run), args)
+    return run_track(VisionTrack(load_params(args.params, args.scale), args.run), args)

@@ -35,14 +35,14 @@ from ...figures import new_figure
 from ...errors import UsageError
 from ...io import atomic_dir
 from . import data as vdata
-from .params import add_params_arguments, stage_params
+from ...config import load_params
 from .model import attention_modules, build_vit, spec_from_params
 from .rollout import cls_map, rollout
 from . import stages
 from .stages import find_vision_run
-from .track import CKPT, FINAL, sigma_table
+from ...engine import CKPT, FINAL
+from .track import sigma_table
 
-HELP = "section 7 figures of one vision run: sigma, rollout, CLS and patch maps"
 DISCARD_RATIOS = (0.0, 0.5, 0.9)
 
 
@@ -260,12 +260,11 @@ def analyze(params, run_id: str) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_params_arguments(parser)
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="'<row>-s<seed>', e.g. gka-s0")
 
 
 def run(args: argparse.Namespace) -> int:
-    params = stage_params(args)
+    params = load_params(args.params, args.scale)
     if params.vision.threads is not None:
         torch.set_num_threads(params.vision.threads)
     out = analyze(params, args.run)

@@ -51,12 +51,9 @@ from . import banks, heads, newlines, plots
 from .corpus import newline_id
 from .sampling import sample_streams
 
-HELP = "GPA kernel banks of one run: shapes, bump, newline histogram of sampled text, head removal"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="a GPA run of the matrix, '<row>-s<seed>'")
 
 

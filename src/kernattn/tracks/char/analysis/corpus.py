@@ -36,14 +36,8 @@ from ....io import atomic_dir
 from ..stages import SUMMARY, corpus_dir
 from . import newlines, plots
 
-HELP = "histogram the separations between newlines, line and paragraph lengths of the corpus (seed 001, Figure 5b)"
 SPLITS = ("train", "val")
 PARAGRAPH_MAX = 3000  # paragraph-length histogram range (characters); longer ones are overflow
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    parser.add_argument("--scale", default=None, help="scale to use (default: the file's `scale`)")
 
 
 def newline_id(data_dir) -> int:
