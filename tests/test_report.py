@@ -13,7 +13,8 @@ import yaml
 
 from kernattn.cli import main
 from kernattn.config import load_params, run_matrix
-from kernattn.report import build, stats
+from kernattn.report import bench_attention, build, stats
+from kernattn.tracks.char import report_runs
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "params.yaml"
@@ -387,7 +388,7 @@ def check_summary_and_outline(page: Tables, html: str, folder: Path) -> None:
         assert f'id="{c["section"]}"' in html  # the row's link lands on a section of the page
         assert c["verdict"].startswith("at scale tiny: ") == (c["scale"] == "tiny")
     # the table of contents: every part and section present
-    for part in build.OUTLINE:
+    for part in build.page_outline():
         assert f'href="#{part[0]}"' in html and f'id="{part[0]}"' in html
         for sid, _ in part[2]:
             assert f'href="#{sid}"' in html and f'id="{sid}"' in html
@@ -644,7 +645,7 @@ def test_benchmark_section(tmp_path):
     write_runs(params_path)
     bench = tmp_path / "bench"
     bench.mkdir()
-    header = ",".join(build.BENCH_COLUMNS)
+    header = ",".join(bench_attention.BENCH_COLUMNS)
     rows = []
     for label, n, ms, mib in [("softmax-rope", 256, 4.0, 2.5), ("softmax-rope", 1024, 30.0, 11.0),
                               ("gka", 256, 3.0, 1.5), ("gka", 1024, 20.0, 5.0),
@@ -729,7 +730,7 @@ def _write_lm_evals(params, val_bpb: dict, copa_right: dict) -> None:
               "core": {"tasks": tasks, "core": sum(x["centered"] for x in tasks.values()) / 6},
               "n_params": 1000, "flops_per_token": 6000.0, "train_tokens": 4096, "train_flops": 6000.0 * 4096,
               "steps": 2, "train_wall_s": 1.0, "eval_s": 1.0, "scale": params.scale}
-        path = eval_path(params.lm, r.run_id)
+        path = eval_path(params, r.run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(ev))
 
@@ -807,11 +808,11 @@ def test_four_epochs_read_both_ways():
     window starts (the papers' "4 epochs"), 1,120 over characters; ours from meta.json."""
     papers = build.load_paper_numbers()
     params = load_params(PARAMS, "tiny")
-    rows = build.epochs_rows(papers, params, {"n_chars": 10_000_000, "n_train": 9_000_000})
+    rows = report_runs.epochs_rows(papers, params, {"n_chars": 10_000_000, "n_train": 9_000_000})
     n_train = 13_000_000 * 0.9
     assert rows[0]["paper"] == f"4 (stated); {200_000 * 256 / (n_train - 256):.1f} computed" == "4 (stated); 4.4 computed"
     assert rows[1]["paper"] == f"{200_000 * 256 * 256 / n_train:,.0f} computed" == "1,120 computed"
     t, m = params.train, params.model
     assert rows[0]["ours (tiny)"] == f"{t.max_steps * t.batch_size / (9_000_000 - m.context):.2f}"
     assert rows[1]["ours (tiny)"] == f"{t.max_steps * t.batch_size * m.context / 9_000_000:,.2f}"
-    assert build.epochs_rows({**papers, "epochs": None}, params, None) == []
+    assert report_runs.epochs_rows({**papers, "epochs": None}, params, None) == []

@@ -18,8 +18,9 @@ from .conftest import MICRO_RUNS, http_json
 
 pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
 
-# The report's fixed skeleton (src/kernattn/report/templates/index.html.j2); any further
-# <section> or <table> it grows is checked the same way (present and non-empty).
+# The report's fixed skeleton (src/kernattn/report/templates/index.html.j2 and the char track's
+# part, src/kernattn/tracks/char/report.html.j2 and provenance.html.j2); any further <section>
+# or <table> it grows is checked the same way (present and non-empty).
 SECTIONS = ("header", "summary", "toc", "main", "figures", "claims", "provenance")
 TABLES = ("summary-table", "main-table", "claims-table", "runs-table")
 SUMMARY_COLUMNS = ("paper", "where", "statement", "paper_value", "ours", "verdict")

@@ -1,4 +1,6 @@
-"""The report's whole-model benchmark section: a GKA paper Table 4 analogue and the LM tables.
+"""The report's benchmark part (the shape of every part: report/part.py): the attention
+kernels (bench_attention.py) and the whole models, a GKA paper Table 4 analogue and the LM
+tables; it judges no claim (the targets are judged by the benchmark itself, on GPU only).
 
 Reads `kernattn bench`'s models.csv (and models_ratios.csv) from this scale's bench.out_dir
 and from every folder under results/gpu/ (GPU measurements committed with the device named;
@@ -15,6 +17,14 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from . import bench_attention
+from .claims import ClaimResult
+from .part import ClaimKind, ReportContext
+
+OUTLINE = ("part-bench", "Benchmarks", (
+    ("bench", "Attention kernels: speed and memory"),
+    ("bench-models", "Whole models: throughput, memory and MFU (GKA paper Table 4)")))
+CLAIM_KINDS: dict[str, ClaimKind] = {}
 GPU_DIR = Path("results/gpu")
 CSV_NAME, RATIOS_NAME = "models.csv", "models_ratios.csv"
 
@@ -105,8 +115,21 @@ def _html(df: pd.DataFrame) -> str:
                       float_format=lambda x: f"{x:,.3f}" if abs(x) < 10 else f"{x:,.0f}")
 
 
-def section(folder: Path, params) -> dict:
+def section(ctx: ReportContext) -> dict:
     """Context for templates/bench_models.html.j2; writes each table as tables/*.csv."""
+    attention = bench_attention.tables(ctx.bench_dirs)
+    for b in attention:
+        for name, df in b["csv"].items():
+            df.to_csv(ctx.tables / name)
+    return {"attention": attention, **_models(ctx.folder, ctx.params)}
+
+
+def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
+    return []
+
+
+def _models(folder: Path, params) -> dict:
+    """The whole models' tables of every models.csv found."""
     paper = paper_table4()
     entries = []
     for label, d in sources(params):

@@ -1,8 +1,9 @@
-"""The report's studies part (issue 17): the line-wrap counterfactual, GKA's bandwidth at
-initialisation, removing a weak head. Read from each study's summary.json under
-studies.out_dir when it exists (`snakemake --cores all studies` writes them; the report reads
-what exists, so the main DAG's report builds without them); a missing study is a section
-saying how to produce it, and its summary row reads "not run".
+"""The report's studies part (issue 17; the shape of every part: report/part.py): the
+line-wrap counterfactual, GKA's bandwidth at initialisation, removing a weak head. Read from
+each study's summary.json under studies.out_dir when it exists (`snakemake --cores all
+studies` writes them; the report reads what exists, so the main DAG's report builds without
+them); a missing study is a section saying how to produce it, and its summary row reads "not
+run".
 
 Intervals (report/stats.py): a mean over seeds is Student t (mean_ci); a difference between
 two inits, or between the pruned and the control fine-tuning, is paired (same seed, same
@@ -23,7 +24,14 @@ from .. import studies as paths
 from ..tracks.char.analysis import bumpshift
 from . import stats
 from .claims import ClaimResult, fmt_diff
+from .part import ClaimKind, ReportContext
 
+OUTLINE = ("part-studies", "Studies: the experiments the papers leave open (issue 17)", (
+    ("study-wrap", "Does the bump follow the line width? The line-wrap counterfactual (seed 001, Section 3.2)"),
+    ("study-gka-init", "GKA's bandwidth at initialisation (seed 003 gives none)"),
+    ("study-prune", "Removing a weak head, then fine-tuning (seed 001, Sections 3.1 and 4)")))
+CLAIM_KINDS = {"study_wrap": ClaimKind("study-wrap"), "study_gka_init": ClaimKind("study-gka-init"),
+               "study_prune": ClaimKind("study-prune", ("margin",))}
 BASELINE_INIT = "1"  # sigma = 1: what seed 003's code starts from
 
 
@@ -180,24 +188,26 @@ def prune_context(summary: dict, margin: float | None) -> dict:
 
 
 # ----------------------------------------------------------------------------- the part
-def section(folder: Path, params, papers: dict | None = None) -> dict:
-    """The three studies' contexts (each {"present": False, ...} when its summary is missing)."""
-    margin = next((float(c["margin"]) for c in (papers or {}).get("claims", []) if c["kind"] == "study_prune"), None)
-    cmd = paths.command()
-    ctx = {"command": cmd, "params": params.studies}
+def section(ctx: ReportContext) -> dict:
+    """The three studies' contexts (each {"present": False, ...} when its summary is missing);
+    their tables into ctx.tables."""
+    params = ctx.params
+    margin = next((float(c["margin"]) for c in ctx.claims_of(["study_prune"])), None)
+    out = {"command": paths.command(), "params": params.studies}
     for key, study, build in (("wrap", "wrap", wrap_context), ("gka", "gka_init", gka_context),
                               ("prune", "prune", lambda s: prune_context(s, margin))):
         path = paths.summary_path(params, study)
         summary = _read(path)
         if summary is None or summary.get("scale") != params.scale:
-            ctx[key] = {"present": False, "path": str(path)}
+            out[key] = {"present": False, "path": str(path)}
         else:
-            ctx[key] = {**build(summary), "path": str(path)}
-    if ctx["gka"]["present"] and ctx["gka"]["summary"]["runs"]:
-        (folder / "assets").mkdir(parents=True, exist_ok=True)
-        sigma_figure(folder / "assets" / "study-gka-sigma.png", ctx["gka"]["summary"], params.scale)
-        ctx["gka"]["figure"] = "assets/study-gka-sigma.png"
-    return ctx
+            out[key] = {**build(summary), "path": str(path)}
+    if out["gka"]["present"] and out["gka"]["summary"]["runs"]:
+        sigma_figure(ctx.assets / "study-gka-sigma.png", out["gka"]["summary"], params.scale)
+        out["gka"]["figure"] = "assets/study-gka-sigma.png"
+    for name, df in tables(out).items():
+        df.to_csv(ctx.tables / name, index=False)
+    return out
 
 
 def _ci_cols(prefix: str, ci) -> dict:
@@ -209,19 +219,19 @@ def _ci_cols(prefix: str, ci) -> dict:
     return {f"{prefix}_mean": mean, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
 
 
-def tables(ctx: dict) -> dict[str, "pd.DataFrame"]:
+def tables(section: dict) -> dict[str, "pd.DataFrame"]:
     """The studies part's tables as CSV frames (tables/<name>): every number the page shows."""
     import pandas as pd
 
     out = {}
-    if ctx.get("wrap", {}).get("present"):
-        w = ctx["wrap"]
+    if section.get("wrap", {}).get("present"):
+        w = section["wrap"]
         out["study-wrap-peaks.csv"] = pd.DataFrame(w["peaks"])
         out["study-wrap.csv"] = pd.DataFrame([
             {"row": r["row"], "corpus": r["corpus"], "newline_peak": r["newline_peak"], **_ci_cols("bump", r["bump"]),
              "bumps": " ".join(map(str, r["bumps"])), "predicted_shift": r["predicted"],
              **_ci_cols("shift", r["shift"]), "verdict": r["verdict"], "reason": r["reason"]} for r in w["table"]])
-    if ctx.get("gka", {}).get("present"):
+    if section.get("gka", {}).get("present"):
         out["study-gka-init.csv"] = pd.DataFrame([
             {"track": t["track"], "row": t["row"], "metric": t["metric_label"], "init": r["init"], "n": r["n"],
              **_ci_cols("value", r["metric"]), **_ci_cols("diff_vs_baseline", r["diff"]), "p_holm": r["p_holm"],
@@ -230,8 +240,8 @@ def tables(ctx: dict) -> dict[str, "pd.DataFrame"]:
              "sigma_end": " ".join(f"{v:.4g}" for v in r["sigma_end"]),
              "diag_start": " ".join(f"{v:.4g}" for v in r["diag_start"]),
              "diag_end": " ".join(f"{v:.4g}" for v in r["diag_end"]), "grad_ratio_start": r["grad_ratio"]}
-            for t in ctx["gka"]["tracks"] for r in t["table"]])
-    if ctx.get("prune", {}).get("present"):
+            for t in section["gka"]["tracks"] for r in t["table"]])
+    if section.get("prune", {}).get("present"):
         keep = ("run_id", "flagged_weak", "loss_before", "loss_after_removal", "loss_after_fine_tune",
                 "loss_control_fine_tune", "cost_after_fine_tune", "params_saved", "params_saved_fraction",
                 "flops_saved_per_token", "flops_saved_fraction")
@@ -239,14 +249,15 @@ def tables(ctx: dict) -> dict[str, "pd.DataFrame"]:
             {**{k: r.get(k) for k in keep}, "removed": " ".join(f"L{h['layer']}H{h['head']}" for h in r["removed"]),
              "strength": " ".join(f"{v:.4g}" for v in r["strength"]),
              "zero_ablation": " ".join(f"{v:.6g}" for v in r["zero_ablation"]),
-             "mean_ablation": " ".join(f"{v:.6g}" for v in r["mean_ablation"])} for r in ctx["prune"]["runs"]])
+             "mean_ablation": " ".join(f"{v:.6g}" for v in r["mean_ablation"])} for r in section["prune"]["runs"]])
     return out
 
 
-def claims(ctx: dict | None, claim_list: list[dict], scale: str) -> list[ClaimResult]:
+def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
+    scale = ctx.scale
     out = []
-    for claim in claim_list:
-        part = (ctx or {}).get({"study_wrap": "wrap", "study_gka_init": "gka", "study_prune": "prune"}[claim["kind"]])
+    for claim in ctx.claims_of(CLAIM_KINDS):
+        part = section.get({"study_wrap": "wrap", "study_gka_init": "gka", "study_prune": "prune"}[claim["kind"]])
         if not part or not part["present"]:
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
                                    detail=f"produce it with: {paths.command()}"))

@@ -1,4 +1,4 @@
-"""The report's GPA sections: seed 001's readings of trained kernel banks (3.1-3.2, 4) and
+"""The char part's GPA sections: seed 001's readings of trained kernel banks (3.1-3.2, 4) and
 the reviewers' bank-size ablation, from the analysis stages' folders.
 
 Reads <analysis.out_dir>/corpus/ (kernattn analyze-corpus) and <analysis.out_dir>/<run_id>/
@@ -31,6 +31,7 @@ from .stages import SUMMARY, analysis_dir, corpus_dir, gpa_runs
 from ...config import Params, RunSpec
 from ...report import stats
 from ...report.palette import row_colors
+from ...report.part import ReportContext
 
 FULL_KERNEL_TABLE_MAX = 64  # show every kernel on the page up to this many (else: CSV + summary)
 HIST_MAX_LAG = 200
@@ -85,8 +86,9 @@ def _median(values):
 
 
 # ----------------------------------------------------------------------------- the section
-def section(folder: Path, params: Params, params_file: str, papers: dict, runs, main_df: pd.DataFrame) -> dict:
-    """Figures and CSVs into folder/assets and folder/tables; returns the template's `gpa`."""
+def section(ctx: ReportContext, runs, main_df: pd.DataFrame) -> dict:
+    """Figures and CSVs into ctx.assets and ctx.tables; returns the char template's `gpa`."""
+    params, params_file, papers = ctx.params, ctx.params_file, ctx.papers
     interp = {key: None for key in ("corpus_newline_peak", "bank_bump", "generated_newline_peak",
                                     "redundant_heads", "bank_size")} | (papers.get("interpretability") or {})
     finals = {r.spec.run_id: r.final for r in runs}
@@ -100,7 +102,7 @@ def section(folder: Path, params: Params, params_file: str, papers: dict, runs, 
         corpus_summary = None
     else:
         corpus_counts = pd.read_csv(corpus_dir(params) / "newlines.csv")["train"].to_numpy()
-    assets, tables = folder / "assets", folder / "tables"
+    assets, tables = ctx.assets, ctx.tables
     ok = [a for a in analyses if a.summary is not None]
 
     rows = []
@@ -108,7 +110,7 @@ def section(folder: Path, params: Params, params_file: str, papers: dict, runs, 
         members = [a for a in analyses if a.spec.row == name]
         rows.append(_row(name, members, assets, tables, corpus_counts, corpus_summary, interp))
     bank_size = _bank_size(params, papers, main_df, runs, assets, tables)
-    ctx = {
+    out = {
         "present": bool(analyses), "warnings": warnings, "paper": interp, "rows": rows,
         "corpus": corpus_summary["splits"]["train"] if corpus_summary else None,
         "corpus_val": corpus_summary["splits"].get("val") if corpus_summary else None,
@@ -120,7 +122,7 @@ def section(folder: Path, params: Params, params_file: str, papers: dict, runs, 
                                                                "write_s")), **a.summary.get("timings", {})} for a in ok],
     }
     _tables(ok, corpus_summary, corpus_counts, tables)
-    return ctx
+    return out
 
 
 def _row(name, members, assets, tables, corpus_counts, corpus_summary, interp) -> dict:

@@ -1,4 +1,5 @@
-"""The report's LM section: seed 003 Tables 6-8 analogues from the eval-lm outputs.
+"""The LM track's part of the report (the shape of every part: kernattn.report.part): seed 003
+Tables 6-8 analogues from the eval-lm outputs.
 
 Reads <lm.out_dir>/../eval/<run_id>.json for every LM run of the scale (a missing one is a
 warning naming the command that makes it) and the paper's numbers (paper_lm.yaml). One table
@@ -30,8 +31,13 @@ from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from .core_eval import KINDS, RANDOM_BASELINE
 from ...report import stats
 from ...report.claims import ClaimResult
-from .stages import eval_path, runs
+from ...report.part import ClaimKind, ReportContext
+from .stages import data_outputs, eval_path, runs
 
+POSITION = 2  # after the char track's part: seed 003 comes after seeds 000 and 001
+OUTLINE = ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", (
+    ("lm", "Baseline vs GKA-LM: Tables 6-8"),))
+CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm")}
 PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
 TASKS = tuple(KINDS)
 BOOT_RESAMPLES = 4000
@@ -72,7 +78,8 @@ def _mean(values):
     return statistics.fmean(values) if values else None
 
 
-def section(folder: Path, params) -> dict:
+def section(ctx: ReportContext) -> dict:
+    params = ctx.params
     lm = params.lm
     paper = paper_numbers()
     results, warnings = [], []
@@ -98,10 +105,9 @@ def section(folder: Path, params) -> dict:
     d20 = depth20_counts()
     tables = _tables(rows, paper, d20)
     tables["core-bootstrap"] = _boot_table(rows)
-    (folder / "tables").mkdir(exist_ok=True)
     for name, df in tables.items():
-        df.to_csv(folder / "tables" / f"lm-{name}.csv", index=False)
-    meta_path = Path(lm.data_dir) / "meta.json"
+        df.to_csv(ctx.tables / f"lm-{name}.csv", index=False)
+    meta_path = Path(data_outputs(params)[-1])  # meta.json: the prepared data's provenance
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
     return {"present": bool(rows), "rows": rows, "ref": ref, "groups": groups, "warnings": warnings, "paper": paper,
             "d20": d20, "boot_resamples": BOOT_RESAMPLES, "claim_rows": claim_rows(lm.rows),
@@ -208,22 +214,23 @@ def _boot_table(rows: list[dict]) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------- claims
-def claims(ctx: dict, claim_list: list[dict], scale: str) -> list[ClaimResult]:
+def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     """Seed 003's LM claims (kinds lm_bpb, lm_core, lm_count) judged on the section's numbers."""
-    rows = {r["key"]: r for r in ctx.get("rows", [])}
-    pair = ctx.get("claim_rows")
+    rows = {r["key"]: r for r in section.get("rows", [])}
+    pair = section.get("claim_rows")
+    scale = ctx.scale
     out = []
-    for claim in claim_list:
+    for claim in ctx.claims_of(CLAIM_KINDS):
         kind = claim["kind"]
         if kind == "lm_count":
-            out.append(_count_claim(claim, ctx["d20"]))
+            out.append(_count_claim(claim, section["d20"]))
         elif pair is None or pair[0] not in rows or pair[1] not in rows:
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
                                    detail="no evaluation of the baseline and GKA (matched tokens)"))
         elif kind == "lm_bpb":
-            out.append(_bpb_claim(claim, ctx["groups"], pair, scale))
+            out.append(_bpb_claim(claim, section["groups"], pair, scale))
         else:
-            out.append(_core_claim(claim, rows[pair[1]], pair, ctx["groups"], scale))
+            out.append(_core_claim(claim, rows[pair[1]], pair, section["groups"], scale))
     return out
 
 

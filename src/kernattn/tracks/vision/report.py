@@ -1,9 +1,9 @@
-"""The report's vision section (seed 003 sections 4 and 7, issue 5): Tables 2/3 (counts of the
-paper's six models beside the paper's), Table 5 and top-1 on the configured data set (one row
-per row of vision.rows, the same columns for all: mean and 95% t interval over seeds, EMA
-weights and raw; the paper's numbers beside the rows whose variant is one of its models),
-the learned sigma, and the section 7 figures. The GKA-vs-DeiT claim pairs the first rows of
-variant gka and deit.
+"""The vision track's part of the report (the shape of every part: kernattn.report.part; seed
+003 sections 4 and 7, issue 5): Tables 2/3 (counts of the paper's six models beside the
+paper's), Table 5 and top-1 on the configured data set (one row per row of vision.rows, the
+same columns for all: mean and 95% t interval over seeds, EMA weights and raw; the paper's
+numbers beside the rows whose variant is one of its models), the learned sigma, and the
+section 7 figures. The GKA-vs-DeiT claim pairs the first rows of variant gka and deit.
 
 Reads vision.counts_dir/counts.json (kernattn count-vision), vision.out_dir/<run>/final.json
 (kernattn train-vision) and vision.analysis_dir/<run>/ (kernattn analyze-vision); a missing
@@ -23,7 +23,12 @@ import yaml
 from . import stages
 from ...report import stats
 from ...report.claims import ClaimResult
+from ...report.part import ClaimKind, ReportContext
 
+POSITION = 3  # after the LM's part (seed 003's vision sections close the tracks)
+OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)", (
+    ("vision", "GKA on vision: counts, top-1 and attention maps"),))
+CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision")}
 PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
 FIGURES = [  # (file or prefix, caption); seed 003 section 7
     ("sigma.png", "Learned bandwidth sigma per head and layer (7.3): heatmap (YlOrRd) and per-head lines over depth."),
@@ -107,7 +112,8 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in df.to_dict("records")]
 
 
-def section(folder: Path, params) -> dict:
+def section(ctx: ReportContext) -> dict:
+    params = ctx.params
     vp = params.vision
     if vp is None:
         return {"enabled": False}
@@ -126,17 +132,16 @@ def section(folder: Path, params) -> dict:
             finals[run] = f
     meta = _read(Path(stages.data_output(params)))
     top1 = top1_table(finals, vp)
-    (folder / "tables").mkdir(parents=True, exist_ok=True)
-    top1.to_csv(folder / "tables" / "vision-top1.csv", index=False)
-    ctx = {"enabled": True, "paper": paper, "missing": missing, "top1": _records(top1), "meta": meta,
+    top1.to_csv(ctx.tables / "vision-top1.csv", index=False)
+    out = {"enabled": True, "paper": paper, "missing": missing, "top1": _records(top1), "meta": meta,
            "vp": vp, "counts_table": [], "table5": [], "runs": [], "configured_shape": None,
            "finals": finals}
     if counts is not None:
         ct = counts_table(counts, paper)
         t5 = table5(counts, top1, paper)
-        ct.to_csv(folder / "tables" / "vision-table2-3.csv", index=False)
-        t5.to_csv(folder / "tables" / "vision-table5.csv", index=False)
-        ctx.update(counts_table=_records(ct), table5=_records(t5), configured_shape=counts["configured_shape"],
+        ct.to_csv(ctx.tables / "vision-table2-3.csv", index=False)
+        t5.to_csv(ctx.tables / "vision-table5.csv", index=False)
+        out.update(counts_table=_records(ct), table5=_records(t5), configured_shape=counts["configured_shape"],
                    counter=counts["counter"])
     for run in stages.viz_runs(params):
         src = stages.analysis_dir(params, run)
@@ -144,7 +149,7 @@ def section(folder: Path, params) -> dict:
         if summary is None:
             missing.append((str(src / "summary.json"), f"kernattn analyze-vision {args} --run {run}"))
             continue
-        dest = folder / "assets" / "vision" / run
+        dest = ctx.assets / "vision" / run
         dest.mkdir(parents=True, exist_ok=True)
         figs = []
         for name, caption in FIGURES:
@@ -154,24 +159,24 @@ def section(folder: Path, params) -> dict:
                 figs.append({"src": f"assets/vision/{run}/{png}", "caption": caption, "name": png})
         layers = summary["layers"]
         row = next(r for r in vp.rows if run.startswith(f"{r.name}-s"))
-        ctx["runs"].append({"run_id": run, "variant": summary["variant"], "label": row.label or row.name,
+        out["runs"].append({"run_id": run, "variant": summary["variant"], "label": row.label or row.name,
                             "figures": figs, "sigma": summary["sigma"], "image": summary["image"],
                             "label_name": summary["label_name"], "predicted": summary["predicted"],
                             "classes": (meta or {}).get("classes"), "layers": layers, "grid": summary["grid"]})
-    return ctx
+    return out
 
 
 # ----------------------------------------------------------------------------- claims
-def claims(ctx: dict, claim_list: list[dict], scale: str) -> list[ClaimResult]:
+def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     """Seed 003's vision claims (kinds vision_count, vision_top1) on the section's numbers."""
     out = []
-    for claim in claim_list:
-        if not ctx.get("enabled"):
-            out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no vision section"))
+    for claim in ctx.claims_of(CLAIM_KINDS):
+        if not section.get("enabled"):
+            out.append(ClaimResult(claim, stats.NOT_RUN, scale=ctx.scale, ours="—", detail="no vision section"))
         elif claim["kind"] == "vision_count":
-            out.append(_count_claim(claim, ctx["counts_table"]))
+            out.append(_count_claim(claim, section["counts_table"]))
         else:
-            out.append(_top1_claim(claim, ctx, scale))
+            out.append(_top1_claim(claim, section, ctx.scale))
     return out
 
 
@@ -187,8 +192,8 @@ def _count_claim(claim: dict, table: list[dict]) -> ClaimResult:
                        detail="parameter totals of the six models built on the meta device at 224 px")
 
 
-def _top1_claim(claim: dict, ctx: dict, scale: str) -> ClaimResult:
-    finals, vp = ctx["finals"], ctx["vp"]
+def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
+    finals, vp = section["finals"], section["vp"]
     pair = [next((r.name for r in vp.rows if r.variant == v and not r.options), None) for v in ("gka", "deit")]
     seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
     seeds = [s for s in seeds if None not in pair and all(f"{n}-s{s}" in finals for n in pair)]

@@ -1,0 +1,107 @@
+"""The char track's part of the report (seeds 000 and 001: the char-level GPT with GPA kernel
+banks), in the shape of every part (kernattn.report.part): the main table (one line per row
+of the matrix: mean and 95% interval over seeds), the validation curves, the papers' claims
+pair by pair with the setup beside ours, the GPA sections; its runs and corpus in the page's
+header and provenance section (provenance.html.j2).
+
+Reads every run's final.json and metrics.jsonl (report_runs.py: a missing or bad one is a
+ReportError naming the command that makes it), the corpus's meta.json when present, and the
+GPA analyses (report_gpa.py: a missing one is a warning naming its command). Writes
+tables/main.csv, runs.csv, setup.csv, the gpa-*.csv tables and the figures
+(report_figures.py, report_gpa.py). Judges the claims of kinds order, noninferior, count and
+number (report_claims.py).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from . import report_claims, report_figures, report_gpa, report_runs, stages
+from ...report.claims import ClaimResult
+from ...report.part import ClaimKind, Input, Provenance, ReportContext
+
+POSITION = 1  # the page reads the papers in order: seeds 000 and 001 first
+OUTLINE = ("part-char", "Char-level GPT with GPA kernel banks (seeds 000 and 001)", (
+    ("main", "Validation loss per configuration"),
+    ("figures", "Validation curves"),
+    ("claims", "The papers' claims, pair by pair, and the setup"),
+    ("gpa-banks", "GPA kernel banks: shapes at initialisation and after training (seed 001, Section 3.1, Figures 3 and 4)"),
+    ("gpa-bump", "The bump and the newline histogram (seed 001, Section 3.2, Figure 5)"),
+    ("gpa-heads", "Redundant heads: is a weak bank a head that can go? (seed 001, Sections 3.1 and 4)"),
+    ("gpa-bank-size", "Bank-size ablation: validation loss against M (the reviewers' request)")))
+CLAIM_KINDS = {
+    "order": ClaimKind("claims", ("order",)),
+    "noninferior": ClaimKind("claims", ("rows", "margin")),
+    "count": ClaimKind("claims", ("row", "field", "formula")),
+    "number": ClaimKind("claims", ("row", "field", "paper_value")),
+}
+
+
+def section(ctx: ReportContext) -> dict:
+    p = ctx.params
+    runs = report_runs.load_runs(p, ctx.params_file)
+    runs_df = report_runs.runs_table(runs, ctx)
+    main_df = report_runs.add_curve_columns(report_runs.main_table(p, runs_df), runs, ctx.papers)
+    meta_path = Path(stages.data_outputs(p)[3])  # meta.json: the corpus's provenance (not its arrays)
+    meta = report_runs.read_meta(meta_path)
+    setup = report_runs.setup_table(ctx.papers, p, meta)
+    main_df.to_csv(ctx.tables / "main.csv", index=False)
+    runs_df.drop(columns=["mlflow_url"]).to_csv(ctx.tables / "runs.csv", index=False)
+    setup.to_csv(ctx.tables / "setup.csv", index=False)
+    return {
+        "rows": _rows(main_df, runs_df, ctx.papers),
+        "figures": report_figures.plot_figures(ctx.assets, p, ctx.papers, runs, main_df),
+        "gpa": report_gpa.section(ctx, runs, main_df),
+        "papers": ctx.papers.get("papers", {}),
+        "setup_html": setup.map(report_runs.fmt_value).to_html(index=False, border=0, classes="num-table"),
+        "setup_source": ctx.papers.get("setup", {}).get("source", ""),
+        "runs": runs_df.to_dict("records"),
+        "runs_df": runs_df,  # for claims()
+        "provenance": _provenance(ctx, runs_df, meta, meta_path),
+    }
+
+
+def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
+    return report_claims.judge(ctx.claims_of(CLAIM_KINDS), ctx.params, section["runs_df"])
+
+
+def _rows(main_df: pd.DataFrame, runs_df: pd.DataFrame, papers: dict) -> list[dict]:
+    """The main table's rows for the template: the CSV's numbers (NaN as None), the papers the
+    row comes from, and its seeds with their MLflow runs."""
+    rows = []
+    for _, r in main_df.iterrows():
+        g = runs_df[runs_df["row"] == r["row"]]
+        rows.append({
+            **{k: (None if v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v) for k, v in r.items()},
+            "sources": _sources(r["source"], papers),
+            "seeds": [{"run_id": s["run_id"], "seed": s["seed"], "url": s["mlflow_url"],
+                       "mlflow_run_id": s["mlflow_run_id"], "val_loss": s["val_loss"]} for _, s in g.iterrows()],
+        })
+    return rows
+
+
+def _sources(source: str, papers: dict) -> list[dict]:
+    out = []
+    for part in str(source).replace(",", "/").split("/"):
+        part = part.strip()
+        paper = papers.get("papers", {}).get(part)
+        out.append({"id": part, "title": paper["title"] if paper else ""})
+    return out
+
+
+def _provenance(ctx: ReportContext, runs_df: pd.DataFrame, meta: dict | None, meta_path: Path) -> Provenance:
+    p, digest = ctx.params, ctx.params.digest()
+    m, t = p.model, p.train
+
+    def distinct(column: str) -> list[str]:
+        return list(dict.fromkeys(str(v) for v in runs_df[column] if v))
+    return Provenance(
+        summary=(f"{m.n_layer} layers x {m.n_head} heads, d={m.d_model}, context {m.context}; "
+                 f"{t.max_steps:,} steps of batch {t.batch_size}; seeds {', '.join(map(str, p.matrix.seeds))}"),
+        commits=distinct("git_commit"), devices=list(dict.fromkeys(str(d) for d in runs_df["device"])),
+        torch_versions=distinct("torch_version"), tracking_uris=distinct("tracking_uri"),
+        stale=[r for r, d in zip(runs_df["run_id"], runs_df["params_digest"]) if d != digest],
+        inputs=[Input("Corpus", str(meta_path), meta, f"kernattn prepare --params {ctx.params_file} --scale {ctx.scale}")])
