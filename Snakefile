@@ -1,5 +1,6 @@
 # kernattn: the DAG. Every rule is a stage of the stage table (kernattn.dag.stages): its
-# inputs, outputs, rerun params and command come from there, as dvc.yaml's do.
+# inputs, outputs, rerun params and command come from there, as dvc.yaml's do. The rules'
+# names are the stages' (`train`, `train_lm`, ...): profiles/ key resources by them.
 #
 #   snakemake --cores all                              # the scale named in params.yaml (tiny by default)
 #   snakemake --cores all --config scale=micro         # another scale, same DAG
@@ -32,14 +33,35 @@ rule all:
 
 
 rule studies:
-    # The experiments the papers leave open (rules/studies.smk): each study's summary. The
+    # The experiments the papers leave open (kernattn.studies.stages): each study's summary. The
     # report shows them when it is built after them (it reads what exists; see README).
     input:
         dag_stages.studies_outputs(STAGES),
 
 
-include: "rules/char.smk"
-include: "rules/vision.smk"
-include: "rules/lm.smk"
-include: "rules/report.smk"
-include: "rules/studies.smk"
+# One rule per stage of the table, in its order: a track's rules come with its stages
+# (kernattn.tracks.<t>.stages), so a new track needs no rule file. A per-run stage has the
+# wildcard `run`, constrained to its own run ids (the tracks' output patterns overlap).
+for stage in STAGES.values():
+    job = "{run}" if stage.per_run else None
+
+    rule:
+        name:
+            stage.name
+        input:
+            # a per-run stage's inputs are those of its job's run (a GKA-init run reads its own track's data)
+            (lambda wildcards, s=stage: s.inputs(wildcards.run)) if stage.per_run else stage.inputs(None),
+        output:
+            stage.outputs(job),
+        wildcard_constraints:
+            **({"run": run_constraint(stage)} if stage.per_run else {}),
+        params:
+            **dag_smk.rule_params(stage, P),
+        log:
+            stage.log(job),
+        threads: threads_of(stage)
+        shell:
+            # Snakemake evaluates this twice: at parse time (here `stage` is this rule's) and again
+            # when the job runs, after the loop (`stage` is then the last one, but the job's own
+            # `rule`, its name, is a local of the function Snakemake runs it in).
+            shell_of(STAGES[locals().get("rule", stage.name)])

@@ -61,7 +61,6 @@ def make_workspace(root: Path, *, tracking: dict | None = None, mlflow_ui: str |
     ws = root / "ws"
     ws.mkdir(parents=True)
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
-    shutil.copytree(REPO / "rules", ws / "rules")  # the Snakefile's includes (rules/vision.smk)
     (ws / "src").symlink_to(REPO / "src")
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"

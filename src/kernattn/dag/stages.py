@@ -4,7 +4,7 @@
     bench (every track's models);  all of them -> report
     the studies (kernattn.studies.stages), outside `all` (the Snakefile's `studies` target)
 
-The Snakefile's rules (rules/*.smk) and dvc.yaml (dag.dvc) both read this table, so the
+The Snakefile's rules (one per stage, made in a loop) and dvc.yaml (dag.dvc) both read this table, so the
 two DAGs have the same stages, files and params sections. Training stages do not read
 `tracking`: where a run is mirrored does not change what it computes, so a new tracking URI
 must not retrain (`kernattn sync-mlflow` uploads finished runs to the new store).

@@ -8,7 +8,7 @@ variant taken from the registry (softmax = DeiT, gka = GKA, valueless = VLT).
     train.py    the DeiT recipe (`train-vision`): AdamW, warmup + cosine, Mixup/CutMix, EMA ...
     rollout.py  attention rollout (Abnar & Zuidema) with discard ratios
     viz.py      hooks on the real modules and the section 7 figures (`analyze-vision`)
-    stages.py   the vision part of the DAG (dvc stages; the Snakefile's rules/vision.smk)
+    stages.py   the vision part of the DAG (the Snakefile's rules and dvc.yaml are made from them)
 
 Nothing heavy is imported here; the `vision:` section itself lives in kernattn.config.vision.
 """
