@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
-import math
 import os
 import shutil
 import subprocess
@@ -52,7 +51,10 @@ from .claims import ClaimResult, pairs_frame, summary_frame, unit_test_claim
 from .part import ClaimKind, ReportContext, ReportError, merge, num
 
 DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
-PAGE_PARTS = ("studies", "bench_models")  # the parts that are no track's, after the tracks' (modules here)
+# the parts that are no track's, after the tracks': (key, module, template); a part's template
+# sits beside its module ("<key>/report.html.j2") unless the module is the report's own
+PAGE_PARTS = (("studies", "kernattn.studies.report", "studies/report.html.j2"),
+              ("bench_models", "kernattn.report.bench_models", "bench_models.html.j2"))
 # The page's own claims: seed 002's, properties of the attention library that the test suite
 # checks (its note sits under the summary, section "blog"); no part has results for them.
 PAGE_CLAIM_KINDS = {"unit_test": ClaimKind("blog", ("test",))}
@@ -121,10 +123,9 @@ class Part:
 
 
 def page_parts() -> list[Part]:
-    """The parts in page order: the tracks' (by their POSITION, then TRACKS order), then PAGE_PARTS."""
+    """The parts in page order: the tracks' (TRACKS order), then PAGE_PARTS."""
     tracks = [Part(t, track_module(t, "report"), f"{t}/report.html.j2", f"{t}/provenance.html.j2") for t in TRACKS]
-    tracks.sort(key=lambda p: getattr(p.module, "POSITION", math.inf))  # stable: TRACKS order among equals
-    own = [Part(name, importlib.import_module(f"{__package__}.{name}"), f"{name}.html.j2") for name in PAGE_PARTS]
+    own = [Part(key, importlib.import_module(module), template) for key, module, template in PAGE_PARTS]
     return tracks + own
 
 
@@ -271,8 +272,9 @@ def page_context(ctx: ReportContext, parts: list[Part], sections: dict[str, dict
 def render(context: dict) -> str:
     import jinja2
 
-    # the page's templates and its parts' (templates/), and each track's own as "<track>/..."
-    tracks = jinja2.PrefixLoader({t: jinja2.PackageLoader(f"kernattn.tracks.{t}", "") for t in TRACKS})
+    # the page's templates (templates/), each track's own as "<track>/...", the studies' as "studies/..."
+    tracks = jinja2.PrefixLoader({**{t: jinja2.PackageLoader(f"kernattn.tracks.{t}", "") for t in TRACKS},
+                                  "studies": jinja2.PackageLoader("kernattn.studies", "")})
     loader = jinja2.ChoiceLoader([jinja2.PackageLoader(__package__, "templates"), tracks])
     env = jinja2.Environment(loader=loader, autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)

@@ -16,11 +16,11 @@ A report part is a module with
 
 and a template. A track's part is kernattn.tracks.<t>.report with `report.html.j2` next to it
 (rendered as "<t>/report.html.j2", its context under the name <t>), and optionally
-`provenance.html.j2` (its lines at the end of the page's provenance section); it may set
-POSITION, an int: the tracks' parts stand on the page in that order (TRACKS is the DAG's
-order), those without one after them. A part that is no track's (studies, benchmarks) is a
-module of kernattn.report named in build.PAGE_PARTS, its template templates/<module>.html.j2,
-its context under <module>.
+`provenance.html.j2` (its lines at the end of the page's provenance section); the tracks'
+parts stand on the page in TRACKS order. A part that is no track's is named in
+build.PAGE_PARTS with its module and template: the studies' (kernattn.studies.report, with
+report.html.j2 beside it) and the benchmarks' (kernattn.report.bench_models,
+templates/bench_models.html.j2).
 
 Besides its own context a part's template sees the page's: scale, params, params_file,
 is_paper, heads (the numbered headings by id), level (of the intervals) and claims (every

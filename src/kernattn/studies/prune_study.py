@@ -5,7 +5,7 @@
 Reads <studies.out_dir>/prune/<run>/summary.json of every run of the study (kernattn prune)
 and writes <studies.out_dir>/prune/summary.json ({"runs": [...]}) and prune.csv (one row per
 run: the removed heads, the four losses, the costs, params and FLOPs saved), atomically. The
-report pools the runs (kernattn.report.studies).
+report pools the runs (kernattn.studies.report).
 """
 
 from __future__ import annotations

@@ -6,5 +6,6 @@ default), trained per row of `matrix.rows` x seed, and the GPA kernel-bank analy
     model.py      the GPT whose attention comes from the registry
     track.py      the recipe the engine trains (`kernattn train`)
     stages.py     its stages and paths (the only owner of where its files live)
-    report_gpa.py the report's GPA sections;  analysis/: the kernel-bank readings
+    report.py     its part of the report (report_runs, report_figures, report_claims, report_gpa,
+                  report.html.j2, provenance.html.j2);  analysis/: the kernel-bank readings
 """

@@ -23,7 +23,6 @@ from . import report_claims, report_figures, report_gpa, report_runs, stages
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
 
-POSITION = 1  # the page reads the papers in order: seeds 000 and 001 first
 OUTLINE = ("part-char", "Char-level GPT with GPA kernel banks (seeds 000 and 001)", (
     ("main", "Validation loss per configuration"),
     ("figures", "Validation curves"),

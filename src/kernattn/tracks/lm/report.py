@@ -34,7 +34,6 @@ from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, ReportContext
 from .stages import data_outputs, eval_path, runs
 
-POSITION = 2  # after the char track's part: seed 003 comes after seeds 000 and 001
 OUTLINE = ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", (
     ("lm", "Baseline vs GKA-LM: Tables 6-8"),))
 CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm")}

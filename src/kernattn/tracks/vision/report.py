@@ -25,7 +25,6 @@ from ...report import stats
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, ReportContext
 
-POSITION = 3  # after the LM's part (seed 003's vision sections close the tracks)
 OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)", (
     ("vision", "GKA on vision: counts, top-1 and attention maps"),))
 CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision")}

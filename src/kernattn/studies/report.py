@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import studies as paths
+from ..report import stats
+from ..report.claims import ClaimResult, fmt_diff
+from ..report.part import ClaimKind, ReportContext
 from ..tracks.char.analysis import bumpshift
-from . import stats
-from .claims import ClaimResult, fmt_diff
-from .part import ClaimKind, ReportContext
 
 OUTLINE = ("part-studies", "Studies: the experiments the papers leave open (issue 17)", (
     ("study-wrap", "Does the bump follow the line width? The line-wrap counterfactual (seed 001, Section 3.2)"),
