@@ -123,9 +123,13 @@ def test_train_analyze_and_report(prepared, tmp_path):
             "diag_masked.png"} == set(summary["figures"])
     assert summary["sigma"] == final["sigma"] and len(summary["rollout"]["0.9"]) == 4
     assert cli.main(["count-vision", "--params", params]) == 0
+    from kernattn.report.part import ReportContext
     from kernattn.tracks.vision import report as rv
 
-    ctx = rv.section(tmp_path / "report", load_params(prepared))
+    report = ReportContext(load_params(prepared), str(prepared), tmp_path / "report", papers={})
+    report.assets.mkdir(parents=True)
+    report.tables.mkdir()
+    ctx = rv.section(report)
     assert [r["model"] for r in ctx["counts_table"]][:2] == ["DeiT-Ti", "GKA-Ti"]
     assert all(r["params_ok"] and r["flops_ok"] for r in ctx["counts_table"])
     assert [r["row"] for r in ctx["top1"]] == [r.name for r in vp.rows]  # every row, trained or not
