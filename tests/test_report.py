@@ -298,6 +298,7 @@ def write_runs(params_path: Path, losses=LOSSES, meta=True, n_params=400_000) ->
             "n_params": n_params + extra_params(spec.row, params), "extra_params": extra_params(spec.row, params),
             "tokens_seen": 300 * 16 * 128, "steps": 300, "wall_s": 60.0 + spec.seed, "tokens_per_s": 10_000.0 + spec.seed,
             "device": "cpu", "mlflow_run_id": f"mlf{spec.row}{spec.seed}", "tracking_uri": "sqlite:///x.db",
+            "mlflow_experiment_id": "7" if spec.seed < 2 else "8",  # seed 2 logged to another experiment
             "git_commit": "0123456789abcdef0123", "params_digest": params.digest(), "scale": params.scale,
         }
         (folder / "final.json").write_text(json.dumps(final))
@@ -423,6 +424,10 @@ def test_report_end_to_end(tmp_path, monkeypatch, capsys):
     for row in params.matrix.rows:
         assert row.label in html
     assert params.digest() in html and "0123456789abcdef0123" in html
+    # each experiment's runs page, once, in MLflow's Model training view (its UI opens in GenAI otherwise)
+    for exp in ("7", "8"):
+        url = f"http://127.0.0.1:5000/#/experiments/{exp}/runs?workflowType=machine_learning"
+        assert html.count(f'href="{url}"') == 1, exp
     assert "small-scale and noisy" in html
     assert "kernattn train --params " + str(params_path) + " --scale tiny --run gka-s2" in html
     assert "ab" * 32 in html  # corpus sha256 from meta.json

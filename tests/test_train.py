@@ -195,6 +195,7 @@ def test_two_concurrent_runs_into_one_sqlite_store(tmp_path, corpus):
         config = json.loads((run_dir / "config.json").read_text())
         run = client.get_run(final["mlflow_run_id"])
         assert run.info.status == "FINISHED" and run.info.run_name == run_id
+        assert final["mlflow_experiment_id"] == run.info.experiment_id  # the report links its runs page
         assert run.data.tags["run_id"] == run_id and run.data.tags["params_digest"] == final["params_digest"]
         assert run.data.params == mlflow_params(config)
         lines = read_metrics(run_dir)

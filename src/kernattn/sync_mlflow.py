@@ -190,7 +190,8 @@ class Syncer:
         artifacts = {a.path for a in self.client.list_artifacts(run_id)}
         missing_artifacts = [a for a in (*ARTIFACTS, "final.json") if a not in artifacts]
 
-        final_new = {**final, "mlflow_run_id": run_id, "tracking_uri": self.tracking.uri}
+        final_new = {**final, "mlflow_run_id": run_id, "mlflow_experiment_id": self.experiment_id,
+                     "tracking_uri": self.tracking.uri}
         rewrite = final_new != final
         finished = run.info.status == "FINISHED"
         changes = bool(params or metrics or missing_artifacts or not finished or rewrite)

@@ -149,6 +149,7 @@ def test_unreachable_server_training_goes_on_and_sync_uploads_later(mlflow_serve
         finals[run_id] = (run_dir / "final.json").read_bytes(), (run_dir / "final.json").stat().st_mtime_ns
         final = json.loads(finals[run_id][0])
         assert final["tracking_uri"] == mlflow_server.url
+        assert final["mlflow_experiment_id"] == client.get_run(final["mlflow_run_id"]).info.experiment_id
         (tmp_path / "downloads" / run_id).mkdir(parents=True)
         local = client.download_artifacts(final["mlflow_run_id"], "final.json", str(tmp_path / "downloads" / run_id))
         assert json.loads(Path(local).read_text()) == final  # the artifact is the updated final.json
@@ -191,6 +192,7 @@ def test_sync_completes_a_run_the_server_lost_half_of(mlflow_server, corpus, tmp
     first = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
     client.log_batch(partial.info.run_id, metrics=[Metric(k, v, 0, first["step"]) for k, v in metric_dict(first).items()])
     (run_dir / "final.json").write_text(json.dumps({**final, "mlflow_run_id": partial.info.run_id,
+                                                    "mlflow_experiment_id": experiment_id,
                                                     "tracking_uri": mlflow_server.url}, indent=2))
     mtime = (run_dir / "final.json").stat().st_mtime_ns
 

@@ -69,6 +69,8 @@ class Session:
         track.finish(self.run_dir)
         final = {**self.ident, **track.final(st), "steps": st.step, "wall_s": st.elapsed_s, "train_s": st.train_s,
                  "mlflow_run_id": st.mlflow_run_id,
+                 # the report links the experiment's runs page by its id (MLflow's UI routes by id)
+                 "mlflow_experiment_id": self.tracker.experiment_id if st.mlflow_run_id else None,
                  "tracking_uri": self.tracking.uri if st.mlflow_run_id else None}
         self.tracker.set_tags(track.final_tags(final))
         self.tracker.log_artifacts([self.run_dir / CONFIG, self.run_dir / METRICS])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -264,9 +265,30 @@ def page_context(ctx: ReportContext, parts: list[Part], sections: dict[str, dict
         "generated": now.isoformat(timespec="seconds"),
         "report_commit": _git_head(Path(ctx.params_file).resolve().parent), "torch_here": _torch_version(),
         "provenance": merge(s["provenance"] for s in sections.values() if "provenance" in s),
-        "claims": claims, "mlflow_ui": ctx.mlflow_ui, "level": stats.LEVEL, "toc": toc, "heads": heads,
+        "claims": claims, "mlflow_ui": ctx.mlflow_ui, "experiments": experiment_links(ctx),
+        "level": stats.LEVEL, "toc": toc, "heads": heads,
         "parts": parts, "tables": sorted(p.name for p in ctx.tables.iterdir()), "zip": zip,
     }
+
+
+def experiment_links(ctx: ReportContext) -> list[dict]:
+    """[{id, url}] of every MLflow experiment the scale's finished runs were logged to, in
+    TRACKS order: their runs pages in the UI's Model training view (MLflow 3's UI opens in its
+    GenAI view otherwise). Runs trained before final.json recorded the id are left out."""
+    from ..tracking import experiment_runs_url
+
+    ids: dict[str, None] = {}
+    for t in TRACKS:
+        stages = track_module(t, "stages")
+        for run in stages.runs(ctx.params):
+            path = Path(stages.final_output(ctx.params, run.run_id))
+            try:
+                exp = json.loads(path.read_text()).get("mlflow_experiment_id")
+            except (OSError, ValueError):
+                continue  # a missing run is the track's part to report, with its command
+            if exp:
+                ids.setdefault(str(exp))
+    return [{"id": i, "url": experiment_runs_url(ctx.mlflow_ui, i) if ctx.mlflow_ui else None} for i in ids]
 
 
 def render(context: dict) -> str:

@@ -44,7 +44,7 @@ from .stages import data_dir, run_dir
 FINAL_KEYS = (
     "run_id", "row", "seed", "variant", "options", "label", "source",
     "val_loss", "val_bpc", "train_loss", "n_params", "extra_params", "tokens_seen", "steps",
-    "wall_s", "tokens_per_s", "device", "mlflow_run_id", "tracking_uri", "git_commit",
+    "wall_s", "tokens_per_s", "device", "mlflow_run_id", "mlflow_experiment_id", "tracking_uri", "git_commit",
     "params_digest", "scale",
     # beyond the list the pipeline relies on:
     "n_params_non_embedding", "train_s", "fingerprint", "track",
