@@ -115,7 +115,15 @@ def test_report_in_chromium(chromium, micro_pipeline, mlflow_server, tmp_path, i
                   for r in MICRO_RUNS}
         for run_id, final in finals.items():
             assert any(final["mlflow_run_id"] in link for link in links), (run_id, links)
-        for link in sorted(set(links)):
+        # and each experiment's runs page (provenance; every track's), in the UI's Model training view
+        experiments = {f["mlflow_experiment_id"] for f in finals.values()}
+        exp_links = [link for link in links if "#/experiments/" in link]
+        assert experiments <= {urllib.parse.urlparse(x).fragment.split("/")[2] for x in exp_links}, exp_links
+        for link in exp_links:
+            assert link.endswith("/runs?workflowType=machine_learning"), link
+            exp_id = urllib.parse.urlparse(link).fragment.split("/")[2]
+            assert http_json(f"{mlflow_server.url}/api/2.0/mlflow/experiments/get?experiment_id={exp_id}")
+        for link in sorted(set(links) - set(exp_links)):
             fragment = urllib.parse.urlparse(link).fragment
             mlflow_run_id = fragment.rstrip("/").split("/")[-1]
             got = http_json(f"{mlflow_server.url}/api/2.0/mlflow/runs/get?run_id={mlflow_run_id}")
