@@ -22,32 +22,45 @@ def lag_index(n: int, device=None) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------- RoPE
 class Rope(nn.Module):
-    """Rotary embedding on the last dim, half-split convention (GPT-NeoX, nanochat).
+    """Rotary embedding on the last dim, half-split convention, nanochat c7ba252's direction.
 
-    Static: inverse frequencies base^(-2i/d) are a buffer. Learned (seed 000's "learned
-    RoPE"): the same initial frequencies are a parameter, shared by the heads of a layer.
+    Each pair (x1, x2) = (x[i], x[i + d/2]) turns by -theta = -pos x inv_freq[i]:
+    (x1 cos + x2 sin, -x1 sin + x2 cos), as nanochat's apply_rotary_emb (GPT-NeoX turns by
+    +theta; the two differ by a sign flip of the second half of W_Q and W_K per head, so only
+    this one loads nanochat's weights). inv_freq = 1 / base^(2i/d), computed as nanochat does.
+    Static: inv_freq is a buffer. Learned (seed 000's "learned RoPE"): the same initial
+    frequencies are a parameter, shared by the heads of a layer. `table_dtype` (None: the
+    input's dtype) stores the cos/sin tables in that dtype before they multiply x: nanochat
+    keeps them in bfloat16 (the LM sets it, lm.rope_bf16), which changes float32 results.
     """
 
     def __init__(self, d_head: int, base: float = 10000.0, learned: bool = False):
         super().__init__()
         if d_head % 2:
             raise ValueError(f"RoPE needs an even head dim, got {d_head}")
-        inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
+        inv_freq = 1.0 / (base ** (torch.arange(0, d_head, 2, dtype=torch.float32) / d_head))
         if learned:
             self.inv_freq = nn.Parameter(inv_freq)
         else:
             self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.table_dtype: torch.dtype | None = None
+
+    def tables(self, n: int, offset: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [n, d/2] for positions offset..offset+n-1, in the dtype they multiply x."""
+        # Angles in at least float32: position x frequency in bf16 would be off by whole radians.
+        work = torch.promote_types(self.inv_freq.dtype, torch.float32)
+        pos = torch.arange(offset, offset + n, device=device, dtype=work)
+        angle = pos[:, None] * self.inv_freq.to(work)[None, :]
+        cos, sin = angle.cos(), angle.sin()
+        if self.table_dtype is not None:  # rounded to the stored dtype first (nanochat: bf16)
+            cos, sin = cos.to(self.table_dtype), sin.to(self.table_dtype)
+        return cos.to(dtype), sin.to(dtype)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x: [..., N, d] rotated by position offset..offset+N-1 (offset: cached decoding)."""
-        n = x.shape[-2]
-        # Angles in at least float32: position x frequency in bf16 would be off by whole radians.
-        work = torch.promote_types(self.inv_freq.dtype, torch.float32)
-        pos = torch.arange(offset, offset + n, device=x.device, dtype=work)
-        angle = pos[:, None] * self.inv_freq.to(work)[None, :]
-        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+        cos, sin = self.tables(x.shape[-2], offset, x.device, x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+        return torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), dim=-1)
 
 
 def normalise_qk(q: torch.Tensor, k: torch.Tensor, qk_norm: bool, gain: float):

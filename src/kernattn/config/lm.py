@@ -19,7 +19,7 @@ from ..errors import ParamsError
 from .common import RunSettings, run_default
 from .rows import MATCH as MATCHED
 from .rows import Row, check_lag_table, check_rows
-from .schema import NOFP, nonneg, positive
+from .schema import NOFP, fraction, nonneg, positive
 
 NANOCHAT_COMMIT = "c7ba25214276d165eeefca7cb2060587975db189"  # 2026-02-20, "docs: fix typos in experiment log (#547)"
 NANOCHAT_COMMIT_DATE = "2026-02-20"
@@ -38,6 +38,7 @@ def _unit_interval(v) -> str | None:
     return None if 0 <= v <= 1 else "must be between 0 and 1"
 
 
+OPTIMIZERS = ("muon_adamw", "adamw")
 CORE_TASKS = ("hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai", "winograd", "winogrande")
 
 
@@ -65,7 +66,8 @@ class LMParams(RunSettings):
     head_dim: int = field(default=128, metadata=positive())
     context: int = field(default=2048, metadata=positive())
     window_pattern: str = "SSSL"
-    # Short-window length; None: half the context (what reproduces Table 8's FLOPs/token).
+    # Keys a query of an S layer sees, itself included; None: context // 2 + 1, nanochat's
+    # window (context // 2, 0): context // 2 keys before the query and the query.
     short_window: int | None = field(default=None, metadata=positive())
     value_embeds: bool = True
     # nanochat c7ba252: 10000; 100000 from 6ed7d1d (2026-03-09).
@@ -77,6 +79,9 @@ class LMParams(RunSettings):
     resid_lambda_init: float = field(default=1.0, metadata=positive())
     x0_lambda_init: float = field(default=0.1, metadata=nonneg())
     softcap: float = field(default=15.0, metadata=positive())
+    # RoPE cos/sin tables stored in bfloat16 before they multiply q and k (nanochat c7ba252
+    # does; false: in the activations' dtype, which differs from nanochat in float32).
+    rope_bf16: bool = True
     # ---- the runs: rows (config.rows; a row's `compute` sets its length) x seeds. Not in a
     # run's fingerprint as a whole: a run records its own row and planned steps instead.
     rows: tuple[Row, ...] = field(default=(), metadata=NOFP)
@@ -88,12 +93,28 @@ class LMParams(RunSettings):
     # Steps of a row without compute; None: nanochat's rule, param_data_ratio x the row's scaling params tokens.
     steps: int | None = field(default=None, metadata=positive())
     param_data_ratio: float = field(default=10.5, metadata=positive())
+    # muon_adamw: nanochat c7ba252's MuonAdamW with its lrs and scalings (tracks/lm/optim.py);
+    # adamw: one AdamW at lr, betas (0.9, 0.95), weight_decay on the Linear weights.
+    optimizer: str = field(default="muon_adamw", metadata={"check": lambda v: None if v in OPTIMIZERS else
+                                                             f"must be one of {', '.join(OPTIMIZERS)}"})
+    # adamw: its one lr; muon_adamw: the lr of the attention's own elementwise parameters.
     lr: float = field(default=3e-3, metadata=positive())
+    # muon_adamw (base_train.py's defaults at c7ba252; all x sqrt(tokens per step / 2^19), the
+    # AdamW embedding and unembedding lrs also x (model_dim / 768)^-1/2):
+    matrix_lr: float = field(default=0.02, metadata=positive("Muon lr of the blocks' matrices"))
+    embedding_lr: float = field(default=0.3, metadata=positive("AdamW lr of wte and the value embeddings"))
+    unembedding_lr: float = field(default=0.004, metadata=positive("AdamW lr of lm_head"))
+    scalar_lr: float = field(default=0.5, metadata=positive("AdamW lr of x0_lambdas (x 0.01: resid_lambdas)"))
+    adam_beta1: float = field(default=0.8, metadata=fraction("AdamW beta1 (x0_lambdas: 0.96)"))
+    adam_beta2: float = field(default=0.95, metadata=fraction("AdamW beta2"))
     warmup_frac: float = field(default=0.0, metadata={"check": _unit_interval})
     # nanochat c7ba252: 0.5 (0.4 from ae0bf52 to 3c3a3d7, 2026-01; 0.65 from 6ed7d1d).
     warmdown_frac: float = field(default=0.5, metadata={"check": _unit_interval})
     min_lr_ratio: float = field(default=0.0, metadata=nonneg())
-    weight_decay: float = field(default=0.0, metadata=nonneg())
+    # muon_adamw: Muon's cautious weight decay (nanochat 0.2, scaled by batch and horizon, decaying
+    # linearly to 0); adamw: AdamW's decoupled decay of the Linear weights.
+    weight_decay: float = field(default=0.2, metadata=nonneg())
+    grad_clip: float = field(default=0.0, metadata=nonneg("0: none (nanochat clips nothing)"))
     eval_every: int = field(default=250, metadata=positive(**NOFP))
     out_dir: str = run_default("out_dir", "results/{scale}/lm/runs")
     # ---- evaluation
@@ -117,10 +138,10 @@ class LMParams(RunSettings):
 def layer_windows(pattern: str, depth: int, context: int, short: int | None) -> list[int | None]:
     """Per layer: the number of keys a query may see (itself included), None for all.
 
-    The pattern is tiled over the layers and the last layer is always L. S defaults to half
-    the context: with it the attention term of nanochat's FLOPs/token reproduces seed 003's
-    Table 8 (3.0042e9 and 2.4143e9 at depth 20, context 2048)."""
-    short = max(1, context // 2) if short is None else short
+    The pattern is tiled over the layers and the last layer is always L. S defaults to
+    nanochat's short window: flash-attention's window_size (context // 2, 0) lets a query see
+    the context // 2 keys before it and itself, context // 2 + 1 keys (1,025 at 2048)."""
+    short = context // 2 + 1 if short is None else short
     chars = [pattern.upper()[i % len(pattern)] for i in range(depth)]
     chars[-1] = "L"
     return [None if c == "L" or short >= context else short for c in chars]

@@ -5,7 +5,7 @@ parameters that multiply activations: embeddings are lookups, residual scalars, 
 tables, kernel banks and bandwidths act elementwise) for forward + backward, plus what the
 attention variant spends mixing tokens (`KernelAttention.mixing_flops`): for softmax-shaped
 variants (softmax, valueless, gpa, nw exp_dot) 12 x heads x head_dim x (keys a query sees)
-per layer, the keys being the window length or the context (a lag bias is an addition: no
+per layer, the keys being those a query sees (a window's w, itself included) or the context (a lag bias is an addition: no
 matmul); GKA and nw gaussian the same at the head width d (seed 003's Table 8), the zero
 channels of their padded fused call reported apart as `padding`; nw yat against every key,
 recomputed in backward; FAVOR+ its feature maps plus the chunked linear attention; the signed
@@ -25,16 +25,24 @@ from .model import GPT
 
 
 def flops_per_token(model: GPT) -> dict[str, float]:
-    """dense, attention, total (= dense + attention) and padding FLOPs per token, forward +
-    backward, for sequences of the full context."""
+    """dense, attention, total (= dense + attention), padding and nanochat FLOPs per token,
+    forward + backward, for sequences of the full context.
+
+    attention counts the keys a query sees (a window of w keys, itself included); `nanochat`
+    is nanochat's estimate_flops, which counts a window's left size, w - 1 keys (1,024 of the
+    1,025 a query sees at 2048): the convention of seed 003's Table 8."""
     n = model.cfg.context
     dense = 6 * sum(w.numel() for w in model.linear_weights().values())
-    attn = pad = 0.0
+    attn = pad = nano = 0.0
     for block, window in zip(model.blocks, model.windows):
-        mix = block.attn.inner.mixing_flops(n, window if window is not None else n)
+        keys = window if window is not None else n
+        mix = block.attn.inner.mixing_flops(n, keys)
         attn += (mix.forward + mix.backward) / n
         pad += (mix.padding_forward + mix.padding_backward) / n
-    return {"dense": float(dense), "attention": attn, "total": float(dense + attn), "padding": pad}
+        left = block.attn.inner.mixing_flops(n, keys - 1) if window is not None else mix
+        nano += (left.forward + left.backward) / n
+    return {"dense": float(dense), "attention": attn, "total": float(dense + attn), "padding": pad,
+            "nanochat": float(dense + nano)}
 
 
 def tokens_per_step(lm) -> int:

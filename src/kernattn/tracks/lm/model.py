@@ -37,6 +37,7 @@ from torch import nn
 
 from ... import attention
 from ...attention import registry
+from ...attention.positions import Rope
 from ...attention.registry import freeze_options
 from ...config.lm import ALIASES, layer_windows, lm_defaults
 from ...config.rows import resolve_attention
@@ -60,6 +61,7 @@ class GPTConfig:
     resid_lambda_init: float = 1.0
     x0_lambda_init: float = 0.1
     softcap: float = 15.0
+    rope_bf16: bool = True  # RoPE's cos/sin tables stored in bfloat16 (nanochat c7ba252)
     variant: str = "base"  # a registry variant name, or the alias base (= softmax)
     attention_options: tuple[tuple[str, Any], ...] = ()  # the row's options (freeze_options)
 
@@ -88,7 +90,7 @@ class GPTConfig:
                    context=lm.context, window_pattern=lm.window_pattern, short_window=lm.short_window,
                    value_embeds=lm.value_embeds, rope_base=lm.rope_base, qk_gain=lm.qk_gain,
                    resid_lambda_init=lm.resid_lambda_init, x0_lambda_init=lm.x0_lambda_init, softcap=lm.softcap,
-                   variant=variant, attention_options=freeze_options(options))
+                   rope_bf16=lm.rope_bf16, variant=variant, attention_options=freeze_options(options))
 
 
 def has_value_embed(layer: int, depth: int) -> bool:
@@ -163,30 +165,30 @@ class GPT(nn.Module):
         self.resid_lambdas = nn.Parameter(torch.full((cfg.depth,), cfg.resid_lambda_init))
         self.x0_lambdas = nn.Parameter(torch.full((cfg.depth,), cfg.x0_lambda_init))
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        for m in self.modules():  # every rotary table, whichever variant holds it
+            if isinstance(m, Rope):
+                m.table_dtype = torch.bfloat16 if cfg.rope_bf16 else None
         if not any(p.is_meta for p in self.parameters()):
             self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """nanochat's init_weights: a unit-normal token embedding, uniform input matrices and
-        value embeddings of std d^-1/2 (the VEs are added to v, so they start at v's scale),
-        zero output projections (each block starts as the identity), a tiny unembedding, the
-        residual scalars at their configured inits."""
+        """nanochat's init_weights, in its order (so one seed draws the same numbers): a
+        unit-normal token embedding, a tiny unembedding (std 0.001), uniform input matrices of
+        std d^-1/2 and zero output projections (each block starts as the identity), value
+        embeddings uniform like W_V (they are added to v), zero gates, the residual scalars at
+        their configured inits."""
         d = self.cfg.dim
         bound = math.sqrt(3.0 / d)  # uniform(-b, b) has std b / sqrt(3) = d^-1/2
         nn.init.normal_(self.wte.weight, std=1.0)
-        for emb in self.value_embeds.values():
-            nn.init.uniform_(emb.weight, -bound, bound)
+        nn.init.normal_(self.lm_head.weight, std=0.001)
         for block in self.blocks:
             for name, lin in block.named_modules():
                 if isinstance(lin, nn.Linear):
-                    if name.endswith("c_proj") or name.endswith("proj_out"):  # W_O and the MLP's output
-                        nn.init.zeros_(lin.weight)
-                    elif name.endswith("ve_gate"):
-                        nn.init.zeros_(lin.weight)
-                    else:
-                        nn.init.uniform_(lin.weight, -bound, bound)
-        nn.init.normal_(self.lm_head.weight, std=0.001)
+                    zero = name.endswith(("c_proj", "proj_out", "ve_gate"))  # W_O, the MLP's output, gates
+                    nn.init.zeros_(lin.weight) if zero else nn.init.uniform_(lin.weight, -bound, bound)
+        for emb in self.value_embeds.values():
+            nn.init.uniform_(emb.weight, -bound, bound)
         self.resid_lambdas.fill_(self.cfg.resid_lambda_init)
         self.x0_lambdas.fill_(self.cfg.x0_lambda_init)
 
