@@ -44,6 +44,8 @@ STAGES: dict[str, tuple[str, str]] = {
     "prepare-lm": ("kernattn.tracks.lm.data", "LM track: documents -> BPE tokenizer -> BOS-delimited token streams"),
     "train-lm": ("kernattn.tracks.lm.track", "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"),
     "eval-lm": ("kernattn.tracks.lm.evaluate", "LM track: bits per byte and the CORE subset of one trained run"),
+    "lm-import": ("kernattn.tracks.lm.import_nanochat", "LM track: a nanochat c7ba252 checkpoint -> an LM run folder eval-lm scores"),
+    "lm-export": ("kernattn.tracks.lm.export_nanochat", "LM track: a finished LM run -> a nanochat c7ba252 checkpoint folder"),
     # the studies of issue 17 (snakemake --cores all studies): kernattn.studies
     "prepare-wrap": ("kernattn.studies.wrap_data", "line-wrap study: rewrapped and unwrapped corpora (same split and vocabulary), their histograms"),
     "train-wrap": ("kernattn.studies.train", "line-wrap study: train one GPA run on a counterfactual corpus (engine, resumable)"),

@@ -134,3 +134,19 @@ def load_nanochat(folder: Path, step: int | None, cfg) -> tuple[dict, dict, int]
     state, meta, step = read_checkpoint(folder, step)
     check_config(meta["model_config"], cfg, str(Path(folder) / f"meta_{step:06d}.json"))
     return from_nanochat(state, cfg.vocab_size), meta, step
+
+
+# What nanochat c7ba252 fixes in code, as the lm fields and GPTConfig values that reproduce it.
+NANOCHAT_FIXED = {"rope_base": 10000.0, "qk_gain": 1.0, "softcap": 15.0, "rope_bf16": True, "value_embeds": True,
+                  "short_window": None}
+
+
+def check_nanochat_function(cfg, where: str) -> None:
+    """The run must compute nanochat's forward: the base attention and c7ba252's constants."""
+    if cfg.attention != ("softmax", {"position": "rope", "qk_norm": True, "rope_base": 10000.0, "qk_gain": 1.0}):
+        raise UsageError(f"{where}: row variant {cfg.variant!r} with {dict(cfg.attention_options)} is not nanochat's "
+                         f"attention; use a row of variant base without options")
+    for key, value in NANOCHAT_FIXED.items():
+        if getattr(cfg, key) != value:
+            raise UsageError(f"{where}: lm.{key}={getattr(cfg, key)!r}, nanochat c7ba252 has {value!r}; set lm.{key}: "
+                             f"{'null' if value is None else str(value).lower()}")

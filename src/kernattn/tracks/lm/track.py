@@ -15,11 +15,11 @@ row's own model, see flops.base_steps); {match: tokens, row: R} the steps of row
 {match: flops, row: R} as many steps as give R's total training FLOPs; {tokens: N} the steps
 closest to N tokens. Each step is grad_accum micro-batches of
 batch_size random windows of context + 1 tokens (a generator seeded from the run's seed).
-Optimiser: one AdamW, betas (0.9, 0.95), one lr for every parameter (nanochat c7ba252 uses
-Muon for the matrices and AdamW with per-group LRs and betas (0.8, 0.95) for the rest, all
-scaled by sqrt(batch / 2^19); not reproduced here). Schedule as nanochat's: lr constant after
-a linear warmup (round(warmup_frac x steps)), then a linear warmdown over the last
-round(warmdown_frac x steps) to lr x min_lr_ratio.
+Optimiser (lm.optimizer, optim.py): nanochat c7ba252's MuonAdamW with its per-group lrs,
+betas, eps and scalings (muon_adamw), or one AdamW (adamw). Schedule as nanochat's: every lr
+constant after a linear warmup (round(warmup_frac x steps)), then a linear warmdown over the
+last round(warmdown_frac x steps) to lr x min_lr_ratio; Muon's momentum 0.85 -> 0.95 over 300
+steps and its weight decay linear to 0, set each step (set_lr).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from . import flops as fl
 from ...config import RunSpec
 from ...config.rows import chain
 from .model import GPT, GPTConfig, build_model
+from .optim import apply_schedule, build_optimizer
 from .stages import add_run_argument, load_stage, run_dir
 
 VAL_WINDOWS_SEED = 31337
@@ -135,14 +136,7 @@ class LMTrack(Track):
         lm = self.section
         self.model = GPT(row_config(lm, self.vocab, self.run)).to(device)
         self.device = device
-        # Decay only the matrices that multiply activations: never embeddings, residual scalars
-        # or an attention's kernel banks, lag tables and bandwidths (2-D too, but not weights).
-        decayed = set(self.model.linear_weights())
-        groups = [{"params": [p for n, p in self.model.named_parameters() if n in decayed],
-                   "weight_decay": lm.weight_decay},
-                  {"params": [p for n, p in self.model.named_parameters() if n not in decayed], "weight_decay": 0.0}]
-        self.optimizer = torch.optim.AdamW(groups, lr=lm.lr, betas=(0.9, 0.95),
-                                           **({"fused": True} if device.type == "cuda" else {}))
+        self.optimizer, self.scalings = build_optimizer(self.model, lm, self.items_per_step, device)
         self.gen = torch.Generator().manual_seed(derive_seed(self.seed, "lm-batches"))
         val_gen = torch.Generator().manual_seed(VAL_WINDOWS_SEED)
         self.val_starts = torch.randint(0, self.val_data.size - lm.context - 1, (VAL_BATCHES, lm.batch_size),
@@ -152,10 +146,14 @@ class LMTrack(Track):
         return {"batch": self.gen}
 
     def set_lr(self, step: int) -> float:
-        lr = self.section.lr * lr_factor(step, self.max_steps, self.section)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        return lr
+        """Every group's lr (its initial lr x the schedule), Muon's momentum and weight decay;
+        the lr logged is adamw's lr, or muon_adamw's matrix lr (with its batch scaling)."""
+        lm = self.section
+        factor = lr_factor(step, self.max_steps, lm)
+        apply_schedule(self.optimizer, step, self.max_steps, factor, self.scalings["weight_decay"])
+        if lm.optimizer == "adamw":
+            return lm.lr * factor
+        return lm.matrix_lr * self.scalings["batch_lr_scale"] * factor
 
     def batch(self, step: int, micro: int):
         lm = self.section
@@ -186,7 +184,8 @@ class LMTrack(Track):
 
     def config(self) -> dict:
         return {"run": dataclasses.asdict(self.run), "label": self.run.label, "lm": dataclasses.asdict(self.section),
-                "vocab_size": self.vocab, "windows": self.model.windows, **self.info}
+                "vocab_size": self.vocab, "windows": self.model.windows,
+                "optimizer": {"kind": self.section.optimizer, **self.scalings}, **self.info}
 
     def final(self, st) -> dict:
         info = self.info
