@@ -401,3 +401,46 @@ def test_flops_per_token_equals_flop_counter_mode_on_forward_and_backward():
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         model(x).sum().backward()
     assert counter.get_total_flops() / x.numel() == flops.flops_per_token(model)["total"]
+
+
+# ----------------------------------------------------------------------------- nanochat's RoPE
+def test_rope_turns_by_minus_theta_as_nanochat():
+    """nanochat c7ba252's apply_rotary_emb: (x1 cos + x2 sin, -x1 sin + x2 cos) with theta =
+    position x inv_freq; a 2-dim head with inv_freq 1 turns e1 to (cos p, -sin p)."""
+    from kernattn.attention.positions import Rope
+
+    rope = Rope(2, base=10000.0).double()
+    x = torch.tensor([[1.0, 0.0]] * 4 + [[0.0, 1.0]] * 4, dtype=torch.float64).view(2, 4, 2)
+    y = rope(x)
+    p = torch.arange(4, dtype=torch.float64)
+    torch.testing.assert_close(y[0], torch.stack([p.cos(), -p.sin()], -1), rtol=0, atol=1e-15)
+    torch.testing.assert_close(y[1], torch.stack([p.sin(), p.cos()], -1), rtol=0, atol=1e-15)
+
+
+def test_rope_tables_in_bfloat16_round_cos_and_sin_first():
+    """lm.rope_bf16 (nanochat keeps cos/sin in bf16): the tables are rounded to bf16, then
+    multiply x in x's dtype; every rotary module of the LM gets it, none without it."""
+    from kernattn.attention.positions import Rope
+
+    rope = Rope(2, base=10000.0).double()
+    rope.table_dtype = torch.bfloat16
+    x = torch.tensor([[1.0, 0.0]] * 5, dtype=torch.float64)
+    p = torch.arange(5, dtype=torch.float64)
+    cos, sin = p.cos().float().bfloat16().double(), p.sin().float().bfloat16().double()
+    torch.testing.assert_close(rope(x), torch.stack([cos, -sin], -1), rtol=0, atol=0)
+    assert (cos != p.cos()).any()  # the rounding is visible in float64
+    for flag, dtype in ((True, torch.bfloat16), (False, None)):
+        model = GPT(GPTConfig(vocab_size=64, depth=2, aspect_ratio=32, head_dim=16, context=16, rope_bf16=flag))
+        ropes = [m for m in model.modules() if isinstance(m, Rope)]
+        assert len(ropes) == 2 and all(r.table_dtype == dtype for r in ropes)
+
+
+def test_special_tokens_and_split_pattern_are_nanochats():
+    """nanochat c7ba252's tokenizer.py: its SPECIAL_TOKENS in order and its SPLIT_PATTERN
+    (GPT-4's with 1-2 digit groups), as literals read from that file."""
+    nanochat_specials = ["<|bos|>", "<|user_start|>", "<|user_end|>", "<|assistant_start|>", "<|assistant_end|>",
+                         "<|python_start|>", "<|python_end|>", "<|output_start|>", "<|output_end|>"]
+    nanochat_pattern = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|"""
+                        r"""\s*[\r\n]|\s+(?!\S)|\s+""")
+    assert list(tok.SPECIAL_TOKENS) == nanochat_specials and tok.BOS == nanochat_specials[0]
+    assert tok.SPLIT_PATTERN == nanochat_pattern

@@ -24,14 +24,15 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-CONFIG = dict(sequence_len=16, vocab_size=300, n_layer=2, n_head=2, n_kv_head=2, n_embd=128, window_pattern="SSSL")
+CONFIG = {"sequence_len": 16, "vocab_size": 300, "n_layer": 2, "n_head": 2, "n_kv_head": 2, "n_embd": 128,
+          "window_pattern": "SSSL"}
 BATCH, STEPS, SEED = 2, 3, 0
 SKETCH = 512  # entries sampled per large tensor (gradients, weights after the steps)
 # base_train.py's defaults at c7ba252, with its batch-size and horizon scalings at 1 (a
 # total batch of B_REF tokens at the reference horizon) so the three steps move the weights.
-OPTIM = dict(unembedding_lr=0.004, embedding_lr=0.3, matrix_lr=0.02, weight_decay=0.2, adam_betas=(0.8, 0.95),
-             scalar_lr=0.5)
-SCHEDULE_ARGS = dict(warmup_ratio=0.0, warmdown_ratio=0.5, final_lr_frac=0.0)
+OPTIM = {"unembedding_lr": 0.004, "embedding_lr": 0.3, "matrix_lr": 0.02, "weight_decay": 0.2,
+         "adam_betas": (0.8, 0.95), "scalar_lr": 0.5}
+SCHEDULE_ARGS = {"warmup_ratio": 0.0, "warmdown_ratio": 0.5, "final_lr_frac": 0.0}
 
 
 def schedule_functions(nanochat: Path, num_iterations: int, weight_decay: float) -> dict:
@@ -42,7 +43,7 @@ def schedule_functions(nanochat: Path, num_iterations: int, weight_decay: float)
     assert {n.name for n in nodes} == wanted, "base_train.py lacks a schedule function"
     ns = {"args": SimpleNamespace(**SCHEDULE_ARGS), "num_iterations": num_iterations,
           "weight_decay_scaled": weight_decay}
-    exec(compile(ast.Module(body=nodes, type_ignores=[]), "base_train.py", "exec"), ns)
+    exec(compile(ast.Module(body=nodes, type_ignores=[]), "base_train.py", "exec"), ns)  # noqa: S102 (nanochat's own functions)
     return {k: ns[k] for k in wanted}
 
 

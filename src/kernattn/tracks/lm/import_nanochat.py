@@ -16,8 +16,6 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-
 from ...errors import UsageError
 from ...io import atomic_torch_save, atomic_write_json
 from . import flops as fl

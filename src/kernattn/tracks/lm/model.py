@@ -1,6 +1,7 @@
 """A GPT in the nanochat style with a depth knob, and any attention of the registry.
 
-nanochat's GPT at commit c7ba252 (config.lm.NANOCHAT_COMMIT), AdamW aside (train.py).
+nanochat's GPT at commit c7ba252 (config.lm.NANOCHAT_COMMIT), the same function to float32
+rounding (tests/test_nanochat_golden.py); nanochat_io.py maps its checkpoints.
 Shape from one number: model_dim = aspect_ratio x depth, heads of head_dim (64 x 20 = 1280,
 10 heads of 128 at depth 20). Blocks are pre-norm with parameter-free RMS norms, per-layer
 residual scalars (x <- a_l x + b_l x0, x0 the embedded input; a_l, b_l start at
@@ -9,7 +10,7 @@ and its logits are soft-capped (softcap x tanh(z / softcap)).
 
 Attention per layer is the registry's variant `cfg.variant` with `cfg.attention_options`,
 causal, with the sliding-window pattern (e.g. "SSSL" tiled over the layers, the last layer
-always L; S keeps `short_window` keys, L all of them). Options a row leaves out take the LM's
+always L; S keeps `short_window` keys, by default nanochat's context // 2 + 1, L all of them). Options a row leaves out take the LM's
 nanochat defaults (`lm_defaults`): RoPE at cfg.rope_base, parameter-free QK RMS norm times
 cfg.qk_gain (1.0 at c7ba252: no gain) wherever the variant has those options. So:
 - `softmax` (alias `base`) is nanochat's attention: bias-free W_Q, W_K, W_V, W_O; RoPE on q

@@ -19,6 +19,7 @@ adamw: one torch AdamW at lm.lr, betas (0.9, 0.95), weight_decay on the Linear w
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
@@ -40,6 +41,14 @@ def scalings(lm, model: GPT, tokens_per_step: int, ref_model: GPT) -> dict[str, 
     d_ref = lm.param_data_ratio * ref_model.param_counts()["scaling"]
     return {"batch_lr_scale": batch, "dmodel_lr_scale": (model.cfg.dim / muon.D_MODEL_REF) ** -0.5,
             "weight_decay": lm.weight_decay * batch * (d_ref / target)}
+
+
+def nanochat_batch_tokens(lm, model: GPT, ref_model: GPT) -> int:
+    """nanochat's automatic batch in tokens (base_train.py step 2): 2^19 x (D / D_ref)^0.383,
+    rounded to a power of 2 (kernattn takes lm.batch_size x grad_accum x context instead:
+    this is what the paper scale's 2^20 is checked against)."""
+    ratio = model.param_counts()["scaling"] / ref_model.param_counts()["scaling"]  # D / D_ref
+    return 2 ** round(math.log2(muon.B_REF * ratio**0.383))
 
 
 def reference_model(model: GPT) -> GPT:
