@@ -793,7 +793,7 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     assert all(f'data-lm-row="{r.name}"' in html for r in params.lm.rows)
     # the nanochat commit the defaults follow, and where the tiny scale leaves it
     assert "c7ba25214276d165eeefca7cb2060587975db189" in html and "AdamW" in html
-    assert "short_window 32 (c7ba252: null)" in html and "warmup_frac 0.05 (c7ba252: 0.0)" in html
+    assert "warmup_frac 0.05 (c7ba252: 0.0)" in html and "MuonAdamW" in html
     assert "value embeddings 419,430,400 (10 alternating layers)" in html  # the depth-20 count, not a flag
 
 
