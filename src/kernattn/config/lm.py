@@ -114,7 +114,7 @@ class LMParams(RunSettings):
     # muon_adamw: Muon's cautious weight decay (nanochat 0.2, scaled by batch and horizon, decaying
     # linearly to 0); adamw: AdamW's decoupled decay of the Linear weights.
     weight_decay: float = field(default=0.2, metadata=nonneg())
-    grad_clip: float = field(default=0.0, metadata=nonneg("0: none (nanochat clips nothing)"))
+    grad_clip: float = run_default("grad_clip", 0.0)  # none, as nanochat
     eval_every: int = field(default=250, metadata=positive(**NOFP))
     out_dir: str = run_default("out_dir", "results/{scale}/lm/runs")
     # ---- evaluation
