@@ -165,14 +165,15 @@ def test_a_training_step_follows_nanochat(golden, imported):
     """The model's own gradients differ from nanochat's by float32 rounding (~1e-10), which
     the bfloat16 Polar Express turns into differences of a few percent of a Muon update (as
     between nanochat on two machines): after one step the next batch's loss is still
-    nanochat's to 1e-4 (measured 3e-6; a wrong group lr moves it by 1e-2 and more)."""
+    nanochat's to 5e-4 (measured 1.7e-4 of the step's 0.16; matrix_lr or embedding_lr 20% off
+    moves it by 1.2e-3 and 8.7e-3, scalar_lr or unembedding_lr doubled by 1.4e-2 and 4.6e-2)."""
     def grads(model, step):
         loss = loss_of(model, *batch(golden, step))
         loss.backward()
         return loss.item()
     run_steps(imported, golden, grads, steps=1)
     with torch.no_grad():
-        assert loss_of(imported, *batch(golden, 1)).item() == pytest.approx(golden["losses"][1], abs=1e-4)
+        assert loss_of(imported, *batch(golden, 1)).item() == pytest.approx(golden["losses"][1], abs=5e-4)
 
 
 def test_export_gives_nanochats_state_back(golden, imported):

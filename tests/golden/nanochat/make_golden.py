@@ -48,15 +48,18 @@ def schedule_functions(nanochat: Path, num_iterations: int, weight_decay: float)
 
 
 def perturb_zeros(model) -> None:
-    """Small random values in the matrices nanochat starts at zero (both c_proj, ve_gate).
-    With them at zero every block is the identity, the residual scalars' gradients are zero
-    up to rounding, and AdamW's eps of 1e-10 turns that rounding noise into full steps: the
-    golden steps would compare noise."""
+    """Random values in the matrices nanochat starts at zero (both c_proj, ve_gate: half c_q's
+    uniform bound) and an lm_head of c_q's scale (nanochat's std 0.001 gives logits below
+    0.05, where a 1e-5 tolerance would be loose). With the zeros every block is the identity,
+    the residual scalars' gradients are zero up to rounding, and AdamW's eps of 1e-10 turns
+    that rounding noise into full steps: the golden steps would compare noise."""
     gen = torch.Generator().manual_seed(SEED + 1)
-    bound = 0.5 * 3 ** 0.5 * CONFIG["n_embd"] ** -0.5  # half the uniform bound of c_q
+    bound = 3 ** 0.5 * CONFIG["n_embd"] ** -0.5  # the uniform bound of c_q
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(("c_proj.weight", "ve_gate.weight")):
+                p.copy_(torch.empty_like(p).uniform_(-bound / 2, bound / 2, generator=gen))
+            elif name == "lm_head.weight":
                 p.copy_(torch.empty_like(p).uniform_(-bound, bound, generator=gen))
 
 
