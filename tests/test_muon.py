@@ -110,12 +110,13 @@ def test_paper_scalings_and_batch_are_nanochats():
 def test_every_parameter_is_in_exactly_one_group_and_fused_qkv_is_three_matrices():
     model = GPT(GPTConfig(vocab_size=64, depth=2, aspect_ratio=32, head_dim=16, context=16, variant="gpa",
                           attention_options=(("n_kernels", 2),)))
-    groups = optim.muon_adamw_groups(model, LMParams(), {"batch_lr_scale": 1.0, "dmodel_lr_scale": 1.0,
+    groups = optim.muon_adamw_groups(model, LMParams(), {"batch_lr_scale": 0.5, "dmodel_lr_scale": 1.0,
                                                           "weight_decay": 0.2})
     ids = [id(p) for g in groups for p in g["params"]]
     assert sorted(ids) == sorted(id(p) for p in model.parameters()) and len(set(ids)) == len(ids)
     w_in = model.blocks[0].attn.inner.proj_in.weight
     square = next(g for g in groups if g["kind"] == "muon" and any(p is w_in for p in g["params"]))
     assert sum(square["chunks"]) == 2 * (3 + 1)  # per layer W_Q, W_K, W_V and W_O, each 64 x 64
+    assert square["lr"] == 0.02 * 0.5  # nanochat's lrs follow the batch
     banks = next(g for g in groups if any(p is model.blocks[0].attn.inner.bank.log_sigma for p in g["params"]))
-    assert banks["kind"] == "adamw" and banks["lr"] == LMParams().lr  # the kernel banks: AdamW at lm.lr
+    assert banks["kind"] == "adamw" and banks["lr"] == LMParams().lr  # the kernel banks: AdamW at lm.lr, unscaled

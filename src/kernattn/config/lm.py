@@ -97,7 +97,8 @@ class LMParams(RunSettings):
     # adamw: one AdamW at lr, betas (0.9, 0.95), weight_decay on the Linear weights.
     optimizer: str = field(default="muon_adamw", metadata={"check": lambda v: None if v in OPTIMIZERS else
                                                              f"must be one of {', '.join(OPTIMIZERS)}"})
-    # adamw: its one lr; muon_adamw: the lr of the attention's own elementwise parameters.
+    # adamw: its one lr; muon_adamw: the lr of the attention's own parameters (banks, tables,
+    # GKA's log sigma; nanochat has none), not scaled with the batch.
     lr: float = field(default=3e-3, metadata=positive())
     # muon_adamw (base_train.py's defaults at c7ba252; all x sqrt(tokens per step / 2^19), the
     # AdamW embedding and unembedding lrs also x (model_dim / 768)^-1/2):

@@ -11,8 +11,9 @@ muon_adamw, as nanochat's GPT.setup_optimizer and scripts/base_train.py:
 - every lr times sqrt(B / 2^19) (B tokens per step), the weight decay times
   sqrt(B / 2^19) x D_ref / D (D = param_data_ratio x the model's scaling parameters, D_ref the
   same for the depth-12 model of the same shape rules);
-- the attention's own non-matrix parameters (kernel banks, lag tables, bandwidths, learned RoPE
-  frequencies, biases: nanochat has none) in one more AdamW group at lm.lr, no decay.
+- the attention's own non-matrix parameters (kernel banks, lag tables, GKA's bandwidths, learned
+  RoPE frequencies, biases: nanochat has none) in one more AdamW group at lm.lr, not scaled
+  (the lr they had under one AdamW), no decay.
 adamw: one torch AdamW at lm.lr, betas (0.9, 0.95), weight_decay on the Linear weights only.
 """
 
@@ -88,7 +89,7 @@ def muon_adamw_groups(model: GPT, lm, scale: dict[str, float]) -> list[dict]:
               adamw([e.weight for e in model.value_embeds.values()], lm.embedding_lr * w * b),
               adamw([model.resid_lambdas], lm.scalar_lr * RESID_LR_FACTOR * b),
               adamw([model.x0_lambdas], lm.scalar_lr * b, X0_BETAS),
-              adamw([p for p in block_params if id(p) not in matrices], lm.lr * b)]
+              adamw([p for p in block_params if id(p) not in matrices], lm.lr)]  # not nanochat's: unscaled
     for shape in sorted(by_shape):
         params, chunks = zip(*by_shape[shape])
         groups.append({"kind": "muon", "params": list(params), "chunks": list(chunks), "lr": lm.matrix_lr * b,
