@@ -42,6 +42,8 @@ def test_export_import_round_trip_scores_the_same(ws, capsys):
     theirs = torch.load(ws / "lm/runs/nano-s0/model.pt", weights_only=True)
     ours = torch.load(ws / "lm/runs/base-s0/model.pt", weights_only=True)
     assert theirs.keys() == ours.keys() and all(torch.equal(theirs[k], ours[k]) for k in ours)
+    trained = json.loads((ws / "lm/runs/base-s0/config.json").read_text())["optimizer"]
+    assert trained["kind"] == "muon_adamw" and trained["batch_lr_scale"] == (4 * 32 / 2**19) ** 0.5
     final = json.loads((ws / "lm/runs/nano-s0/final.json").read_text())
     assert final["status"] == "IMPORTED" and final["steps"] == 4 and final["train_tokens"] == 4 * 4 * 32
     for run in ("base-s0", "nano-s0"):

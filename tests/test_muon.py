@@ -120,3 +120,23 @@ def test_every_parameter_is_in_exactly_one_group_and_fused_qkv_is_three_matrices
     assert square["lr"] == 0.02 * 0.5  # nanochat's lrs follow the batch
     banks = next(g for g in groups if any(p is model.blocks[0].attn.inner.bank.log_sigma for p in g["params"]))
     assert banks["kind"] == "adamw" and banks["lr"] == LMParams().lr  # the kernel banks: AdamW at lm.lr, unscaled
+
+
+def test_the_optimizer_is_chosen_by_name_and_scheduled_per_step():
+    """lm.optimizer: muon_adamw builds MuonAdamW, adamw one torch AdamW; apply_schedule sets
+    every group's lr from its initial lr and Muon's momentum and decay for the step."""
+    import dataclasses
+
+    model = GPT(GPTConfig(vocab_size=64, depth=2, aspect_ratio=32, head_dim=16, context=16))
+    adamw, _ = optim.build_optimizer(model, dataclasses.replace(LMParams(), optimizer="adamw"), 2**19,
+                                     torch.device("cpu"))
+    assert type(adamw) is torch.optim.AdamW and adamw.defaults["eps"] == 1e-8
+    opt, scale = optim.build_optimizer(model, LMParams(), 2**17, torch.device("cpu"))
+    assert isinstance(opt, muon.MuonAdamW) and scale["batch_lr_scale"] == pytest.approx(0.5)
+    optim.apply_schedule(opt, 150, 600, 0.25, scale["weight_decay"])
+    for g in opt.param_groups:
+        assert g["lr"] == pytest.approx(g["initial_lr"] * 0.25)
+        if g["kind"] == "muon":
+            assert g["momentum"] == pytest.approx(0.90) and g["weight_decay"] == pytest.approx(scale["weight_decay"] * 0.75)
+        else:
+            assert g["eps"] == 1e-10 and g["weight_decay"] == 0.0
