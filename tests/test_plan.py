@@ -168,7 +168,16 @@ def test_measured_mfu_is_the_median_of_gpu_check_on_that_kind(tmp_path):
     assert pl.measured_mfu("h200", tmp_path) is None
     device = pl.resolve_device("h100", None, measured_root=tmp_path)
     assert device.mfu == pytest.approx(0.40) and device.peak == peaks.get_kind("h100").bf16
-    assert pl.resolve_device("a100", 0.25, measured_root=tmp_path).mfu == 0.25
+    assert pl.resolve_device("a100", 0.25, measured_root=tmp_path).mfu_for("vision") == 0.25
+
+
+def test_stated_defaults_apply_per_track_where_nothing_was_measured(tmp_path):
+    import yaml
+
+    table = yaml.safe_load(peaks.TABLE.read_text())
+    device = pl.resolve_device("h200", None, measured_root=tmp_path)  # an empty results folder
+    assert device.mfu_for("lm") == table["kinds"]["h200"]["mfu"]
+    assert device.mfu_for("vision") == table["track_mfu"]["vision"]["mfu"] != device.mfu
 
 
 # ----------------------------------------------------------------------------- the command
@@ -223,3 +232,38 @@ def test_plan_predicts_a_measured_cpu_training_within_2x(tmp_path):
     predicted = pl.gpu_hours(works["gka"], peak, mfu) * 3600
     assert 0 < mfu <= 1.5, mfu  # a share of the matmul peak (the peak is timed on a shared machine)
     assert walls["gka"] / 2 <= predicted <= walls["gka"] * 2, (predicted, walls)
+
+
+# ----------------------------------------------------------------------------- the profile's time limits
+def test_set_runtimes_replaces_and_adds_only_under_set_resources():
+    from kernattn.dag.limits import set_runtimes
+
+    text = ("default-resources:\n  runtime: 30\nset-resources:\n  train:\n    gpu: 1\n    runtime: 240   # guessed\n"
+            "  # a comment about eval\n  eval_lm:\n    gpu: 1\n  bench:\n    runtime: 120\n")
+    got = set_runtimes(text, {"train": 135, "eval_lm": 20})
+    import yaml
+
+    doc = yaml.safe_load(got)
+    assert doc["default-resources"]["runtime"] == 30 and doc["set-resources"]["bench"]["runtime"] == 120
+    assert doc["set-resources"]["train"] == {"gpu": 1, "runtime": 135}
+    assert doc["set-resources"]["eval_lm"] == {"gpu": 1, "runtime": 20}
+    assert "# guessed" in got and "# a comment about eval" in got
+
+
+def test_install_profile_sets_the_planned_stages_time_limits(tmp_path):
+    import yaml
+
+    from kernattn.dag.stages import stage_table
+
+    dest = tmp_path / "slurm"
+    assert main(["install-profile", "--partition", "p", "--gpu-model", "a100", "--source", str(REPO / "profiles/slurm"),
+                 "--dest", str(dest), "--plan-scale", "micro", "--plan-params", str(PARAMS), "--plan-mfu", "0.4",
+                 "--safety", "3"]) == 0
+    resources = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]
+    p = load_params(PARAMS, "micro")
+    shipped = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())["set-resources"]
+    plan = pl.make_plan(p, stage_table(p), pl.resolve_device("a100", 0.4), 8, pl.profile_gpus(REPO / "profiles/slurm/config.yaml"))
+    want = pl.stage_minutes(plan, safety=3)
+    assert set(want) == set(pf.WORK)
+    assert {s: resources[s]["runtime"] for s in want} == want
+    assert resources["bench"] == {**shipped["bench"], "slurm_partition": "p", "gpu_model": "a100"}  # not planned: kept

@@ -153,6 +153,10 @@ class Device:
     peak: float          # FLOP/s per GPU (a CPU: per process)
     mfu: float
     mfu_source: str
+    track_mfu: dict[str, float] = field(default_factory=dict)  # stated per-track defaults
+
+    def mfu_for(self, track: str) -> float:
+        return self.track_mfu.get(track, self.mfu)
 
 
 def measured_mfu(kind: str, root: str | Path = MEASURED) -> tuple[float, str] | None:
@@ -182,7 +186,12 @@ def resolve_device(kind: str, mfu: float | None, threads: int = 1, measured_root
     if mfu:
         return Device(kind, k.bf16, mfu, "--mfu")
     found = measured_mfu(kind, measured_root)
-    return Device(kind, k.bf16, *(found or (k.mfu, "stated default (src/kernattn/bench/gpus.yaml)")))
+    if found:
+        return Device(kind, k.bf16, *found)
+    tracks = yaml.safe_load(peaks.TABLE.read_text()).get("track_mfu") or {}
+    return Device(kind, k.bf16, k.mfu, "stated defaults (src/kernattn/bench/gpus.yaml)"
+                  + "".join(f"; {t} {v['mfu']}" for t, v in tracks.items()),
+                  {t: float(v["mfu"]) for t, v in tracks.items()})
 
 
 def profile_gpus(profile: str | Path | None):
@@ -221,7 +230,7 @@ def make_plan(p: Params, table: dict[str, Stage], device: Device, n_gpus: int, g
         from ..errors import UsageError
         raise UsageError(f"{too_big[0].id} asks for {too_big[0].gpus} GPUs per run; the cluster has {n_gpus} "
                          f"(raise --gpus-per-node / --nodes or lower the profile's gpus_per_run)")
-    hours = {j.id: gpu_hours(j.flops, device.peak, device.mfu) for j in jobs if j.gpus}
+    hours = {j.id: gpu_hours(j.flops, device.peak, device.mfu_for(j.info["track"])) for j in jobs if j.gpus}
     wall = {jid: h / next(j.gpus for j in jobs if j.id == jid) for jid, h in hours.items()}
     length, path = critical_path(jobs, wall)
     return Plan(p.scale, device, n_gpus, jobs, wall, hours, length, path, schedule(jobs, wall, n_gpus))
@@ -247,7 +256,7 @@ def table(plan: Plan, safety: float = SAFETY):
 
     rows = [{"stage": j.stage, "run": j.info["run"], "track": j.info["track"], "source": j.info["source"],
              "steps": j.info["steps"], "flops_per_step": j.info["flops_per_step"], "flops": j.flops,
-             "gpus": j.gpus, "gpu_hours": plan.hours[j.id], "wall_h": plan.wall[j.id],
+             "gpus": j.gpus, "mfu": plan.device.mfu_for(j.info["track"]), "gpu_hours": plan.hours[j.id], "wall_h": plan.wall[j.id],
              "slurm_minutes": slurm_minutes(plan.wall[j.id], safety)} for j in plan.jobs if j.id in plan.wall]
     return pd.DataFrame(rows)
 
