@@ -32,9 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "squeue where there is no accounting database)")
     parser.add_argument("--source", default="profiles/slurm", help="profile to install (default profiles/slurm)")
     parser.add_argument("--dest", default=None, help="target folder (default ~/.config/snakemake/slurm)")
-    from .dag import (
-        limits,  # the training and evaluation stages' time limits from `kernattn plan`
-    )
+    # the training and evaluation stages' time limits from `kernattn plan`
+    from .dag import limits
 
     limits.add_arguments(parser)
 

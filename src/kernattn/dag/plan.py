@@ -264,8 +264,9 @@ def table(plan: Plan, safety: float = SAFETY):
 def summary(plan: Plan) -> dict:
     frame = table(plan)
     by_track = frame.groupby("track")["gpu_hours"].sum().to_dict() if len(frame) else {}
+    by_source = frame.groupby("source")["gpu_hours"].sum().to_dict() if len(frame) else {}
     return {"scale": plan.scale, "gpu": plan.device.kind, "peak_flops": plan.device.peak, "mfu": plan.device.mfu,
             "mfu_source": plan.device.mfu_source, "gpus": plan.n_gpus, "jobs": len(plan.wall),
             "flops": float(frame["flops"].sum()) if len(frame) else 0.0, "gpu_hours": plan.gpu_hours,
-            "gpu_hours_by_track": by_track, "critical_path_h": plan.critical_h,
+            "gpu_hours_by_track": by_track, "gpu_hours_by_source": by_source, "critical_path_h": plan.critical_h,
             "critical_path": [j for j in plan.critical if j in plan.wall], "wall_h": plan.makespan_h}

@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"snakemake profile whose set-resources give GPUs per run (default {PROFILE})")
     parser.add_argument("--safety", type=float, default=SAFETY, metavar="X",
                         help=f"SLURM time limit = planned wall time x X + start-up margin (default {SAFETY})")
-    parser.add_argument("--out", default=None, metavar="CSV", help="also write the per-job table as CSV")
+    parser.add_argument("--out", default=None, metavar="CSV",
+                        help="also write the per-job table as CSV and the DAG's summary beside it (.json); "
+                             "the report shows results/<scale>/plan/{<scale>,paper}.csv")
 
 
 def compute(args: argparse.Namespace):
@@ -65,12 +67,17 @@ def render(plan, safety: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
     from ..io import atomic_write_text
-    from .plan import table
+    from .plan import summary, table
 
     _, plan = compute(args)
     print(render(plan, args.safety))
     if args.out:
         atomic_write_text(args.out, table(plan, args.safety).to_csv(index=False))
-        print(f"wrote {args.out}")
+        summary_file = Path(args.out).with_suffix(".json")
+        atomic_write_text(summary_file, json.dumps(summary(plan), indent=2) + "\n")
+        print(f"wrote {args.out} and {summary_file}")
     return 0
