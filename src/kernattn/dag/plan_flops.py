@@ -87,8 +87,9 @@ def _token_loss(model, xy):
 def char_vocab(p: Params) -> int:
     """The prepared corpus's vocabulary when prepare ran, else the Dickens symbol set's size."""
     from ..bench.cases import CHAR_VOCAB
+    from ..tracks.char.stages import data_dir
 
-    path = Path(p.data.out_dir) / "vocab.json"
+    path = data_dir(p) / "vocab.json"
     return len(json.loads(path.read_text())) if path.is_file() else CHAR_VOCAB
 
 
@@ -149,8 +150,10 @@ def vision_sizes(p: Params) -> tuple[int, int, int, int]:
     when prepare-vision ran, else the data set's full size cut to train_subset / val_subset."""
     from ..bench.cases import VIT_CLASSES
 
+    from ..tracks.vision.stages import data_output
+
     vp = p.vision
-    meta_path = Path(vp.data_dir) / "meta.json"
+    meta_path = Path(data_output(p))
     if meta_path.is_file():
         meta = json.loads(meta_path.read_text())
         return meta["n_train"], meta["n_val"], meta["in_chans"], meta["num_classes"]
