@@ -32,6 +32,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "report": ("kernattn.report.build", "render report/index.html from the runs"),
     "bench": ("kernattn.bench.stage", "throughput, peak memory and MFU of whole models per attention variant (Table 4)"),
     "gpu-check": ("kernattn.gpu_check.stage", "prove and measure every GPU path in parts (tests, kernels, models, train) -> results/gpu/<device>/"),
+    "bench-loader": ("kernattn.bench.loader", "images/s per CPU worker of the ViT input pipeline (timm/PIL vs torchvision v2 on uint8)"),
     "bench-attention": ("kernattn.bench.attention", "time forward+backward and peak memory of every attention variant"),
     "dvc-yaml": ("kernattn.dag.dvc", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),
     "plan": ("kernattn.dag.plan_cli", "FLOPs, GPU-hours and wall time of every training and evaluation job, and of the DAG on a cluster"),
