@@ -250,11 +250,18 @@ def test_set_runtimes_replaces_and_adds_only_under_set_resources():
     assert "# guessed" in got and "# a comment about eval" in got
 
 
-def test_install_profile_sets_the_planned_stages_time_limits(tmp_path):
+def test_install_profile_sets_the_planned_stages_time_limits(tmp_path, monkeypatch):
+    """Fake work (the FLOP counts are tested above): 3.6e15 x 0.4 FLOPs per row, 1 h on an A100
+    at MFU 0.4 for the first row, 2 h for the second, ..."""
     import yaml
 
     from kernattn.dag.stages import stage_table
 
+    a100 = peaks.get_kind("a100").bf16
+    for stage, (track, _) in list(pf.WORK.items()):
+        rows = list(dict.fromkeys(r.row for r in pf.stage_runs(load_params(PARAMS, "micro"), stage).values()))
+        monkeypatch.setitem(pf.WORK, stage, (track, lambda _p, spec, rows=rows: pf.Work(
+            1.0, 0.0, 1, int(a100 * 0.4 * 3600 * (rows.index(spec.row) + 1)), 0)))
     dest = tmp_path / "slurm"
     assert main(["install-profile", "--partition", "p", "--gpu-model", "a100", "--source", str(REPO / "profiles/slurm"),
                  "--dest", str(dest), "--plan-scale", "micro", "--plan-params", str(PARAMS), "--plan-mfu", "0.4",
@@ -264,6 +271,7 @@ def test_install_profile_sets_the_planned_stages_time_limits(tmp_path):
     shipped = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())["set-resources"]
     plan = pl.make_plan(p, stage_table(p), pl.resolve_device("a100", 0.4), 8, pl.profile_gpus(REPO / "profiles/slurm/config.yaml"))
     want = pl.stage_minutes(plan, safety=3)
-    assert set(want) == set(pf.WORK)
+    assert want == {"train": 2 * 180 + pl.MARGIN_MIN, "train_lm": 3 * 180 + pl.MARGIN_MIN,  # 2 and 3 rows: x 3
+                    "eval_lm": 3 * 180 + pl.MARGIN_MIN, "train_vision": 3 * 180 + pl.MARGIN_MIN}
     assert {s: resources[s]["runtime"] for s in want} == want
     assert resources["bench"] == {**shipped["bench"], "slurm_partition": "p", "gpu_model": "a100"}  # not planned: kept
