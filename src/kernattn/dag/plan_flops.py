@@ -149,7 +149,6 @@ def vision_sizes(p: Params) -> tuple[int, int, int, int]:
     """(train images, validation images, channels, classes): the prepared data's meta.json
     when prepare-vision ran, else the data set's full size cut to train_subset / val_subset."""
     from ..bench.cases import VIT_CLASSES
-
     from ..tracks.vision.stages import data_output
 
     vp = p.vision
