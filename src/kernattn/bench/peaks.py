@@ -53,7 +53,9 @@ def get_kind(name: str) -> Kind:
 def measure_cpu_peak(threads: int = 1, size: int = 512, reps: int = 5) -> float:
     """This CPU's float32 matmul FLOP/s at `threads` threads: the best of `reps` timings of a
     size x size product, repeated enough to take ~tens of milliseconds (the ceiling a model's
-    matmuls can reach here)."""
+    matmuls can reach here). Timed in this process's CPU time per thread: the rate of dedicated
+    cores, as a cluster gives a job, however loaded this machine is (wall time would count the
+    other processes sharing its cores)."""
     import torch
 
     before = torch.get_num_threads()
@@ -64,10 +66,10 @@ def measure_cpu_peak(threads: int = 1, size: int = 512, reps: int = 5) -> float:
         torch.mm(a, b)
         best = float("inf")
         for _ in range(reps):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             for _ in range(inner):
                 torch.mm(a, b)
-            best = min(best, (time.perf_counter() - t0) / inner)
+            best = min(best, (time.process_time() - t0) / threads / inner)
         return 2.0 * size**3 / best
     finally:
         torch.set_num_threads(before)
