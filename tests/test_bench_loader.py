@@ -58,3 +58,14 @@ def test_bench_loader_bad_arguments_are_one_line(argv, words, capsys, tmp_path):
     assert main(["bench-loader", "--params", str(PARAMS), "--out", str(tmp_path / "x.csv"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err
+
+
+def test_the_report_shows_a_loader_csv(tmp_path):
+    from kernattn.report import bench_attention
+
+    assert tuple(loader.SCHEMA) == bench_attention.LOADER_COLUMNS
+    main(["bench-loader", "--params", str(PARAMS), "--jpegs", "2", "--reps", "1", "--out", str(tmp_path / "loader-x.csv")])
+    [entry] = bench_attention.tables([tmp_path])
+    assert entry["kind"] == "loader" and entry["note"] == ""
+    table = entry["csv"]["bench-loader-x.csv"]
+    assert list(table.index) == ["timm-pil", "tv2-uint8", "mixup"] and (table["images_per_s"] > 0).all()
