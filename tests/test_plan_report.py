@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kernattn.config import load_params
 from kernattn.dag import plan as pl
 from kernattn.dag import plan_flops as pf
@@ -35,6 +37,7 @@ def test_plan_part_sums_stages_and_names_the_missing_plan(tmp_path, monkeypatch)
     _write_plan(tmp_path / "results" / "plan", p, monkeypatch)
     ctx = ReportContext(p, str(PARAMS), tmp_path / "report", papers={})
     ctx.tables.mkdir(parents=True)
+    monkeypatch.setattr(part, "COMMITTED", tmp_path / "committed")  # none kept in git
     mine, paper = part.section(ctx)["plans"]
     assert mine["found"] and mine["summary"]["gpu_hours"] == 6.0 and mine["summary"]["wall_h"] == 4.0
     assert mine["summary"]["gpu_hours_by_source"] == {"000": 4.0, "000/001": 2.0}
@@ -44,3 +47,24 @@ def test_plan_part_sums_stages_and_names_the_missing_plan(tmp_path, monkeypatch)
     assert stages.to_dict("records") == [{"stage": "train", "jobs": 2, "FLOPs": 10800.0, "GPU-hours": 6.0, "MFU": 0.5,
                                           "longest wall (h)": 4.0, "SLURM limit (min)": 4 * 60 + pl.MARGIN_MIN}]
     assert not paper["found"] and paper["command"] == f"kernattn plan --scale paper --gpu h100 --out {tmp_path}/results/plan/paper.csv"
+
+
+def test_plan_part_falls_back_to_the_committed_plan(tmp_path, monkeypatch):
+    p = load_params(PARAMS, "micro", {"bench": {"out_dir": str(tmp_path / "results" / "bench")}})
+    _write_plan(tmp_path / "committed", p, monkeypatch)  # micro's plan, kept "in git"
+    monkeypatch.setattr(part, "COMMITTED", tmp_path / "committed")
+    ctx = ReportContext(p, str(PARAMS), tmp_path / "report", papers={})
+    ctx.tables.mkdir(parents=True)
+    mine = part.section(ctx)["plans"][0]
+    assert mine["found"] and mine["path"] == str(tmp_path / "committed" / "micro.csv")
+
+
+def test_the_committed_paper_plan_is_readable():
+    """results/plan/paper.csv: the columns the part reads, every planned stage, the summary's sum."""
+    import pandas as pd
+
+    frame = pd.read_csv(REPO / "results" / "plan" / "paper.csv")
+    summary = json.loads((REPO / "results" / "plan" / "paper.json").read_text())
+    assert set(frame["stage"]) == set(pf.WORK) and summary["scale"] == "paper"
+    assert frame["gpu_hours"].sum() == pytest.approx(summary["gpu_hours"])
+    assert len(part.stage_table(frame)) == len(pf.WORK)

@@ -3,8 +3,9 @@ scale and of the paper scale cost, from `kernattn plan --out` (kernattn.dag.plan
 its jobs, FLOPs, GPU-hours, longest wall time and SLURM time limit, and the whole DAG's
 GPU-hours (per track and per source document), critical path and wall time on the cluster
 planned for. It judges no claim. The plans are read from results/<scale>/plan/ when they were
-written; otherwise the part names the commands that write them (the DAG does not run them:
-counting every model's FLOPs takes about a minute on two cores).
+written, else from results/plan/ (kept in git: the paper scale's on H100); otherwise the part
+names the commands that write them (the DAG does not run them: counting every model's FLOPs
+takes about a minute on two cores).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .part import ClaimKind, ReportContext
 OUTLINE = ("part-plan", "Cost plan", (("plan", "The plan before launch: FLOPs, GPU-hours and wall time"),))
 CLAIM_KINDS: dict[str, ClaimKind] = {}
 PAPER = "paper"
+COMMITTED = Path("results/plan")  # plans kept in git (the paper's on H100), shown when the scale has none
 
 
 def plan_dir(params) -> Path:
@@ -49,10 +51,12 @@ def _html(df: pd.DataFrame) -> str:
 
 def entry(ctx: ReportContext, scale: str) -> dict:
     """One plan's context: found (summary and stage table) or the command that writes it."""
-    csv_path = plan_dir(ctx.params) / f"{scale}.csv"
-    summary_path = csv_path.with_suffix(".json")
-    if not (csv_path.is_file() and summary_path.is_file()):
+    found = [c for c in (plan_dir(ctx.params) / f"{scale}.csv", COMMITTED / f"{scale}.csv")
+             if c.is_file() and c.with_suffix(".json").is_file()]
+    if not found:
         return {"scale": scale, "found": False, "command": command(ctx.params, scale)}
+    csv_path = found[0]
+    summary_path = csv_path.with_suffix(".json")
     summary = json.loads(summary_path.read_text())
     stages = stage_table(pd.read_csv(csv_path))
     stages.to_csv(ctx.tables / f"plan-{scale}.csv", index=False)
