@@ -231,7 +231,8 @@ def make_plan(p: Params, table: dict[str, Stage], device: Device, n_gpus: int, g
         raise UsageError(f"{too_big[0].id} asks for {too_big[0].gpus} GPUs per run; the cluster has {n_gpus} "
                          f"(raise --gpus-per-node / --nodes or lower the profile's gpus_per_run)")
     hours = {j.id: gpu_hours(j.flops, device.peak, device.mfu_for(j.info["track"])) for j in jobs if j.gpus}
-    wall = {jid: h / next(j.gpus for j in jobs if j.id == jid) for jid, h in hours.items()}
+    gpus = {j.id: j.gpus for j in jobs}
+    wall = {jid: h / gpus[jid] for jid, h in hours.items()}
     length, path = critical_path(jobs, wall)
     return Plan(p.scale, device, n_gpus, jobs, wall, hours, length, path, schedule(jobs, wall, n_gpus))
 
