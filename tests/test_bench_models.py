@@ -115,13 +115,18 @@ def test_bad_bench_params(tmp_path, override, key):
         load_params(path, "paper")
 
 
-def test_table4_layout_and_paper_deltas():
+def _vit_rows(models, shape: str) -> list[dict]:
     rows = []
-    for model, f in (("deit_tiny", 1.0), ("gka_tiny", 1.1)):
+    for model, f in models:
         rows += [{"family": "vit", "model": model, "mode": "train", "batch": 64, "items_per_s": 100 * f,
-                  "peak_mib": 10 * f, "status": "ok"},
+                  "peak_mib": 10 * f, "status": "ok", "shape": shape},
                  {"family": "vit", "model": model, "mode": "infer", "batch": 128, "items_per_s": 1000 * f,
-                  "peak_mib": 5.0, "status": "ok"}]
+                  "peak_mib": 5.0, "status": "ok", "shape": shape}]
+    return rows
+
+
+def test_table4_layout_and_paper_deltas():
+    rows = _vit_rows((("deit_tiny", 1.0), ("gka_tiny", 1.1)), "224px/16 d192 12x3")
     table = bench_models.vit_table(pd.DataFrame(rows), bench_models.paper_table4())
     assert list(table["model"]) == ["deit_tiny", "gka_tiny", "Δ gka vs deit", "Δ gka vs deit (paper)"]
     ours = table.iloc[2]
@@ -148,3 +153,22 @@ def test_vit_cases_paper_counts_and_small_stage(tmp_path):
     rows = read_rows(out / "models.csv", bm.SCHEMA)
     assert {r["model"] for r in rows} == {"deit_cpu", "gka_cpu", "vlt_cpu"}
     assert {r["mode"] for r in rows} == {"train", "infer"} and all(r["status"] == "ok" for r in rows)
+
+
+def test_table4_leads_with_the_paper_shape_and_vit_paper_cases():
+    """The small CPU shapes measured first still follow the 224 px rows; bench.paper_vit_sizes
+    picks the paper's sizes (Ti only on the tiny scale) and names a wrong one with its key."""
+    from kernattn.bench import cases
+
+    small = _vit_rows((("deit_cpu", 1.0), ("gka_cpu", 0.9)), "28px/4 d48 3x3")
+    paper = _vit_rows((("deit_tiny", 1.0), ("gka_tiny", 1.1)), "224px/16 d192 12x3")
+    table = bench_models.vit_table(pd.DataFrame(small + paper), bench_models.paper_table4())
+    assert list(table["model"])[:4] == ["deit_tiny", "gka_tiny", "Δ gka vs deit", "Δ gka vs deit (paper)"]
+    assert list(table["shape"])[4:] == ["28px/4 d48 3x3"] * 3
+    params = load_params(REPO / "params.yaml", "tiny")
+    assert params.bench.families[0] == "vit_paper"
+    got = cases.paper_vit_cases(params, params.bench.paper_vit_sizes)
+    assert [c.model for c in got] == ["deit_tiny", "vlt_tiny", "gka_tiny"]  # DeiT first (the baseline)
+    assert all(c.shape.startswith(bench_models.PAPER_SHAPE) for c in got)
+    with pytest.raises(ParamsError, match=r"bench\.paper_vit_sizes names unknown size\(s\) 'XL'; sizes: Ti, S, B"):
+        cases.paper_vit_cases(params, ("Ti", "XL"))

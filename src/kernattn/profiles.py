@@ -14,7 +14,6 @@ from pathlib import Path
 
 from .io import atomic_write_text
 
-
 PLACEHOLDERS = {
     "SITE_PARTITION": "partition",
     "SITE_GPU_PARTITION": "gpu_partition",
@@ -33,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "squeue where there is no accounting database)")
     parser.add_argument("--source", default="profiles/slurm", help="profile to install (default profiles/slurm)")
     parser.add_argument("--dest", default=None, help="target folder (default ~/.config/snakemake/slurm)")
+    # the training and evaluation stages' time limits from `kernattn plan`
+    from .dag import limits
+
+    limits.add_arguments(parser)
 
 
 def render(text: str, values: dict[str, str]) -> str:
@@ -78,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     }
     dest.mkdir(parents=True, exist_ok=True)
     text = set_status_command(render(config.read_text(), values), getattr(args, "status_command", None))
+    if getattr(args, "plan_scale", None):
+        from .dag import limits
+
+        text = limits.set_runtimes(text, limits.plan_minutes(args, text))
     atomic_write_text(dest / "config.yaml", text)
     print(f"installed {dest / 'config.yaml'}: now `snakemake --profile slurm all` submits to {args.partition}")
     return 0

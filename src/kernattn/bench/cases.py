@@ -7,7 +7,6 @@ models so that the stage runs on a CPU in the tiny DAG (and in CI) in well under
 
 from __future__ import annotations
 
-
 import torch
 
 from ..config import Params, Row
@@ -54,16 +53,29 @@ VIT_SIZES = {"Ti": "tiny", "S": "small", "B": "base"}  # vision.models.SIZES -> 
 VIT_CLASSES = {"fashion_mnist": 10, "cifar10": 10, "cifar100": 100, "imagenet": 1000}
 
 
-def vit_cases(params: Params, size: str) -> list[Case]:
+def paper_vit_cases(params: Params, sizes: tuple[str, ...]) -> list[Case]:
+    """DeiT, GKA and VLT at the paper's shape for the given sizes only (bench.paper_vit_sizes)."""
+    from ..errors import ParamsError
+
+    unknown = [s for s in sizes if s not in VIT_SIZES]
+    if unknown:
+        raise ParamsError(f"{params.path}: bench.paper_vit_sizes names unknown size(s) {', '.join(map(repr, unknown))}; "
+                          f"sizes: {', '.join(VIT_SIZES)}")
+    return vit_cases(params, "paper", sizes)
+
+
+def vit_cases(params: Params, size: str, paper_sizes: tuple[str, ...] | None = None) -> list[Case]:
     """DeiT, GKA and VLT at each of the paper's sizes (224 px, patch 16, 1000 classes) for
-    size "paper"; at "small", the ViT the scale's vision section trains (one size, "cpu")."""
-    from ..tracks.vision import model as vm
+    size "paper" (or those of `paper_sizes`); at "small", the ViT the scale's vision section
+    trains (one size, "cpu")."""
     from ..config.vision import VARIANTS
+    from ..tracks.vision import model as vm
 
     vp = params.vision
     variants = ["deit", *(v for v in VARIANTS if v != "deit")]
     if size == "paper":
-        specs = [(VIT_SIZES[s], vm.paper_spec(v, s)) for s in vm.SIZES for v in variants]
+        specs = [(VIT_SIZES[s], vm.paper_spec(v, s)) for s in vm.SIZES for v in variants
+                 if paper_sizes is None or s in paper_sizes]
     else:
         in_chans = 1 if vp.dataset == "fashion_mnist" else 3
         specs = [("cpu", vm.spec_from_params(vp, v, in_chans, VIT_CLASSES[vp.dataset])) for v in variants]

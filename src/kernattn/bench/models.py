@@ -29,19 +29,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from .peaks import kind_for_name
 from .timing import device_name, peak_bytes, time_step, utc_timestamp
-
-# Dense (no sparsity) bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets. The
-# first name contained in torch.cuda.get_device_name wins (so "H100 PCIe" before "H100").
-PEAK_BF16_FLOPS = (
-    ("H100 PCIe", 756e12),
-    ("H100", 989.4e12),   # SXM / HBM3
-    ("H200", 989.4e12),
-    ("A100", 312e12),
-    ("L40S", 362.05e12),
-    ("RTX 5090", 209.5e12),
-    ("RTX 4090", 165.2e12),
-)
 
 SCHEMA = {
     "family": str, "model": str, "baseline": str, "variant": str, "mode": str, "batch": int, "shape": str,
@@ -82,7 +71,8 @@ def peak_for_name(name: str, dtype: torch.dtype) -> float | None:
     """Dense bf16/fp16 peak FLOP/s of the GPU called `name`, or None when unknown (or fp32)."""
     if dtype not in (torch.bfloat16, torch.float16):
         return None
-    return next((peak for key, peak in PEAK_BF16_FLOPS if key in name), None)
+    kind = kind_for_name(name)  # bench/gpus.yaml: the data sheets' dense bf16 peaks
+    return kind.bf16 if kind else None
 
 
 def peak_flops(device: torch.device, dtype: torch.dtype) -> float | None:
@@ -97,10 +87,13 @@ def _autocast(settings: Settings):
 
 def count_flops(case: Case, mode: str, device: torch.device) -> float:
     """FLOPs of one sample: FlopCounterMode over forward (+ backward when training), batch 1,
-    eager and in float32 (counts do not depend on dtype or compilation)."""
+    eager and in float32 (counts do not depend on dtype or compilation). SDPA's math backend:
+    FlopCounterMode has no formula for the CPU's flash kernel and would count its matmuls as 0."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     model = case.build().to(device)
     inputs = case.batch(1, device)
-    with FlopCounterMode(display=False) as counter:
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         if mode == "train":
             case.loss(model, inputs).backward()
         else:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import load_params
+from ..config import BENCH_FAMILIES, load_params
 from . import cases as case_builders
 from .models import RATIO_SCHEMA, SCHEMA, Settings, compute_ratios, measure_family
 from .typed_csv import write_csv_atomic
@@ -28,7 +28,7 @@ CSV_NAME, RATIOS_NAME = "models.csv", "models_ratios.csv"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--family", action="append", default=None, choices=("vit", "char_gpt", "lm"),
+    parser.add_argument("--family", action="append", default=None, choices=BENCH_FAMILIES,
                         help="measure only this family (repeatable; default: bench.families)")
     parser.add_argument("--out-dir", default=None, help="where to write the CSVs (default: bench.out_dir)")
 
@@ -39,6 +39,10 @@ def settings_for(bench, family: str, device: torch.device) -> tuple[Settings, tu
     dtype = DTYPES[bench.dtype] if device.type == "cuda" else torch.float32  # CPU: float32
     base = dict(device=device, dtype=dtype, compile=bench.compile and device.type == "cuda",
                 warmup=bench.warmup, reps=bench.reps)
+    if family == "vit_paper":  # one small batch, few repetitions: 224 px costs seconds a step on a CPU
+        base.update(warmup=bench.paper_vit_warmup, reps=bench.paper_vit_reps)
+        return Settings(train_batches=(bench.paper_vit_batch,), infer_batches=(bench.paper_vit_batch,), **base), \
+            ("train", "infer")
     if family == "vit":
         return Settings(train_batches=bench.train_batches, infer_batches=bench.infer_batches, **base), \
             ("train", "infer")
@@ -52,6 +56,8 @@ def family_cases(params, family: str):
         return case_builders.char_gpt_cases(params, bench.char_rows, bench.size)
     if family == "vit":
         return case_builders.vit_cases(params, bench.size)
+    if family == "vit_paper":
+        return case_builders.paper_vit_cases(params, bench.paper_vit_sizes)
     return case_builders.lm_cases(params, bench.size)
 
 

@@ -61,7 +61,7 @@ class ReportParams:
     mlflow_ui: str | None = "http://127.0.0.1:5000"
 
 
-BENCH_FAMILIES = ("vit", "char_gpt", "lm")
+BENCH_FAMILIES = ("vit_paper", "vit", "char_gpt", "lm")
 
 
 @dataclass(frozen=True)
@@ -82,4 +82,11 @@ class BenchParams:
     warmup: int = field(default=5, metadata=nonneg())
     reps: int = field(default=20, metadata=positive())
     threads: int | None = None
+    # family vit_paper: the ViTs at the paper's shape (224 px, patch 16, 1000 classes) at one small
+    # batch, training and inference, on any device: a CPU's small shapes are dominated by per-call
+    # overhead, which changes GKA's ratio to DeiT (issue 24)
+    paper_vit_sizes: tuple[str, ...] = ("Ti",)           # of Ti, S, B (checked by kernattn bench)
+    paper_vit_batch: int = field(default=8, metadata=positive())
+    paper_vit_warmup: int = field(default=1, metadata=nonneg())
+    paper_vit_reps: int = field(default=3, metadata=positive())
     out_dir: str = "results/{scale}/bench"

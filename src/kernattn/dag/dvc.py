@@ -22,10 +22,9 @@ import yaml
 
 from ..config import Params, load_params, run_matrix
 from ..io import atomic_write_text
-from .snakemake import scale_args
 from ..stage import DVC_ITEM, Stage
+from .snakemake import scale_args
 from .stages import stage_table
-
 
 
 def watched(params: Params, params_file: str, sections: tuple[str, ...]) -> list[dict]:

@@ -15,6 +15,9 @@ BENCH_COLUMNS = (
     "device", "torch_version", "threads", "repeats", "median_ms", "min_ms", "tokens_per_s",
     "peak_mib", "timestamp",
 )
+# `kernattn bench-loader`'s (bench.loader.SCHEMA): the input pipeline's images/s per worker
+LOADER_COLUMNS = ("pipeline", "source", "images", "seconds", "cpu_seconds", "images_per_s", "img_size", "threads",
+                  "device", "torch", "timestamp")
 RATIO_COLUMNS = ("comparison", "label", "impl", "baseline_label", "baseline_impl", "N", "metric",
                  "value", "target", "meets_target", "device", "dtype", "timestamp")
 
@@ -54,6 +57,14 @@ def tables(dirs) -> list[dict]:
                     index=False, float_format=lambda x: f"{x:,.3f}", na_rep="—", border=0,
                     classes="num-table")})
                 entry["csv"][f"bench-{path.stem}.csv"] = show.set_index("comparison")
+            elif set(LOADER_COLUMNS) <= cols:
+                entry["kind"] = "loader"
+                entry["info"] = {k: ", ".join(str(v) for v in dict.fromkeys(df[k].dropna())) for k in ("device", "torch")}
+                show = df[["pipeline", "source", "img_size", "images", "images_per_s"]]
+                entry["tables"].append({"title": "input pipeline: images/s per CPU worker (one thread, its CPU time)",
+                                        "html": show.to_html(index=False, float_format=lambda x: f"{x:,.1f}",
+                                                             border=0, classes="num-table")})
+                entry["csv"][f"bench-{path.stem}.csv"] = show.set_index("pipeline")
             else:
                 entry["note"] = "not a benchmark CSV (columns: " + ", ".join(map(str, df.columns)) + ")"
             out.append(entry)

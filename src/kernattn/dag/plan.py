@@ -1,0 +1,273 @@
+"""`kernattn plan`: what the DAG at a scale will cost before it is launched.
+
+For every planned job (each training run of every track, and each LM evaluation: plan_flops.WORK)
+its FLOPs (plan_flops: counted on the meta device), its GPU-hours at a model FLOPs utilisation
+(MFU) of the GPU kind's dense bf16 peak (bench/gpus.yaml), and its wall time on the GPUs one run
+gets (the profile's `gpus_per_run`, else its `gpu`, else 1; data parallel is taken to scale
+linearly, the best case); then the whole DAG: the sum of GPU-hours, the critical path (the
+longest chain of dependent jobs, the jobs between them taking no GPU time) and the wall time
+of a greedy list schedule on the cluster's GPUs (critical-path-first, as Snakemake's
+scheduler would start ready jobs when GPUs free up).
+
+MFU: --mfu, else the median MFU gpu-check measured on that kind (results/gpu/*/train.csv),
+else the kind's stated default (gpus.yaml). `--gpu cpu`: the peak is measured here (float32
+matmul at the runs' thread count) and the MFU is the stated CPU default of gpus.yaml.
+
+The same estimate x a safety factor is each training stage's SLURM time limit
+(slurm_minutes; `kernattn install-profile` writes it into the profile).
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..bench import peaks
+from ..config import Params
+from ..stage import Stage
+
+SAFETY = 2.0          # time limit = planned wall x this (MFU and scaling are estimates)
+MARGIN_MIN = 15       # + minutes of start-up a plan does not count (imports, data, compile)
+PROFILE = "profiles/slurm/config.yaml"
+MEASURED = "results/gpu"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of the DAG: its dependencies, and (planned jobs) its FLOPs and GPUs."""
+    id: str                       # stage or stage@run
+    stage: str
+    deps: tuple[str, ...] = ()
+    flops: float = 0.0
+    gpus: int = 0                 # 0: not planned (no GPU time)
+    info: dict = field(default_factory=dict, compare=False)
+
+
+# ----------------------------------------------------------------------------- the job graph
+def job_graph(table: dict[str, Stage]) -> dict[str, tuple[str, str | None, tuple[str, ...]]]:
+    """job id -> (stage, run, ids of the jobs that write its inputs), over the whole table."""
+    writer, jobs = {}, {}
+    for stage in table.values():
+        for run in stage.runs or (None,):
+            jid = f"{stage.name}@{run}" if run is not None else stage.name
+            jobs[jid] = (stage, run)
+            for out in stage.outputs(run):
+                writer[out] = jid
+    graph = {}
+    for jid, (stage, run) in jobs.items():
+        deps = tuple(dict.fromkeys(writer[f] for f in stage.inputs(run) if f in writer and writer[f] != jid))
+        graph[jid] = (stage.name, run, deps)
+    return graph
+
+
+def plan_jobs(p: Params, table: dict[str, Stage], gpus_of) -> list[Job]:
+    """Every job of the table; the planned ones (plan_flops.WORK) with their FLOPs, counted
+    once per (stage, row): the seeds of a row compute the same."""
+    from . import plan_flops as pf
+
+    cache, specs, out = {}, {}, []
+    for jid, (stage, run, deps) in job_graph(table).items():
+        if stage not in pf.WORK or run is None:
+            out.append(Job(jid, stage, deps))
+            continue
+        spec = specs.setdefault(stage, pf.stage_runs(p, stage))[run]
+        key = (stage, spec.row)
+        if key not in cache:
+            cache[key] = pf.WORK[stage][1](p, spec)
+        work = cache[key]
+        out.append(Job(jid, stage, deps, work.total, gpus_of(stage),
+                       {"track": pf.WORK[stage][0], "run": run, "source": spec.source or "",
+                        "flops_per_step": work.flops_per_step, "steps": work.steps}))
+    return out
+
+
+# ----------------------------------------------------------------------------- times
+def gpu_hours(flops: float, peak: float, mfu: float) -> float:
+    return flops / (peak * mfu) / 3600.0
+
+
+def critical_path(jobs: list[Job], wall: dict[str, float]) -> tuple[float, list[str]]:
+    """The longest chain of dependent jobs by wall time: (hours, its job ids, upstream first)."""
+    by_id = {j.id: j for j in jobs}
+    best: dict[str, tuple[float, list[str]]] = {}
+
+    def finish(jid: str) -> tuple[float, list[str]]:
+        if jid not in best:
+            ups = [finish(d) for d in by_id[jid].deps]
+            length, path = max(ups, key=_longer) if ups else (0.0, [])
+            best[jid] = (length + wall.get(jid, 0.0), [*path, jid])
+        return best[jid]
+    return max((finish(j.id) for j in jobs), key=_longer, default=(0.0, []))
+
+
+def _longer(chain: tuple[float, list[str]]) -> tuple[float, int]:
+    """Longer in hours, then in jobs (a chain ending in a job of no GPU time names that job)."""
+    return chain[0], len(chain[1])
+
+
+def schedule(jobs: list[Job], wall: dict[str, float], n_gpus: int) -> float:
+    """The makespan, in hours, of a greedy list schedule on `n_gpus` GPUs: whenever GPUs are
+    free, the ready jobs start in order of their remaining critical path (longest first), each
+    holding its `gpus` for its wall time; jobs of no GPUs take no time."""
+    by_id = {j.id: j for j in jobs}
+    users = {j.id: [] for j in jobs}
+    for j in jobs:
+        for d in j.deps:
+            users[d].append(j.id)
+    tail: dict[str, float] = {}
+
+    def rest(jid: str) -> float:  # wall time from this job's start to the end of its longest chain
+        if jid not in tail:
+            tail[jid] = wall.get(jid, 0.0) + max((rest(u) for u in users[jid]), default=0.0)
+        return tail[jid]
+    waiting = {j.id: len(j.deps) for j in jobs}
+    ready = [j.id for j in jobs if not j.deps]
+    running: list[tuple[float, str]] = []
+    now, free = 0.0, n_gpus
+    while ready or running:
+        ready.sort(key=lambda jid: -rest(jid))
+        for jid in list(ready):
+            if by_id[jid].gpus <= free:
+                ready.remove(jid)
+                free -= by_id[jid].gpus
+                heapq.heappush(running, (now + wall.get(jid, 0.0), jid))
+        now, done = heapq.heappop(running)
+        free += by_id[done].gpus
+        for u in users[done]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    return now
+
+
+# ----------------------------------------------------------------------------- the GPU, MFU and the profile
+@dataclass(frozen=True)
+class Device:
+    kind: str
+    peak: float          # FLOP/s per GPU (a CPU: per process)
+    mfu: float
+    mfu_source: str
+    track_mfu: dict[str, float] = field(default_factory=dict)  # stated per-track defaults
+
+    def mfu_for(self, track: str) -> float:
+        return self.track_mfu.get(track, self.mfu)
+
+
+def measured_mfu(kind: str, root: str | Path = MEASURED) -> tuple[float, str] | None:
+    """The median MFU of gpu-check's training runs on GPUs of `kind` (results/gpu/*/train.csv)."""
+    values, files = [], []
+    for path in sorted(Path(root).glob("*/train.csv")):
+        with path.open() as fh:
+            rows = [r for r in csv.DictReader(fh) if (k := peaks.kind_for_name(r.get("device", ""))) and k.name == kind]
+        got = [float(r["mfu"]) for r in rows if r.get("mfu") not in (None, "", "nan") and float(r["mfu"]) > 0]
+        if got:
+            values += got
+            files.append(str(path))
+    return (statistics.median(values), f"measured by gpu-check ({', '.join(files)})") if values else None
+
+
+def cpu_defaults() -> dict:
+    return yaml.safe_load(peaks.TABLE.read_text())["cpu"]
+
+
+def resolve_device(kind: str, mfu: float | None, threads: int = 1, measured_root: str | Path = MEASURED) -> Device:
+    """The peak and MFU of a planned GPU kind (or `cpu`), the MFU's source named."""
+    if kind == peaks.CPU:
+        peak = peaks.measure_cpu_peak(threads)
+        default = cpu_defaults()
+        return Device(kind, peak, mfu or default["mfu"], "--mfu" if mfu else f"stated default ({default['source']})")
+    k = peaks.get_kind(kind)
+    if mfu:
+        return Device(kind, k.bf16, mfu, "--mfu")
+    found = measured_mfu(kind, measured_root)
+    if found:
+        return Device(kind, k.bf16, *found)
+    tracks = yaml.safe_load(peaks.TABLE.read_text()).get("track_mfu") or {}
+    return Device(kind, k.bf16, k.mfu, "stated defaults (src/kernattn/bench/gpus.yaml)"
+                  + "".join(f"; {t} {v['mfu']}" for t, v in tracks.items()),
+                  {t: float(v["mfu"]) for t, v in tracks.items()})
+
+
+def profile_gpus(profile: str | Path | None):
+    """stage -> GPUs per run from a profile's set-resources (`gpus_per_run`, else `gpu`, else 1)."""
+    doc = yaml.safe_load(Path(profile).read_text()) if profile and Path(profile).is_file() else {}
+    resources = (doc or {}).get("set-resources") or {}
+
+    def gpus_of(stage: str) -> int:
+        res = resources.get(stage) or {}
+        return int(res.get("gpus_per_run", res.get("gpu", 1)) or 1)
+    return gpus_of
+
+
+# ----------------------------------------------------------------------------- the plan
+@dataclass
+class Plan:
+    scale: str
+    device: Device
+    n_gpus: int
+    jobs: list[Job]
+    wall: dict[str, float]          # planned jobs' wall hours
+    hours: dict[str, float]         # planned jobs' GPU-hours
+    critical_h: float
+    critical: list[str]
+    makespan_h: float
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(self.hours.values())
+
+
+def make_plan(p: Params, table: dict[str, Stage], device: Device, n_gpus: int, gpus_of) -> Plan:
+    jobs = plan_jobs(p, table, gpus_of)
+    too_big = [j for j in jobs if j.gpus > n_gpus]
+    if too_big:
+        from ..errors import UsageError
+        raise UsageError(f"{too_big[0].id} asks for {too_big[0].gpus} GPUs per run; the cluster has {n_gpus} "
+                         f"(raise --gpus-per-node / --nodes or lower the profile's gpus_per_run)")
+    hours = {j.id: gpu_hours(j.flops, device.peak, device.mfu_for(j.info["track"])) for j in jobs if j.gpus}
+    gpus = {j.id: j.gpus for j in jobs}
+    wall = {jid: h / gpus[jid] for jid, h in hours.items()}
+    length, path = critical_path(jobs, wall)
+    return Plan(p.scale, device, n_gpus, jobs, wall, hours, length, path, schedule(jobs, wall, n_gpus))
+
+
+def slurm_minutes(wall_h: float, safety: float = SAFETY, margin: int = MARGIN_MIN) -> int:
+    """A job's time limit: its planned wall time x safety + the start-up margin, whole minutes."""
+    return math.ceil(wall_h * 60 * safety) + margin
+
+
+def stage_minutes(plan: Plan, safety: float = SAFETY) -> dict[str, int]:
+    """Each planned stage's time limit: its longest run's (the profile keys resources by stage)."""
+    out: dict[str, int] = {}
+    for j in plan.jobs:
+        if j.id in plan.wall:
+            out[j.stage] = max(out.get(j.stage, 0), slurm_minutes(plan.wall[j.id], safety))
+    return out
+
+
+def table(plan: Plan, safety: float = SAFETY):
+    """One row per planned job (pandas)."""
+    import pandas as pd
+
+    rows = [{"stage": j.stage, "run": j.info["run"], "track": j.info["track"], "source": j.info["source"],
+             "steps": j.info["steps"], "flops_per_step": j.info["flops_per_step"], "flops": j.flops,
+             "gpus": j.gpus, "mfu": plan.device.mfu_for(j.info["track"]), "gpu_hours": plan.hours[j.id], "wall_h": plan.wall[j.id],
+             "slurm_minutes": slurm_minutes(plan.wall[j.id], safety)} for j in plan.jobs if j.id in plan.wall]
+    return pd.DataFrame(rows)
+
+
+def summary(plan: Plan) -> dict:
+    frame = table(plan)
+    by_track = frame.groupby("track")["gpu_hours"].sum().to_dict() if len(frame) else {}
+    by_source = frame.groupby("source")["gpu_hours"].sum().to_dict() if len(frame) else {}
+    return {"scale": plan.scale, "gpu": plan.device.kind, "peak_flops": plan.device.peak, "mfu": plan.device.mfu,
+            "mfu_source": plan.device.mfu_source, "gpus": plan.n_gpus, "jobs": len(plan.wall),
+            "flops": float(frame["flops"].sum()) if len(frame) else 0.0, "gpu_hours": plan.gpu_hours,
+            "gpu_hours_by_track": by_track, "gpu_hours_by_source": by_source, "critical_path_h": plan.critical_h,
+            "critical_path": [j for j in plan.critical if j in plan.wall], "wall_h": plan.makespan_h}

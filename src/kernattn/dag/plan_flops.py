@@ -1,0 +1,193 @@
+"""What one planned job computes, in FLOPs, counted the way the benchmark counts them: each
+track's own model built on the meta device (no memory, no compute) and one sample passed
+through it under torch.utils.flop_counter.FlopCounterMode, forward + backward for training,
+forward for evaluation. FlopCounterMode counts the matmul-shaped ops (linear, bmm, sdpa,
+conv): elementwise work and the optimiser step are left out, as in MFU's usual convention.
+
+A training job's FLOPs = steps x samples per step x (fwd + bwd of one sample) + every
+evaluation's forward samples (the engine evaluates at step 0, every eval_every steps and at
+the end). eval_lm's = BPB's windows of both splits + CORE's sequences (each counted at the
+full context: an upper bound, the prompts being shorter).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Params, RunSpec
+
+# The full data sets' sizes (train, validation), for a plan made before prepare-vision ran:
+# ImageNet-1k ILSVRC 2012, Fashion-MNIST, CIFAR-10/100 (their own papers and pages).
+DATASET_SIZES = {"imagenet": (1_281_167, 50_000), "fashion_mnist": (60_000, 10_000),
+                 "cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000)}
+
+
+@dataclass(frozen=True)
+class Work:
+    train_per_sample: float  # FLOPs of forward + backward of one sample
+    eval_per_sample: float   # FLOPs of one sample's forward
+    samples_per_step: int    # the global batch (micro-batches x accumulation)
+    steps: int
+    eval_samples: int        # forward samples over every evaluation of the job
+
+    @property
+    def flops_per_step(self) -> float:
+        return self.train_per_sample * self.samples_per_step
+
+    @property
+    def total(self) -> float:
+        return self.steps * self.flops_per_step + self.eval_samples * self.eval_per_sample
+
+
+def evaluations(steps: int, every: int) -> int:
+    """How many times the engine evaluates in `steps` steps: at 0, every `every`, and at the end."""
+    return 1 + steps // every + (1 if steps % every else 0)
+
+
+def count_sample(build: Callable, sample: Callable, loss: Callable, forward: Callable) -> tuple[float, float]:
+    """(fwd + bwd, fwd) FLOPs of one sample of the model `build()` makes, on the meta device;
+    on the CPU for a model that reads a value of its data (the free lag table checks its lags)."""
+    try:
+        return _count_on("meta", build, sample, loss, forward)
+    except RuntimeError as exc:
+        if "meta" not in str(exc):
+            raise
+        return _count_on("cpu", build, sample, loss, forward)
+
+
+def _count_on(device: str, build: Callable, sample: Callable, loss: Callable, forward: Callable):
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device(device):
+        model, inputs = build(), sample()
+    with FlopCounterMode(display=False) as counter:
+        loss(model, inputs).backward()
+    train = float(counter.get_total_flops())
+    model.eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        forward(model, inputs)
+    return train, float(counter.get_total_flops())
+
+
+def _tokens(vocab: int, context: int):
+    import torch
+    return lambda: (torch.randint(0, vocab, (1, context)), torch.randint(0, vocab, (1, context)))
+
+
+def _token_loss(model, xy):
+    import torch.nn.functional as F
+    logits = model(xy[0])
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), xy[1].reshape(-1))
+
+
+def char_vocab(p: Params) -> int:
+    """The prepared corpus's vocabulary when prepare ran, else the Dickens symbol set's size."""
+    from ..bench.cases import CHAR_VOCAB
+    from ..tracks.char.stages import data_dir
+
+    path = data_dir(p) / "vocab.json"
+    return len(json.loads(path.read_text())) if path.is_file() else CHAR_VOCAB
+
+
+def char_work(p: Params, run: RunSpec) -> Work:
+    from ..tracks.char.model import GPT
+
+    mp, tp = p.model, p.train
+    vocab = char_vocab(p)
+    train, fwd = count_sample(lambda: GPT(vocab, mp, run.variant, run.options), _tokens(vocab, mp.context),
+                              lambda m, xy: m.loss(*xy), lambda m, xy: m(xy[0]))
+    evals = evaluations(tp.max_steps, tp.eval_every) * tp.eval_batches * tp.batch_size
+    return Work(train, fwd, tp.batch_size, tp.max_steps, evals)
+
+
+def _lm_model(lm, run: RunSpec):
+    from ..tracks.lm.model import build_model
+    from ..tracks.lm.track import row_config
+
+    cfg = row_config(lm, lm.vocab_size, run)
+    return cfg, lambda: build_model(cfg, "meta")
+
+
+def lm_work(p: Params, run: RunSpec) -> Work:
+    from ..tracks.lm.track import VAL_BATCHES, plan
+
+    lm = p.lm
+    cfg, build = _lm_model(lm, run)
+    train, fwd = count_sample(build, _tokens(cfg.vocab_size, cfg.context), _token_loss, lambda m, xy: m(xy[0]))
+    steps = plan(lm, lm.vocab_size, run)["steps"]
+    evals = evaluations(steps, lm.eval_every) * VAL_BATCHES * lm.batch_size
+    return Work(train, fwd, lm.batch_size * lm.grad_accum, steps, evals)
+
+
+def core_sequences(lm) -> int | None:
+    """CORE's sequences (one per choice or context) over its tasks; None without the eval data."""
+    from ..tracks.lm import core_eval as core
+
+    if not Path(lm.eval_dir).is_dir():
+        return None
+    total = 0
+    for task in lm.core_fewshot:
+        for item in core.load_task(lm.eval_dir, task, lm.core_items):
+            total += len(item.choices) or len(item.contexts) or 1
+    return total
+
+
+def lm_eval_work(p: Params, run: RunSpec) -> Work:
+    """eval-lm: BPB's windows of both splits and CORE's sequences, forward only."""
+    lm = p.lm
+    cfg, build = _lm_model(lm, run)
+    _, fwd = count_sample(build, _tokens(cfg.vocab_size, cfg.context), _token_loss, lambda m, xy: m(xy[0]))
+    windows = 2 * max(1, lm.bpb_tokens // cfg.context)
+    return Work(0.0, fwd, 0, 0, windows + (core_sequences(lm) or 0))
+
+
+def vision_sizes(p: Params) -> tuple[int, int, int, int]:
+    """(train images, validation images, channels, classes): the prepared data's meta.json
+    when prepare-vision ran, else the data set's full size cut to train_subset / val_subset."""
+    from ..bench.cases import VIT_CLASSES
+    from ..tracks.vision.stages import data_output
+
+    vp = p.vision
+    meta_path = Path(data_output(p))
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        return meta["n_train"], meta["n_val"], meta["in_chans"], meta["num_classes"]
+    n_train, n_val = DATASET_SIZES[vp.dataset]
+    n_train, n_val = min(n_train, vp.train_subset or n_train), min(n_val, vp.val_subset or n_val)
+    return n_train, n_val, 1 if vp.dataset == "fashion_mnist" else 3, VIT_CLASSES[vp.dataset]
+
+
+def vision_work(p: Params, run: RunSpec) -> Work:
+    import torch
+    import torch.nn.functional as F
+
+    from ..tracks.vision import model as vm
+
+    vp = p.vision
+    n_train, n_val, chans, classes = vision_sizes(p)
+    spec = vm.spec_from_params(vp, run.variant, chans, classes, run.options)
+    train, fwd = count_sample(lambda: vm.build_vit(spec),
+                              lambda: (torch.randn(1, chans, vp.img_size, vp.img_size), torch.zeros(1, dtype=torch.long)),
+                              lambda m, xy: F.cross_entropy(m(xy[0]).float(), xy[1]), lambda m, xy: m(xy[0]))
+    spe = n_train // vp.batch_size
+    steps = vp.epochs * spe
+    # every validation scores the model and its EMA on the whole validation set
+    evals = evaluations(steps, vp.eval_every * spe) * 2 * n_val
+    return Work(train, fwd, vp.batch_size, steps, evals)
+
+
+# The planned stages: name -> (track, how its work is counted).
+WORK = {"train": ("char", char_work), "train_lm": ("lm", lm_work), "train_vision": ("vision", vision_work),
+        "eval_lm": ("lm", lm_eval_work)}
+
+
+def stage_runs(p: Params, stage: str) -> dict[str, RunSpec]:
+    """The run specs of a planned stage by run id."""
+    from ..tracks import track_module
+
+    track = WORK[stage][0]
+    return {r.run_id: r for r in track_module(track, "stages").runs(p)}

@@ -1,0 +1,285 @@
+"""`kernattn plan` (kernattn.dag.plan, plan_flops, plan_cli): FLOPs per step against
+FlopCounterMode on each track's real model and batch, the DAG arithmetic (GPU-hours, critical
+path, schedule) on constructed jobs with hand-computed answers, the GPU kinds' errors, and the
+plan's time against a measured CPU training."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from kernattn.bench import peaks
+from kernattn.cli import main
+from kernattn.config import load_params
+from kernattn.dag import plan as pl
+from kernattn.dag import plan_flops as pf
+from kernattn.stage import Stage
+
+from .paths import DICKENS, REPO, SHARED
+
+PARAMS = REPO / "params.yaml"
+FASHION = SHARED / "data" / "images" / "fashion_mnist"
+
+
+def _counted(step) -> float:
+    """FLOPs of `step` on the CPU. SDPA's math backend: FlopCounterMode has no formula for the
+    CPU flash kernel (it would count the attention's matmuls as zero)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        step()
+    return float(counter.get_total_flops())
+
+
+# ----------------------------------------------------------------------------- FLOPs per step
+def test_char_flops_per_step_equal_flopcounter_on_a_real_batch():
+    """The rope row: a GPA or lag-table row takes another path on the CPU (a chunked kernel
+    skipping the blocks the causal mask removes) than the meta device's dense one, which the
+    plan counts (an upper bound of what a GPU's kernel computes)."""
+    from kernattn.tracks.char.model import GPT
+
+    p = load_params(PARAMS, "micro")
+    run = pf.stage_runs(p, "train")["rope-s0"]
+    model = GPT(pf.char_vocab(p), p.model, run.variant, run.options)
+    x = torch.randint(0, pf.char_vocab(p), (p.train.batch_size, p.model.context))
+    assert pf.char_work(p, run).flops_per_step == _counted(lambda: model.loss(x, x).backward())
+
+
+def test_lm_flops_per_step_equal_flopcounter_over_the_accumulated_batch():
+    from kernattn.tracks.lm.model import GPT
+    from kernattn.tracks.lm.track import row_config
+
+    p = load_params(PARAMS, "micro", {"lm.grad_accum": 2})
+    lm = p.lm
+    run = pf.stage_runs(p, "train_lm")["gka_tokens-s0"]
+    model = GPT(row_config(lm, lm.vocab_size, run))
+    x = torch.randint(0, lm.vocab_size, (lm.batch_size, lm.context))
+
+    def step():
+        for _ in range(lm.grad_accum):  # the engine's micro-batches of one step
+            F.cross_entropy(model(x).float().reshape(-1, lm.vocab_size), x.reshape(-1)).backward()
+    work = pf.lm_work(p, run)
+    assert work.samples_per_step == lm.batch_size * 2
+    assert work.flops_per_step == _counted(step)
+
+
+def test_vision_flops_per_step_and_steps_of_a_real_batch():
+    from kernattn.tracks.vision import model as vm
+
+    p = load_params(PARAMS, "micro")
+    vp = p.vision
+    run = pf.stage_runs(p, "train_vision")["gka-s0"]
+    model = vm.build_vit(vm.spec_from_params(vp, run.variant, 1, 10, run.options))
+    x, y = torch.randn(vp.batch_size, 1, vp.img_size, vp.img_size), torch.randint(0, 10, (vp.batch_size,))
+    work = pf.vision_work(p, run)
+    assert work.flops_per_step == _counted(lambda: F.cross_entropy(model(x), y).backward())
+    assert work.steps == vp.epochs * (vp.train_subset // vp.batch_size)  # 96 // 32 = 3 steps an epoch
+
+
+def test_evaluations_follow_the_engine_cadence():
+    assert pf.evaluations(6, 3) == 3       # steps 0, 3, 6
+    assert pf.evaluations(7, 3) == 4       # 0, 3, 6 and the end
+    w = pf.Work(train_per_sample=10.0, eval_per_sample=2.0, samples_per_step=4, steps=5, eval_samples=3)
+    assert w.flops_per_step == 40.0 and w.total == 5 * 40 + 3 * 2
+
+
+# ----------------------------------------------------------------------------- the DAG arithmetic
+def _jobs() -> tuple[list[pl.Job], dict[str, float]]:
+    """a (2 h) -> c (1 h) -> d (no GPU) <- b (2.5 h); e (2 GPUs, 1 h) alone."""
+    jobs = [pl.Job("a", "t", (), 1.0, 1), pl.Job("b", "t", (), 1.0, 1), pl.Job("c", "t", ("a",), 1.0, 1),
+            pl.Job("d", "report", ("b", "c")), pl.Job("e", "t", (), 1.0, 2)]
+    return jobs, {"a": 2.0, "b": 2.5, "c": 1.0, "e": 1.0}
+
+
+def test_critical_path_and_schedule_by_hand():
+    jobs, wall = _jobs()
+    # longest chain: a -> c -> d (3 h) > b -> d (2.5 h) > e (1 h)
+    assert pl.critical_path(jobs, wall) == (3.0, ["a", "c", "d"])
+    # 4 GPUs: a, b and e start at 0 (1 + 1 + 2 GPUs), c at 2 after a, d when c ends: 3 h
+    assert pl.schedule(jobs, wall, 4) == 3.0
+    # 2 GPUs, longest remaining path first: a (3) and b (2.5) at 0; e (needs 2) waits; c 2-3;
+    # b ends at 2.5 (1 GPU free: not enough for e); e 3-4
+    assert pl.schedule(jobs, wall, 2) == 4.0
+    # 1 GPU (without e, which make_plan refuses on it: below): a 0-2, b 2-4.5, c 4.5-5.5
+    jobs1 = [j for j in jobs if j.id != "e"]
+    assert pl.schedule(jobs1, wall, 1) == 5.5
+
+
+def test_gpu_hours_and_time_limits():
+    h100 = peaks.get_kind("h100")
+    assert pl.gpu_hours(h100.bf16 * 0.5 * 3600, h100.bf16, 0.5) == pytest.approx(1.0)
+    assert pl.slurm_minutes(1.0, safety=2.0, margin=15) == 135
+    assert pl.slurm_minutes(0.0101, safety=1.0, margin=0) == 1  # whole minutes, rounded up
+
+
+def test_job_graph_reads_dependencies_from_inputs_and_outputs():
+    table = {s.name: s for s in [
+        Stage("prep", (), (), lambda _: ["d.npy"]),
+        Stage("fit", (), (), lambda r: [f"{r}/final.json"], inputs=lambda _: ["d.npy"], runs=("x", "y")),
+        Stage("score", (), (), lambda r: [f"{r}.json"], inputs=lambda r: ["d.npy", f"{r}/final.json"], runs=("x",)),
+        Stage("report", (), (), lambda _: ["index.html"], inputs=lambda _: ["x.json", "y/final.json"]),
+    ]}
+    graph = pl.job_graph(table)
+    assert graph["prep"] == ("prep", None, ())
+    assert graph["fit@y"] == ("fit", "y", ("prep",))
+    assert graph["score@x"] == ("score", "x", ("prep", "fit@x"))
+    assert graph["report"] == ("report", None, ("score@x", "fit@y"))
+
+
+def test_make_plan_sums_hours_and_refuses_a_run_larger_than_the_cluster(monkeypatch):
+    from kernattn.errors import UsageError
+
+    p = load_params(PARAMS, "micro")
+    table = {s.name: s for s in [
+        Stage("prepare", (), (), lambda _: ["d"]),
+        Stage("train", (), (), lambda r: [f"{r}.json"], inputs=lambda _: ["d"], runs=("rope-s0", "gpa_dp_m8-s0"))]}
+    fake = {"rope": pf.Work(1.0, 0.0, 1, 3600, 0), "gpa_dp_m8": pf.Work(1.0, 0.0, 1, 7200, 0)}
+    monkeypatch.setitem(pf.WORK, "train", ("char", lambda _p, spec: fake[spec.row]))
+    device = pl.Device("test", peak=1.0, mfu=0.5, mfu_source="test")
+    plan = pl.make_plan(p, table, device, 2, lambda stage: 2)
+    # 3600 FLOPs at 0.5 FLOP/s = 2 GPU-hours (2 GPUs: 1 h wall), 7200 FLOPs = 4 GPU-hours (2 h)
+    assert plan.hours == {"train@rope-s0": 2.0, "train@gpa_dp_m8-s0": 4.0} and plan.gpu_hours == 6.0
+    assert plan.wall == {"train@rope-s0": 1.0, "train@gpa_dp_m8-s0": 2.0}
+    assert plan.critical_h == 2.0 and plan.makespan_h == 3.0  # 2 GPUs: one 2-GPU run at a time
+    assert pl.stage_minutes(plan, safety=1.0) == {"train": 2 * 60 + pl.MARGIN_MIN}
+    with pytest.raises(UsageError, match="asks for 2 GPUs per run; the cluster has 1"):
+        pl.make_plan(p, table, device, 1, lambda stage: 2)
+
+
+def test_profile_gpus_per_run(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("set-resources:\n  train: {gpu: 4}\n  train_lm: {gpu: 1, gpus_per_run: 16}\n")
+    gpus_of = pl.profile_gpus(path)
+    assert (gpus_of("train"), gpus_of("train_lm"), gpus_of("eval_lm")) == (4, 16, 1)
+    assert pl.profile_gpus(tmp_path / "none.yaml")("train") == 1
+
+
+def test_measured_mfu_is_the_median_of_gpu_check_on_that_kind(tmp_path):
+    for folder, rows in {"a": [("NVIDIA H100 80GB HBM3", "0.30"), ("NVIDIA H100 80GB HBM3", "0.50")],
+                         "b": [("NVIDIA H100 80GB HBM3", "0.40"), ("NVIDIA A100-SXM4-80GB", "0.9")]}.items():
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "train.csv").write_text("run,mfu,device\n" + "".join(f"r,{m},{d}\n" for d, m in rows))
+    mfu, source = pl.measured_mfu("h100", tmp_path)
+    assert mfu == pytest.approx(0.40) and "gpu-check" in source
+    assert pl.measured_mfu("h200", tmp_path) is None
+    device = pl.resolve_device("h100", None, measured_root=tmp_path)
+    assert device.mfu == pytest.approx(0.40) and device.peak == peaks.get_kind("h100").bf16
+    assert pl.resolve_device("a100", 0.25, measured_root=tmp_path).mfu_for("vision") == 0.25
+
+
+def test_stated_defaults_apply_per_track_where_nothing_was_measured(tmp_path):
+    import yaml
+
+    table = yaml.safe_load(peaks.TABLE.read_text())
+    device = pl.resolve_device("h200", None, measured_root=tmp_path)  # an empty results folder
+    assert device.mfu_for("lm") == table["kinds"]["h200"]["mfu"]
+    assert device.mfu_for("vision") == table["track_mfu"]["vision"]["mfu"] != device.mfu
+
+
+# ----------------------------------------------------------------------------- the command
+def test_bad_gpu_kind_is_one_line_naming_the_known_kinds(capsys):
+    assert main(["plan", "--params", str(PARAMS), "--scale", "micro", "--gpu", "h1000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown GPU kind 'h1000'" in err
+    assert all(k in err for k in ("h100", "h200", "a100", "cpu"))
+
+
+def test_plan_command_prints_and_writes_the_micro_plan(tmp_path, capsys):
+    import pandas as pd
+
+    out = tmp_path / "plan.csv"
+    assert main(["plan", "--params", str(PARAMS), "--scale", "micro", "--gpu", "a100", "--gpus-per-node", "2",
+                 "--nodes", "2", "--mfu", "0.5", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    frame = pd.read_csv(out)
+    p = load_params(PARAMS, "micro")
+    runs = {s: len(pf.stage_runs(p, s)) for s in pf.WORK}
+    assert frame["stage"].value_counts().to_dict() == runs
+    a100 = peaks.get_kind("a100").bf16
+    assert frame["gpu_hours"].tolist() == pytest.approx((frame["flops"] / (a100 * 0.5) / 3600).tolist())
+    assert "on 4 x a100" in text and "MFU 0.50: --mfu" in text and "critical path" in text
+
+
+# ----------------------------------------------------------------------------- against a measured run
+def test_plan_predicts_a_measured_cpu_training_within_2x(tmp_path):
+    """The tiny scale's char shape (2 x 128, ctx 128, batch 16) for 6 steps on the micro corpus:
+    the MFU measured on the rope run (its FLOPs over its time and this CPU's matmul peak)
+    predicts the GKA run's time (other attention, other FLOPs) within 2x. Times in this
+    process's CPU time (one torch thread: a dedicated core's), as the peak is measured: wall
+    time would count whatever else shares the machine."""
+    import time
+
+    from kernattn.config import find_run
+    from kernattn.tracks.char.corpus import prepare
+    from kernattn.tracks.char.track import train
+
+    assert DICKENS.is_file(), f"{DICKENS} is missing: tests read the shared data beside the repository"
+    tiny = load_params(PARAMS, "tiny")
+    over = {"data": {"mirror": str(DICKENS), "max_chars": 200_000, "out_dir": str(tmp_path / "data")},
+            "train": {"out_dir": str(tmp_path / "runs"), "max_steps": 6, "eval_every": 3, "eval_batches": 2},
+            "tracking": {"enabled": False}, "matrix": {"only": ["rope", "gka"], "seeds": [0]}}
+    p = load_params(PARAMS, "tiny", over)
+    assert (p.model, p.train.batch_size) == (tiny.model, tiny.train.batch_size)
+    prepare(p.data)
+    warm = load_params(PARAMS, "tiny", {**over, "train": {**over["train"], "max_steps": 1, "out_dir": str(tmp_path / "warm")}})
+    assert train(warm, find_run(warm, "rope-s0"), progress=False) == 0  # first-call costs (imports, kernels) paid
+    peak = peaks.measure_cpu_peak(p.train.threads or 1)
+    walls, works = {}, {}
+    for row in ("rope", "gka"):
+        spec = find_run(p, f"{row}-s0")
+        start = time.process_time()
+        assert train(p, spec, progress=False) == 0
+        walls[row] = time.process_time() - start
+        assert json.loads((tmp_path / "runs" / spec.run_id / "final.json").read_text())["steps"] == 6
+        works[row] = pf.char_work(p, spec).total
+    mfu = works["rope"] / (walls["rope"] * peak)
+    predicted = pl.gpu_hours(works["gka"], peak, mfu) * 3600
+    assert 0 < mfu <= 1.5, mfu  # a share of the matmul peak (the peak is timed on a shared machine)
+    assert walls["gka"] / 2 <= predicted <= walls["gka"] * 2, (predicted, walls)
+
+
+# ----------------------------------------------------------------------------- the profile's time limits
+def test_set_runtimes_replaces_and_adds_only_under_set_resources():
+    from kernattn.dag.limits import set_runtimes
+
+    text = ("default-resources:\n  runtime: 30\nset-resources:\n  train:\n    gpu: 1\n    runtime: 240   # guessed\n"
+            "  # a comment about eval\n  eval_lm:\n    gpu: 1\n  bench:\n    runtime: 120\n")
+    got = set_runtimes(text, {"train": 135, "eval_lm": 20})
+    import yaml
+
+    doc = yaml.safe_load(got)
+    assert doc["default-resources"]["runtime"] == 30 and doc["set-resources"]["bench"]["runtime"] == 120
+    assert doc["set-resources"]["train"] == {"gpu": 1, "runtime": 135}
+    assert doc["set-resources"]["eval_lm"] == {"gpu": 1, "runtime": 20}
+    assert "# guessed" in got and "# a comment about eval" in got
+
+
+def test_install_profile_sets_the_planned_stages_time_limits(tmp_path, monkeypatch):
+    """Fake work (the FLOP counts are tested above): 3.6e15 x 0.4 FLOPs per row, 1 h on an A100
+    at MFU 0.4 for the first row, 2 h for the second, ..."""
+    import yaml
+
+    from kernattn.dag.stages import stage_table
+
+    a100 = peaks.get_kind("a100").bf16
+    for stage, (track, _) in list(pf.WORK.items()):
+        rows = list(dict.fromkeys(r.row for r in pf.stage_runs(load_params(PARAMS, "micro"), stage).values()))
+        monkeypatch.setitem(pf.WORK, stage, (track, lambda _p, spec, rows=rows: pf.Work(
+            1.0, 0.0, 1, int(a100 * 0.4 * 3600 * (rows.index(spec.row) + 1)), 0)))
+    dest = tmp_path / "slurm"
+    assert main(["install-profile", "--partition", "p", "--gpu-model", "a100", "--source", str(REPO / "profiles/slurm"),
+                 "--dest", str(dest), "--plan-scale", "micro", "--plan-params", str(PARAMS), "--plan-mfu", "0.4",
+                 "--safety", "3"]) == 0
+    resources = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]
+    p = load_params(PARAMS, "micro")
+    shipped = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())["set-resources"]
+    plan = pl.make_plan(p, stage_table(p), pl.resolve_device("a100", 0.4), 8, pl.profile_gpus(REPO / "profiles/slurm/config.yaml"))
+    want = pl.stage_minutes(plan, safety=3)
+    assert want == {"train": 2 * 180 + pl.MARGIN_MIN, "train_lm": 3 * 180 + pl.MARGIN_MIN,  # 2 and 3 rows: x 3
+                    "eval_lm": 3 * 180 + pl.MARGIN_MIN, "train_vision": 3 * 180 + pl.MARGIN_MIN}
+    assert {s: resources[s]["runtime"] for s in want} == want
+    assert resources["bench"] == {**shipped["bench"], "slurm_partition": "p", "gpu_model": "a100"}  # not planned: kept
