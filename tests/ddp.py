@@ -12,6 +12,7 @@ the one-process run the others are compared with.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import signal
@@ -54,7 +55,21 @@ def _rank_main(argv: list[str], env: dict[str, str], log: str) -> None:
         os._exit(code)
 
 
+WARM = {"train": ("kernattn.tracks.char.track",), "train-lm": ("kernattn.tracks.lm.track",),
+        "train-vision": ("kernattn.tracks.vision.track", "timm.optim", "timm.scheduler", "timm.data", "timm.loss",
+                         "timm.utils")}
+
+
+def _warm(command: str) -> None:
+    """Import here, once, what every rank would import itself (torch._dynamo, which AdamW loads,
+    takes seconds; the track's modules): the forked ranks inherit them."""
+    for name in ("torch._dynamo", "torch.distributed", "torch.nn.parallel", "kernattn.cli", "mlflow",
+                 *WARM.get(command, ())):
+        importlib.import_module(name)
+
+
 def launch(argv: list[str], n: int, logs: Path, **env: str) -> list[multiprocessing.Process]:
+    _warm(argv[0])
     ctx = multiprocessing.get_context("fork")
     port = str(free_port())
     procs = []
