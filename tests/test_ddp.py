@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 
 import pytest
@@ -25,7 +26,9 @@ from kernattn.engine import HOLD_ENV
 from kernattn.engine.signals import NONFINITE_ENV
 from tests.ddp import launch, log_of, wait, wait_for_text
 from kernattn.engine import is_timing
-from tests.test_engine import (TIMED_FINAL, Case, assert_equal_tree, ckpt_of, read_metrics, untimed,
+from kernattn.engine.launch import command as launch_command, take_options
+from kernattn.errors import UsageError
+from tests.test_engine import (TIMED_FINAL, Case, assert_equal_tree, ckpt_of, command, env, read_metrics, untimed,
                                write_params)
 from tests.test_train import _keep_torch_threads, corpus  # noqa: F401 (fixtures)
 
@@ -162,3 +165,29 @@ def test_a_global_batch_the_ranks_do_not_divide_is_one_line(tmp_path, corpus):  
     assert codes == [2, 2]
     err = [x for x in log_of(tmp_path / "log", 0).splitlines() if "error" in x]
     assert len(err) == 1 and "the global batch 3 does not divide over 2 ranks" in err[0], err
+
+
+def test_nproc_starts_torchrun_whose_ranks_train_the_same_run(tmp_path, corpus, whole2):  # noqa: F811
+    """`kernattn train --nproc 2`: torchrun --standalone starts 2 ranks: the 2-rank run, bit for bit."""
+    params = write_params(CHAR, tmp_path, corpus)
+    done = subprocess.run(command(CHAR, params) + ["--nproc", "2"], env=env(), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert_same_run(CHAR, whole2[1], tmp_path / "runs" / CHAR.run)
+
+
+def test_the_launch_commands_for_one_node_and_for_several(monkeypatch):
+    found, rest = take_options(["train-lm", "--nproc", "8", "--run", "r", "--nodes=2"])
+    assert found == {"--nproc": 8, "--nodes": 2} and rest == ["train-lm", "--run", "r"]
+    one = launch_command(8, 1)
+    assert one[1:] == ["-m", "torch.distributed.run", "--nproc_per_node", "8", "--standalone", "-m",
+                       "kernattn.engine.rank"]
+    with pytest.raises(UsageError, match="--nodes 2 starts one torchrun per node with srun"):
+        launch_command(8, 2, env={})
+    monkeypatch.setattr("kernattn.engine.launch.head_node", {"gpu[01-02]": "gpu01"}.get)
+    two = launch_command(8, 2, env={"SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_JOB_ID": "77"})
+    assert two[:4] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1"]
+    assert two[5:] == ["-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes=2", "--rdzv_backend=c10d",
+                       "--rdzv_endpoint=gpu01:29500", "--rdzv_id=77", "-m", "kernattn.engine.rank"]
+    with pytest.raises(UsageError, match="--nproc 0: must be >= 1"):
+        take_options(["train", "--nproc", "0"])

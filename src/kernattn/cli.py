@@ -126,6 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run one stage; returns the exit status (0 on success, 2 on a usage error)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = _take_overrides(argv)
+    if any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):  # train-* on several ranks
+        from .engine.launch import launch
+
+        try:
+            launched = launch(argv)
+        except UsageError as exc:
+            print(f"kernattn: error: {exc}", file=sys.stderr)
+            return 2
+        if launched is not None:
+            return launched
     parser = build_parser(next((a for a in argv if a in STAGES), None))
     try:
         args, extra = parser.parse_known_args(argv)
