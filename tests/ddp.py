@@ -33,8 +33,9 @@ def _rank_main(argv: list[str], env: dict[str, str], log: str) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    # the rank's streams until os._exit (no close: the descriptors are the process's own)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ.update(env)
     code = 1

@@ -13,7 +13,7 @@ from tests.test_pipeline import REPO, dry_run_jobs, make_workspace
 
 def test_a_profiles_ranks_reach_the_training_command_and_nothing_else(tmp_path):
     ws = make_workspace(tmp_path / "ws")
-    jobs, proc = dry_run_jobs(ws, "-p", "--set-resources", "train_lm:ranks=2")
+    _, proc = dry_run_jobs(ws, "-p", "--set-resources", "train_lm:ranks=2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     # `-p` prints each job's command (after "Shell command:" in Snakemake 9)
     shells = ["kernattn " + line.split("kernattn ", 1)[1] for line in proc.stdout.splitlines() if "kernattn " in line]

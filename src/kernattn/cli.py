@@ -127,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = _take_overrides(argv)
     command = next((a for a in argv if a in STAGES), "")
+    # train-* on several ranks: torchrun starts them (engine/launch.py)
     if command.startswith("train") and any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):
-        from .engine.launch import launch  # train-* on several ranks: torchrun starts them
+        from .engine.launch import launch
 
         try:
             launched = launch(argv)

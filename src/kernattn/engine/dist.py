@@ -22,7 +22,8 @@ import contextlib
 import dataclasses
 import datetime
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 HOLD_ENV = "KERNATTN_DEBUG_HOLD_AT_STEP"
 EXIT_SIGTERM = 143
