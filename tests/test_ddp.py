@@ -3,7 +3,7 @@
 - 2 ranks train what 1 rank does with twice the accumulation: the same weights after every
   step to 1e-6, the same metrics lines (val loss reduced over the ranks' shares of the
   validation windows), the same files; only rank 0 writes (one MLflow run in the store);
-- SIGKILL of rank 1 mid-run: rank 0 ends within the group's timeout; SIGTERM to rank 0 only:
+- SIGKILL of rank 1 mid-run: rank 0 ends within the group's timeout; SIGTERM to rank 1 only:
   both ranks exit 143 after one checkpoint; the rerun ends bit-exact against an uninterrupted
   2-rank run;
 - a non-finite loss on rank 1 only: both ranks exit 3, one FAILED record, one error line;
@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from kernattn.engine import HOLD_ENV, is_timing
+from kernattn.engine.dist import World, accumulation, shard, val_share, world_from_env
 from kernattn.engine.launch import command as launch_command
 from kernattn.engine.launch import take_options
 from kernattn.engine.signals import NONFINITE_ENV
@@ -130,7 +131,7 @@ def test_two_ranks_train_what_one_rank_trains_with_twice_the_accumulation(tmp_pa
 
 def test_a_dead_rank_ends_the_job_and_sigterm_to_one_rank_stops_both(tmp_path, corpus, whole2):  # noqa: F811
     """SIGKILL of rank 1 after step 4: rank 0 ends within the timeout (checkpoint 3 kept);
-    SIGTERM to rank 0 alone after step 5: both exit 143, one checkpoint at 5; the rerun
+    SIGTERM to rank 1 alone after step 5: both exit 143, rank 0 writes one checkpoint at 5; the rerun
     ends as the uninterrupted 2-rank run, bit for bit."""
     case = CHAR
     params = write_params(case, tmp_path, corpus)
@@ -146,7 +147,7 @@ def test_a_dead_rank_ends_the_job_and_sigterm_to_one_rank_stops_both(tmp_path, c
 
     ranks = launch(argv(case, params), 2, tmp_path / "b", **{HOLD_ENV: "5"})
     wait_for_text(tmp_path / "b", "holding after step 5", ranks)
-    ranks[0].terminate()
+    ranks[1].terminate()  # the rank that writes nothing: rank 0 learns it through the step's all_reduce
     assert wait(ranks) == [143, 143]
     assert "resuming at step 3" in log_of(tmp_path / "b", 0) and "stopped at step 5 (SIGTERM)" in log_of(
         tmp_path / "b", 0)
@@ -200,3 +201,30 @@ def test_the_launch_commands_for_one_node_and_for_several(monkeypatch):
                        "--rdzv_endpoint=gpu01:29500", "--rdzv_id=77", "-m", "kernattn.engine.rank"]
     with pytest.raises(UsageError, match="--nproc 0: must be >= 1"):
         take_options(["train", "--nproc", "0"])
+
+
+def test_the_world_from_torchrun_or_srun_and_the_accumulation_rule(monkeypatch):
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    assert world_from_env({}) == World()
+    assert world_from_env({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "3"}) == World(3, 8, 3)
+    slurm = {"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1"}
+    assert world_from_env(slurm) == World()  # a batch script's own process: no rendezvous named
+    assert world_from_env({**slurm, "MASTER_ADDR": "gpu01"}) == World(5, 16, 1)
+    with pytest.raises(UsageError, match="rank 8 of a world of 8"):
+        world_from_env({"RANK": "8", "WORLD_SIZE": "8"})
+    with pytest.raises(UsageError, match="WORLD_SIZE='x' is not an integer"):
+        world_from_env({"RANK": "0", "WORLD_SIZE": "x"})
+    # global = micro x accumulation x ranks
+    assert accumulation(512, 32, World(0, 8), "lm") == (32, 2)
+    assert accumulation(256, None, World(0, 8), "vision") == (32, 1)
+    assert accumulation(256, 8, World(), "vision") == (8, 32)
+    with pytest.raises(UsageError, match="p.yaml: train: the global batch 256 does not divide over 3 ranks; "):
+        accumulation(256, None, World(0, 3), "p.yaml: train")
+    with pytest.raises(UsageError, match="the global batch 64 does not divide over 2 ranks in micro-batches of 24"):
+        accumulation(64, 24, World(1, 2), "lm")
+    # the shards of a step: rank r's micro-batch m is positions m x ranks + r, + ranks x accumulation, ...
+    batch = torch.arange(8)
+    one = [shard(batch, m, World(), 2).tolist() for m in range(2)]
+    two = [shard(batch, 0, World(r, 2), 1).tolist() for r in range(2)]
+    assert one == two == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert [val_share(list(range(5)), World(r, 2)) for r in range(2)] == [[0, 2, 4], [1, 3]]
