@@ -228,3 +228,16 @@ def test_the_world_from_torchrun_or_srun_and_the_accumulation_rule(monkeypatch):
     two = [shard(batch, 0, World(r, 2), 1).tolist() for r in range(2)]
     assert one == two == [[0, 2, 4, 6], [1, 3, 5, 7]]
     assert [val_share(list(range(5)), World(r, 2)) for r in range(2)] == [[0, 2, 4], [1, 3]]
+
+
+def test_a_run_resumed_on_another_number_of_ranks_continues_the_same_optimisation(tmp_path, corpus, whole2):  # noqa: F811
+    """2 ranks stop at step 3 (--stop-after); 1 rank resumes with the same global batch and data
+    position: the 2-rank run's weights (to 1e-6) and metrics, and one line saying so."""
+    params = write_params(CHAR, tmp_path, corpus)
+    assert wait(launch([*argv(CHAR, params), "--stop-after", "3"], 2, tmp_path / "a")) == [0, 0]
+    assert wait(launch(argv(CHAR, params), 1, tmp_path / "b")) == [0], log_of(tmp_path / "b", 0)[-3000:]
+    assert "the checkpoint was written by 2 ranks, resuming on 1" in log_of(tmp_path / "b", 0)
+    run_dir = tmp_path / "runs" / CHAR.run
+    assert ckpt_of(run_dir)["world_size"] == 1
+    assert_close_weights(ckpt_of(whole2[1])["model"], ckpt_of(run_dir)["model"])
+    assert_same_lines(read_metrics(whole2[1]), read_metrics(run_dir))
