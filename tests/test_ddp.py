@@ -175,6 +175,7 @@ def test_a_global_batch_the_ranks_do_not_divide_is_one_line(tmp_path, corpus):  
     assert codes == [2, 2]
     err = [x for x in log_of(tmp_path / "log", 0).splitlines() if "error" in x]
     assert len(err) == 1 and "the global batch 3 does not divide over 2 ranks" in err[0], err
+    assert "error" not in log_of(tmp_path / "log", 1)  # one line for the job, not one per rank
 
 
 def test_nproc_starts_torchrun_whose_ranks_train_the_same_run(tmp_path, corpus, whole2):  # noqa: F811

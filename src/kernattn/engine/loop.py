@@ -96,13 +96,18 @@ def train_run(track: Track, *, fresh: bool = False, stop_after: int | None = Non
     fp_config = {"format": track.fingerprint_format, **track.fingerprint_config()}
     fingerprint = digest(fp_config)
     with dist.process_group(world, device, track.section.dist_timeout_s):
-        found, ckpt = _open(track, world, fingerprint, fp_config, fresh=fresh, stale=stale)
-        if found in ("done", "refused"):
-            return 0 if found == "done" else 2  # rank 0 raised the one-line error
-        if found == "resume" and not world.main:  # rank 0 checked it; the others read the same file
-            ckpt = read_checkpoint(track.run_dir / CKPT, f"rerun with --fresh to train {track.run_id} from scratch")
-        return Loop(track, world, device, fingerprint, fp_config, ckpt, stop_after=stop_after,
-                    progress=progress).run()
+        try:
+            found, ckpt = _open(track, world, fingerprint, fp_config, fresh=fresh, stale=stale)
+            if found in ("done", "refused"):
+                return 0 if found == "done" else 2  # rank 0 raised the one-line error
+            if found == "resume" and not world.main:  # rank 0 checked it; the others read the same file
+                ckpt = read_checkpoint(track.run_dir / CKPT, f"rerun with --fresh to train {track.run_id} from scratch")
+            return Loop(track, world, device, fingerprint, fp_config, ckpt, stop_after=stop_after,
+                        progress=progress).run()
+        except UsageError:
+            if world.main:
+                raise  # its one line (cli.main); the other ranks, which met the same, exit as quietly
+            return 2
 
 
 def _open(track: Track, world: dist.World, fingerprint: str, fp_config: dict, *, fresh: bool,
