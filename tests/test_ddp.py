@@ -192,14 +192,14 @@ def test_the_launch_commands_for_one_node_and_for_several(monkeypatch):
     assert found == {"--nproc": 8, "--nodes": 2} and rest == ["train-lm", "--run", "r"]
     one = launch_command(8, 1)
     assert one[1:] == ["-m", "torch.distributed.run", "--nproc_per_node", "8", "--standalone", "-m",
-                       "kernattn.engine.rank"]
+                       "kernattn.rank"]
     with pytest.raises(UsageError, match="--nodes 2 starts one torchrun per node with srun"):
         launch_command(8, 2, env={})
     monkeypatch.setattr("kernattn.engine.launch.head_node", {"gpu[01-02]": "gpu01"}.get)
     two = launch_command(8, 2, env={"SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_JOB_ID": "77"})
     assert two[:4] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1"]
     assert two[5:] == ["-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes=2", "--rdzv_backend=c10d",
-                       "--rdzv_endpoint=gpu01:29500", "--rdzv_id=77", "-m", "kernattn.engine.rank"]
+                       "--rdzv_endpoint=gpu01:29500", "--rdzv_id=77", "-m", "kernattn.rank"]
     with pytest.raises(UsageError, match="--nproc 0: must be >= 1"):
         take_options(["train", "--nproc", "0"])
 

@@ -20,9 +20,9 @@ import subprocess
 import sys
 
 from ..errors import UsageError
-from .rank import ARGV_ENV
 
 RDZV_PORT = 29500
+ARGV_ENV = "KERNATTN_RANK_ARGV"  # the command each rank runs (kernattn/rank.py), as JSON
 OPTIONS = ("--nproc", "--nodes")
 
 
@@ -61,11 +61,11 @@ def head_node(nodelist: str) -> str:
 
 
 def command(nproc: int, nodes: int, env=None) -> list[str]:
-    """The launcher's command line for nproc x nodes ranks of engine/rank.py (which reads the
-    command from the environment: ARGV_ENV)."""
+    """The launcher's command line for nproc x nodes ranks of kernattn/rank.py (which reads
+    the command from the environment: ARGV_ENV)."""
     env = os.environ if env is None else env
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc)]
-    cli = ["-m", "kernattn.engine.rank"]
+    cli = ["-m", "kernattn.rank"]
     if nodes == 1:
         return [*torchrun, "--standalone", *cli]
     if "SLURM_JOB_NODELIST" not in env:
