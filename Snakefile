@@ -60,6 +60,9 @@ for stage in STAGES.values():
         log:
             stage.log(job),
         threads: threads_of(stage)
+        resources:
+            # a training run's world (ranks per node, nodes): the profile's set-resources override it
+            **dag_smk.resources_of(stage),
         shell:
             # Snakemake evaluates this twice: at parse time (here `stage` is this rule's) and again
             # when the job runs, after the loop (`stage` is then the last one, but the job's own

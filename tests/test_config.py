@@ -238,7 +238,8 @@ def test_fingerprint_flag_leaves_out_what_does_not_change_a_run():
     tiny = load_params(PARAMS, "tiny")
     fp = fingerprinted(tiny.train)
     assert "lr" in fp and "max_steps" in fp and not {"out_dir", "threads", "device", "compile"} & set(fp)
-    assert set(not_fingerprinted(TrainParams)) == {"out_dir", "checkpoint_every", "threads", "compile", "device"}
+    assert set(not_fingerprinted(TrainParams)) == {"out_dir", "checkpoint_every", "threads", "compile", "device",
+                                                   "micro_batch", "dist_timeout_s"}
     assert {"out_dir", "eval_dir", "mirror"} <= set(not_fingerprinted(LMParams)) and "depth" not in not_fingerprinted(LMParams)
     assert {"workers", "data_root"} <= set(not_fingerprinted(VisionParams)) and "lr" not in not_fingerprinted(VisionParams)
 
@@ -285,7 +286,8 @@ def test_the_runtime_fields_are_declared_once():
     from kernattn.config import common
 
     base = {f.name: f for f in dataclasses.fields(RunSettings)}
-    assert set(base) == {"device", "dtype", "compile", "threads", "grad_clip", "checkpoint_every", "out_dir"}
+    assert set(base) == {"device", "dtype", "compile", "threads", "grad_clip", "checkpoint_every", "out_dir",
+                         "micro_batch", "dist_timeout_s"}
     for cls in (TrainParams, LMParams, VisionParams):
         assert issubclass(cls, RunSettings)
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -293,13 +295,17 @@ def test_the_runtime_fields_are_declared_once():
     assert (TrainParams().checkpoint_every, LMParams().checkpoint_every, VisionParams().checkpoint_every) == (5000, 1000, 1000)
     assert (TrainParams().out_dir, LMParams().out_dir, VisionParams().out_dir) == (
         "results/runs", "results/{scale}/lm/runs", "results/{scale}/vision/runs")
-    assert set(not_fingerprinted(TrainParams)) == {"checkpoint_every", "compile", "threads", "device", "out_dir"}
+    # micro_batch and dist_timeout_s (issue 24) change how a step is computed, never what
+    assert set(not_fingerprinted(TrainParams)) == {"checkpoint_every", "compile", "threads", "device", "out_dir",
+                                                   "micro_batch", "dist_timeout_s"}
     assert set(not_fingerprinted(LMParams)) == {
         "shard_url", "mirror", "rows", "eval_every", "checkpoint_every", "compile", "threads", "device", "out_dir",
-        "bpb_tokens", "core_items", "core_fewshot", "core_seed", "eval_dir", "experiment"}
+        "bpb_tokens", "core_items", "core_fewshot", "core_seed", "eval_dir", "experiment", "micro_batch",
+        "dist_timeout_s"}
     assert set(not_fingerprinted(VisionParams)) == {
         "data_root", "download", "data_dir", "rows", "seeds", "checkpoint_every", "workers", "compile", "threads",
-        "device", "out_dir", "viz_image", "viz_seed", "viz_max_tokens", "analysis_dir", "counts_dir"}
+        "device", "out_dir", "viz_image", "viz_seed", "viz_max_tokens", "analysis_dir", "counts_dir", "micro_batch",
+        "dist_timeout_s"}
     # the sections no track owns live beside RunSettings; the package exports them as before
     from kernattn import config
 

@@ -370,7 +370,7 @@ def test_every_track_checkpoints_one_vocabulary(whole):
 
     for track, case in CASES.items():
         ckpt = ckpt_of(whole(track))
-        assert set(ckpt) == {*CKPT_KEYS, "mlflow_run_id", *case.parts}, track
+        assert set(ckpt) == {*CKPT_KEYS, "mlflow_run_id", "world_size", *case.parts}, track
         assert set(ckpt["loop"]) == {"acc", "acc_n", "last_train", "last_val"}
         final = json.loads((whole(track) / "final.json").read_text())
         assert final["track"] == track and final["steps"] == case.steps and math.isfinite(final["val_loss"])

@@ -151,10 +151,12 @@ def test_make_plan_sums_hours_and_refuses_a_run_larger_than_the_cluster(monkeypa
 
 
 def test_profile_gpus_per_run(tmp_path):
+    """A run's GPUs are its world as the training rule launches it: ranks per node x nodes."""
     path = tmp_path / "config.yaml"
-    path.write_text("set-resources:\n  train: {gpu: 4}\n  train_lm: {gpu: 1, gpus_per_run: 16}\n")
+    path.write_text("set-resources:\n  train: {gpu: 4}\n  train_lm: {gres: 'gpu:8', ranks: 8, nodes: 2}\n"
+                    "  train_vision: {gpu: 2, ranks: 2, nodes: 1}\n")
     gpus_of = pl.profile_gpus(path)
-    assert (gpus_of("train"), gpus_of("train_lm"), gpus_of("eval_lm")) == (4, 16, 1)
+    assert [gpus_of(s) for s in ("train", "train_lm", "train_vision", "eval_lm")] == [4, 16, 2, 1]
     assert pl.profile_gpus(tmp_path / "none.yaml")("train") == 1
 
 

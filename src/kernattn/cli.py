@@ -130,7 +130,19 @@ def main(argv: list[str] | None = None) -> int:
     """Run one stage; returns the exit status (0 on success, 2 on a usage error)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = _take_overrides(argv)
-    parser = build_parser(next((a for a in argv if a in STAGES), None))
+    command = next((a for a in argv if a in STAGES), "")
+    # train-* on several ranks: torchrun starts them (engine/launch.py)
+    if command.startswith("train") and any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):
+        from .engine.launch import launch
+
+        try:
+            launched = launch(argv)
+        except UsageError as exc:
+            print(f"kernattn {command}: error: {exc}", file=sys.stderr)
+            return 2
+        if launched is not None:
+            return launched
+    parser = build_parser(command or None)
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # reported by the stage's parser, so the message names the stage

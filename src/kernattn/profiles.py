@@ -4,6 +4,12 @@ Snakemake looks for a profile named `slurm` in the current directory, then in
 ~/.config/snakemake/ and /etc/xdg/snakemake/. This copies the shipped profiles/slurm with the
 site-specific values (partition, account, GPU model) filled in to ~/.config/snakemake/slurm
 (or --dest).
+
+--gpus STAGE=N and --nodes STAGE=M give one run of a training stage N GPUs on each of M nodes:
+the stage's set-resources get `ranks: N` and `nodes: M`, which the rule's command turns into
+torchrun's world (kernattn.dag.snakemake.shell_of, engine/launch.py), and the SLURM request
+for them: `gpu: N` on one node; over several nodes `gres: gpu[:MODEL]:N` (per node) and
+`tasks: M` (srun starts one torchrun per node).
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--status-command", choices=("sacct", "squeue"), default=None,
                         help="how snakemake polls job states (default: the profile's, sacct; "
                              "squeue where there is no accounting database)")
+    parser.add_argument("--gpus", action="append", default=[], metavar="STAGE=N",
+                        help="GPUs of each node one run of a training stage trains on (e.g. train_lm=8); repeatable")
+    parser.add_argument("--nodes", action="append", default=[], metavar="STAGE=M",
+                        help="nodes one run of a training stage trains on (e.g. train_lm=2); repeatable")
     parser.add_argument("--source", default="profiles/slurm", help="profile to install (default profiles/slurm)")
     parser.add_argument("--dest", default=None, help="target folder (default ~/.config/snakemake/slurm)")
     # the training and evaluation stages' time limits from `kernattn plan`
@@ -64,6 +74,42 @@ def set_status_command(text: str, command: str | None) -> str:
     return text + f"slurm-status-command: {command}\n"
 
 
+def _counts(pairs: list[str], option: str) -> dict[str, int]:
+    from .errors import UsageError
+
+    out = {}
+    for pair in pairs:
+        stage, _, value = pair.partition("=")
+        if not value.isdigit() or int(value) < 1:
+            raise UsageError(f"{option} {pair}: expected STAGE=N with N >= 1 (e.g. {option} train_lm=8)")
+        out[stage] = int(value)
+    return out
+
+
+WORLD_KEYS = ("gpu", "gpu_model", "gres", "ranks", "nodes", "tasks")
+
+
+def set_world(text: str, stage: str, gpus: int, nodes: int, gpu_model: str, source: Path) -> str:
+    """The set-resources entry of `stage` asking for `gpus` GPUs on each of `nodes` nodes."""
+    from .errors import UsageError
+
+    lines = text.splitlines(keepends=True)
+    head = f"  {stage}:\n"
+    if head not in lines or "set-resources:\n" not in lines[: lines.index(head)]:
+        raise UsageError(f"{source}: set-resources has no entry {stage}; --gpus/--nodes name a training stage "
+                         f"of the profile (train, train_lm, train_vision)")
+    start = lines.index(head) + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("    ")), len(lines))
+    block = [line for line in lines[start:end] if line.strip().split(":")[0] not in WORLD_KEYS]
+    model = f"{gpu_model}:" if gpu_model else ""
+    if nodes == 1:
+        world = [f"    gpu: {gpus}\n"] + ([f'    gpu_model: "{gpu_model}"\n'] if gpu_model else [])
+    else:  # --gpus would count the job's GPUs, not each node's
+        world = [f'    gres: "gpu:{model}{gpus}"\n', f"    tasks: {nodes}\n"]
+    world += [f"    ranks: {gpus}\n", f"    nodes: {nodes}\n"]
+    return "".join(lines[:start] + world + block + lines[end:])
+
+
 def run(args: argparse.Namespace) -> int:
     from .errors import UsageError
 
@@ -81,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
     }
     dest.mkdir(parents=True, exist_ok=True)
     text = set_status_command(render(config.read_text(), values), getattr(args, "status_command", None))
+    gpus, nodes = _counts(getattr(args, "gpus", []), "--gpus"), _counts(getattr(args, "nodes", []), "--nodes")
+    for stage in sorted({*gpus, *nodes}):
+        text = set_world(text, stage, gpus.get(stage, 1), nodes.get(stage, 1), args.gpu_model, config)
     if getattr(args, "plan_scale", None):
         from .dag import limits
 

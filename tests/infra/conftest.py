@@ -241,9 +241,9 @@ def chromium(timings):
                 pass
 
 
-def _install_test_profile(env: dict) -> subprocess.CompletedProcess:
+def _install_test_profile(env: dict, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / "kernattn"), "install-profile", "--source", str(REPO / "profiles" / "slurm-test"),
-                           "--partition", harness.PARTITION, "--gpu-model", harness.GPU_MODEL],
+                           "--partition", harness.PARTITION, "--gpu-model", harness.GPU_MODEL, *extra],
                           env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -169,3 +169,29 @@ def test_a_failing_rule_makes_snakemake_exit_nonzero(slurm_cluster, micro_pipeli
     assert re.search(r"SLURM-job '\d+' failed", out), out[-3000:]
     assert not (failing["ws"] / "results/micro/data/dickens/train.npy").exists()
     assert not slurm_cluster.running_jobs()
+
+
+def test_a_training_job_with_two_gpus_trains_as_two_ranks(slurm_cluster, tmp_path):
+    """`kernattn install-profile --gpus train=2` (issue 24): the train job asks SLURM for 2 GPUs
+    and its command starts 2 ranks with torchrun (CPU, gloo, at micro scale); the run records
+    a world of 2 and ends like any run."""
+    from kernattn.config import load_params
+    from kernattn.dag.stages import stage_table
+
+    from .conftest import _install_test_profile, base_env, make_workspace
+
+    ws = make_workspace(tmp_path)
+    env = slurm_cluster.env(base_env(XDG_CONFIG_HOME=tmp_path / "xdg"))
+    installed = _install_test_profile(env, "--gpus", "train=2")
+    assert installed.returncode == 0, installed.stderr
+    [target] = stage_table(load_params(ws / "params.yaml", "micro"))["train"].outputs(MICRO_RUNS[0])
+    proc = subprocess.run([str(BIN / "snakemake"), "--profile", "slurm", target], cwd=ws, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, _tail(proc.stdout + proc.stderr) + _slurm_logs(ws)
+    run_dir = (ws / target).parent
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["world_size"] == 2 and (run_dir / "final.json").is_file()
+    ids = set(re.findall(r"submitted with SLURM jobid (\d+)", proc.stdout + proc.stderr))
+    train = [j for j in _scontrol_jobs(slurm_cluster) if j.get("JobId") in ids and "rule_train_" in j.get("Comment", "")]
+    assert len(train) == 1 and "gpu" in train[0].get("TresPerJob", "") + train[0].get("TRES", ""), train
+    assert "gres/gpu=2" in train[0].get("TRES", "") or ":2" in train[0].get("TresPerJob", ""), train

@@ -36,6 +36,12 @@ class RunSettings:
     # CPU threads per training process (None: torch's default).
     threads: int | None = field(default=None, metadata=positive(**NOFP))
     device: str = field(default="auto", metadata={"choices": DEVICES, **NOFP})
+    # Sequences (images) per micro-batch on one rank: a memory knob, never the optimisation
+    # (the global batch, the track's batch_size, is split as global = micro x accum x ranks;
+    # null: the track's own, char and vision global / ranks, lm lm.batch_size).
+    micro_batch: int | None = field(default=None, metadata=positive(**NOFP))
+    # Seconds a rank waits in a collective (a rank died, a node hangs) before it stops.
+    dist_timeout_s: float = field(default=600.0, metadata=positive("seconds", **NOFP))
 
 
 def run_default(name: str, default):

@@ -3,7 +3,7 @@
 For every planned job (each training run of every track, and each LM evaluation: plan_flops.WORK)
 its FLOPs (plan_flops: counted on the meta device), its GPU-hours at a model FLOPs utilisation
 (MFU) of the GPU kind's dense bf16 peak (bench/gpus.yaml), and its wall time on the GPUs one run
-gets (the profile's `gpus_per_run`, else its `gpu`, else 1; data parallel is taken to scale
+gets (the profile's `ranks` x `nodes`, else its `gpu`, else 1; data parallel is taken to scale
 linearly, the best case); then the whole DAG: the sum of GPU-hours, the critical path (the
 longest chain of dependent jobs, the jobs between them taking no GPU time) and the wall time
 of a greedy list schedule on the cluster's GPUs (critical-path-first, as Snakemake's
@@ -195,13 +195,16 @@ def resolve_device(kind: str, mfu: float | None, threads: int = 1, measured_root
 
 
 def profile_gpus(profile: str | Path | None):
-    """stage -> GPUs per run from a profile's set-resources (`gpus_per_run`, else `gpu`, else 1)."""
+    """stage -> GPUs per run from a profile's set-resources: the run's world, `ranks` (per node) x
+    `nodes` as the training rules launch it, else its `gpu`, else 1."""
     doc = yaml.safe_load(Path(profile).read_text()) if profile and Path(profile).is_file() else {}
     resources = (doc or {}).get("set-resources") or {}
 
     def gpus_of(stage: str) -> int:
         res = resources.get(stage) or {}
-        return int(res.get("gpus_per_run", res.get("gpu", 1)) or 1)
+        if "ranks" in res:
+            return int(res["ranks"] or 1) * int(res.get("nodes", 1) or 1)
+        return int(res.get("gpu", 1) or 1)
     return gpus_of
 
 
@@ -229,7 +232,7 @@ def make_plan(p: Params, table: dict[str, Stage], device: Device, n_gpus: int, g
     if too_big:
         from ..errors import UsageError
         raise UsageError(f"{too_big[0].id} asks for {too_big[0].gpus} GPUs per run; the cluster has {n_gpus} "
-                         f"(raise --gpus-per-node / --nodes or lower the profile's gpus_per_run)")
+                         f"(raise --gpus-per-node / --nodes or lower the profile's ranks/nodes)")
     hours = {j.id: gpu_hours(j.flops, device.peak, device.mfu_for(j.info["track"])) for j in jobs if j.gpus}
     gpus = {j.id: j.gpus for j in jobs}
     wall = {jid: h / gpus[jid] for jid, h in hours.items()}

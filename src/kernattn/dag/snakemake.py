@@ -110,8 +110,27 @@ def threads_of(stage: Stage, cores: int) -> int:
     return cores if stage.threads == "all" else stage.threads
 
 
+# The world of one training run, a profile's resources (set-resources: train_lm: {ranks: 8}):
+# processes (GPUs) per node and nodes. One process by default, the CPU scales' way.
+RUN_RESOURCES = {"ranks": 1, "nodes": 1}
+
+
+def trains(stage: Stage) -> bool:
+    """The stage trains through the engine (kernattn train, train-lm, train-vision, the studies'
+    train-*): it can run as several ranks."""
+    return stage.command.startswith("train")
+
+
+def resources_of(stage: Stage) -> dict:
+    """The rule's default resources: RUN_RESOURCES for a training stage, which the profile overrides."""
+    return dict(RUN_RESOURCES) if trains(stage) else {}
+
+
 def shell_of(stage: Stage) -> str:
     """The stage's command as a template: {ARGS} (the Snakefile's) and the run are filled in
-    per job, so the rule's code, Snakemake's rerun trigger, does not change with the overrides."""
+    per job, so the rule's code, Snakemake's rerun trigger, does not change with the overrides.
+    A training stage starts its job's world (engine/launch.py: torchrun when it has more than
+    one process, srun + torchrun over several nodes)."""
     run = "{wildcards.run}" if stage.per_run else None
-    return stage.cmd("{ARGS}", run) + " > {log} 2>&1"
+    world = " --nproc {resources.ranks} --nodes {resources.nodes}" if trains(stage) else ""
+    return stage.cmd("{ARGS}", run) + world + " > {log} 2>&1"

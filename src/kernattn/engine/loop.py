@@ -16,10 +16,21 @@ only when the loop syncs anyway: train lines, evaluations, checkpoints), a non-f
 validation value or non-finite weights at a checkpoint. A divergence prints one line, ends
 metrics.jsonl with a FAILED record, marks the MLflow run FAILED (tag `failure`) and never
 overwrites the last good checkpoint.
+
+Under data parallelism (torchrun or srun starts one process per GPU; dist.py) every rank runs
+this loop on its share of each step's global batch, DDP averaging the gradients (synchronised
+on the last micro-batch only). Rank 0 alone writes the run folder and the MLflow run; the
+others keep the same counters. Each step one all_reduce carries the training loss (the train
+lines are the global mean; a non-finite loss on one rank is non-finite everywhere, so every
+rank stops with exit 3) and the SIGTERM flag (a signal to any rank stops every rank after
+that step, with one checkpoint, exit 143). Checkpoints hold every rank's RNG states; a resume
+on another number of ranks keeps the global batch and the data position (the draws are the
+same, only the split differs) and says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import platform
@@ -32,10 +43,12 @@ import torch
 from ..config.common import RunSettings
 from ..errors import UsageError
 from ..io import atomic_torch_save
-from .rundir import CKPT, CKPT_FORMAT, open_run_dir
-from .runtime import autocast_factory, digest, resolve_device, rng_state, seed_everything, set_rng_state
-from .session import Session
-from .signals import EXIT_SIGTERM, StopSignal, hold, hold_at_step
+from . import dist
+from .rundir import CKPT, CKPT_FORMAT, open_run_dir, read_checkpoint
+from .runtime import (autocast_factory, derive_seed, digest, resolve_device, rng_state, seed_everything,
+                      set_rng_state)
+from .session import QuietSession, Session
+from .signals import EXIT_SIGTERM, StopSignal, hold, hold_at_step, nonfinite_at
 from .track import Track
 
 EXIT_DIVERGED = 3
@@ -78,32 +91,73 @@ def train_run(track: Track, *, fresh: bool = False, stop_after: int | None = Non
         raise TypeError(f"{type(track).__module__}.{type(track).__qualname__}.section is a "
                         f"{type(track.section).__name__}, not a config RunSettings: set it to the track's params "
                         f"section (TrainParams, LMParams, VisionParams or another RunSettings subclass)")
-    if fresh and track.run_dir.exists():
-        shutil.rmtree(track.run_dir)  # asked for by name on the command line
+    world = dist.world_from_env()
+    device = dist.device_of(world, resolve_device(track.section.device))
     fp_config = {"format": track.fingerprint_format, **track.fingerprint_config()}
     fingerprint = digest(fp_config)
-    done, ckpt = open_run_dir(track.run_dir, fingerprint, fp_config, stale=stale, command=track.command,
-                              run_id=track.run_id, variant=track.variant)
-    if done:
-        return 0
-    track.run_dir.mkdir(parents=True, exist_ok=True)
-    return Loop(track, fingerprint, fp_config, ckpt, stop_after=stop_after, progress=progress).run()
+    with dist.process_group(world, device, track.section.dist_timeout_s):
+        try:
+            found, ckpt = _open(track, world, fingerprint, fp_config, fresh=fresh, stale=stale)
+            if found in ("done", "refused"):
+                return 0 if found == "done" else 2  # rank 0 raised the one-line error
+            if found == "resume" and not world.main:  # rank 0 checked it; the others read the same file
+                ckpt = read_checkpoint(track.run_dir / CKPT, f"rerun with --fresh to train {track.run_id} from scratch")
+            return Loop(track, world, device, fingerprint, fp_config, ckpt, stop_after=stop_after,
+                        progress=progress).run()
+        except UsageError:
+            if world.main:
+                raise  # its one line (cli.main); the other ranks, which met the same, exit as quietly
+            return 2
+
+
+def _open(track: Track, world: dist.World, fingerprint: str, fp_config: dict, *, fresh: bool,
+          stale: str) -> tuple[str, dict | None]:
+    """Rank 0 opens the run folder (--fresh, stale policy, resume); every rank learns what it
+    found: done, resume (rank 0's checkpoint), new, or refused (rank 0 raises the UsageError,
+    the others return 2)."""
+    found, error, ckpt = "new", None, None
+    if world.main:
+        try:
+            if fresh and track.run_dir.exists():
+                shutil.rmtree(track.run_dir)  # asked for by name on the command line
+            done, ckpt = open_run_dir(track.run_dir, fingerprint, fp_config, stale=stale,
+                                      command=track.command, run_id=track.run_id, variant=track.variant)
+            found = "done" if done else "resume" if ckpt is not None else "new"
+            if not done:
+                track.run_dir.mkdir(parents=True, exist_ok=True)
+        except UsageError as exc:
+            found, error = "refused", exc
+    found = dist.broadcast(found, world)
+    if error is not None:
+        raise error
+    return found, ckpt
 
 
 class Loop:
-    def __init__(self, track: Track, fingerprint: str, fp_config: dict, ckpt: dict | None, *,
-                 stop_after: int | None, progress: bool):
+    def __init__(self, track: Track, world: dist.World, device: torch.device, fingerprint: str, fp_config: dict,
+                 ckpt: dict | None, *, stop_after: int | None, progress: bool):
         self.track, self.fingerprint, self.fp_config = track, fingerprint, fp_config
         self.stop_after, self.progress = stop_after, progress
+        self.world, self.device = world, device
         sec = track.section
-        self.device = resolve_device(sec.device)
         if sec.threads:
             torch.set_num_threads(sec.threads)
         if self.device.type == "cuda":
             torch.set_float32_matmul_precision("high")
         seed_everything(track.seed)  # the init depends on the seed only
+        self._split_batch()
         track.build(self.device)
-        self.fwd = torch.compile(track.model) if self.device.type == "cuda" and sec.compile else track.model
+        if not world.main:  # dropout, augmentations: each rank its own stream (rank 0: the one-process one)
+            seed_everything(derive_seed(track.seed, f"rank{world.rank}"))
+        # evaluation runs `base` (no collective in a forward); training `fwd`, DDP's under several ranks
+        self.base = torch.compile(track.model) if self.device.type == "cuda" and sec.compile else track.model
+        self.fwd = self.base
+        if world.size > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.fwd = DistributedDataParallel(self.base, device_ids=[device.index] if device.type == "cuda" else None,
+                                               broadcast_buffers=False)
+        self.stop_all = False
         self.autocast = autocast_factory(self.device, sec.dtype)
         self.st = LoopState(acc=torch.zeros((), dtype=torch.float64, device=self.device))
         self.resumed = ckpt is not None
@@ -114,6 +168,19 @@ class Loop:
         self.bad_value = torch.zeros((), dtype=torch.float32, device=self.device)
         self.ckpt_path = track.run_dir / CKPT
 
+    def _split_batch(self) -> None:
+        """The track's global batch as micro-batches x accumulation on each rank (dist.accumulation)."""
+        track, world = self.track, self.world
+        if track.global_batch is None:
+            if world.size > 1:
+                raise UsageError(f"kernattn {track.command}: the {track.name} track trains in one process only, "
+                                 f"not in {world.size} ranks; start it without torchrun or --nproc")
+            return
+        micro = track.section.micro_batch or track.micro_default
+        where = f"{track.params.path}: {track.section_name}"
+        track.micro_batch, track.grad_accum = dist.accumulation(track.global_batch, micro, world, where)
+        track.world = world
+
     # ------------------------------------------------------------------ checkpoints
     def _restore(self, ckpt: dict[str, Any]) -> None:
         track, st = self.track, self.st
@@ -123,7 +190,7 @@ class Loop:
                              f"rerun with --fresh to train {track.run_id} from scratch")
         for name, part in track.parts().items():
             part.load_state_dict(ckpt[name])
-        set_rng_state(ckpt["rng"], track.generators())
+        self._restore_rng(ckpt)
         loop = ckpt["loop"]
         st.acc, st.acc_n = loop["acc"].to(self.device), int(loop["acc_n"])
         st.last_train, st.last_val = loop["last_train"], loop["last_val"]
@@ -131,22 +198,42 @@ class Loop:
         st.elapsed_s, st.train_s = float(ckpt["elapsed_s"]), float(ckpt["train_s"])
         st.mlflow_run_id, st.ckpt_step = ckpt.get("mlflow_run_id"), st.step
 
+    def _restore_rng(self, ckpt: dict[str, Any]) -> None:
+        """This rank's RNG states; on another number of ranks, the shared generators (the data
+        position) and a fresh per-rank stream for the global ones."""
+        world = self.world
+        ranks = ckpt.get("rng_ranks") or [ckpt["rng"]]
+        same = len(ranks) == world.size
+        set_rng_state(ranks[world.rank] if same else ranks[0], self.track.generators())
+        if not same:
+            if world.rank:
+                seed_everything(derive_seed(self.track.seed, f"rank{world.rank}:step{int(ckpt['step'])}"))
+            if world.main:
+                print(f"kernattn {self.track.command}: {self.track.run_id}: the checkpoint was written by "
+                      f"{len(ranks)} ranks, resuming on {world.size}: the same global batch and data position, "
+                      f"another split", flush=True)
+
     def checkpoint(self) -> None:
         st, track = self.st, self.track
         self.check_finite()
         if not all_finite(track.model):  # never replace the last good checkpoint by broken weights
             raise Diverged(st.step, "the weights are no longer finite")
+        rngs = dist.gather(rng_state(track.generators()), self.world)
+        st.ckpt_step = st.step
+        if not self.world.main:
+            return
         self.session.log.fsync()  # the lines the checkpoint counts are on disk before it is
         state = {"format": CKPT_FORMAT, "fingerprint": self.fingerprint, "fingerprint_config": self.fp_config,
                  "step": st.step, "metrics_lines": self.session.log.lines, "elapsed_s": st.elapsed_s,
                  "train_s": st.train_s, "mlflow_run_id": st.mlflow_run_id,
                  "loop": {"acc": st.acc.detach().cpu(), "acc_n": st.acc_n, "last_train": st.last_train,
                           "last_val": st.last_val},
-                 "rng": rng_state(track.generators())}
+                 "rng": rngs[0], "world_size": self.world.size}
+        if self.world.size > 1:
+            state["rng_ranks"] = rngs
         state |= {name: part.state_dict() for name, part in track.parts().items()}
         atomic_torch_save(self.ckpt_path, state)
         self.session.tracker.flush()
-        st.ckpt_step = st.step
 
     def check_finite(self) -> None:
         step = int(self.bad_step.item())
@@ -155,7 +242,7 @@ class Loop:
 
     # ------------------------------------------------------------------ the session
     def run(self) -> int:
-        self.session = Session(self, self.track)
+        self.session = Session(self, self.track) if self.world.main else QuietSession(self)
         status = "FAILED"
         try:
             code = self._train()
@@ -183,20 +270,23 @@ class Loop:
             self.evaluate()
         hold_at = hold_at_step()
         with StopSignal() as stop:
+            self.stop = stop
             while st.step < track.max_steps:
-                if stop.requested or (self.stop_after is not None and st.step >= self.stop_after):
+                if self.stop_all or (self.stop_after is not None and st.step >= self.stop_after):
                     break
                 self._cadence(self._step())
                 if hold_at is not None and st.step == hold_at:
-                    hold(track.command, track.run_id, st.step, stop)
+                    hold(track.command, track.run_id, st.step,
+                         lambda: dist.any_rank(stop.requested, self.world, self.device))
+                    self.stop_all = True
             self.tick()
             if st.step >= track.max_steps:
                 return None
             self.checkpoint()
-            why = "SIGTERM" if stop.requested else f"--stop-after {self.stop_after}"
+            why = "SIGTERM" if self.stop_all else f"--stop-after {self.stop_after}"
             self.session.say(f"kernattn {track.command}: {track.run_id}: stopped at step {st.step} ({why}); "
                              f"checkpoint {self.ckpt_path}; rerun the command to resume")
-            return EXIT_SIGTERM if stop.requested else 0
+            return EXIT_SIGTERM if self.stop_all else 0
 
     def _step(self) -> tuple[float, float]:
         """One optimizer step of grad_accum micro-batches; (lr, start time)."""
@@ -207,10 +297,14 @@ class Loop:
         step_loss = torch.zeros((), dtype=torch.float64, device=self.device)
         for micro in range(track.grad_accum):
             batch = track.batch(st.step, micro)
-            with self.autocast():
-                loss = track.loss(self.fwd, batch)
-            (loss / track.grad_accum).backward()
+            last = micro == track.grad_accum - 1
+            # DDP averages the gradients over the ranks on the last micro-batch only
+            with contextlib.nullcontext() if last or self.world.size == 1 else self.fwd.no_sync():
+                with self.autocast():
+                    loss = track.loss(self.fwd, batch)
+                (loss / track.grad_accum).backward()
             step_loss += loss.detach().double() / track.grad_accum
+        step_loss = self._agree(step_loss, st.step + 1)
         if track.section.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(track.model.parameters(), track.section.grad_clip)
         track.optimizer.step()
@@ -223,6 +317,19 @@ class Loop:
         st.acc_n += 1
         self.interval_items += track.items_per_step
         return lr, t0
+
+    def _agree(self, step_loss: torch.Tensor, step: int) -> torch.Tensor:
+        """The step's loss as the mean over the ranks and the SIGTERM flag of any rank, in one
+        all_reduce (under one process: the loss, and this process's flag)."""
+        if nonfinite_at(self.world.rank, step):  # tests: one rank's loss turns nan
+            step_loss = step_loss * float("nan")
+        if self.world.size == 1:
+            self.stop_all = self.stop.requested
+            return step_loss
+        packed = torch.stack([step_loss, torch.full_like(step_loss, float(self.stop.requested))])
+        dist.reduce_sum(packed, self.world)
+        self.stop_all = bool(packed[1].item() > 0)
+        return packed[0] / self.world.size
 
     def _cadence(self, step_info: tuple[float, float]) -> None:
         """After a step: a train line, an evaluation, a checkpoint, as their cadences say."""
@@ -271,7 +378,7 @@ class Loop:
     def evaluate(self) -> None:
         st, track = self.st, self.track
         self.check_finite()
-        values = track.evaluate(self.fwd, self.autocast)
+        values = track.evaluate(self.base, self.autocast)
         for key, value in values.items():
             if isinstance(value, float) and not math.isfinite(value):
                 raise Diverged(st.step, f"validation {key} is {value}")
@@ -291,7 +398,9 @@ class Loop:
                 "device_name": torch.cuda.get_device_name(self.device) if cuda
                 else platform.processor() or platform.machine(),
                 "effective": {"dtype": "bfloat16" if cuda and self.track.section.dtype == "bfloat16" else "float32",
-                              "compile": self.fwd is not self.track.model, "threads": torch.get_num_threads()},
+                              "compile": self.base is not self.track.model, "threads": torch.get_num_threads()},
+                "world_size": self.world.size, "micro_batch": self.track.micro_batch,
+                "grad_accum": self.track.grad_accum,
                 "torch_version": torch.__version__, "python_version": platform.python_version()}
 
 

@@ -16,6 +16,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="a run folder from another configuration (params changed): 'error' (default) "
                              "stops with a message; 'archive' moves it to <out_dir>/.stale/ and starts "
                              "fresh (what the Snakefile and dvc.yaml use)")
+    # read by cli.main before the parser (engine/launch.py): here for --help and N = M = 1
+    parser.add_argument("--nproc", type=int, default=1, metavar="N",
+                        help="train on N processes (GPUs) of each node, started by torchrun (one node: "
+                             "--standalone); default 1, this process")
+    parser.add_argument("--nodes", type=int, default=1, metavar="M",
+                        help="nodes of a SLURM allocation to train on (srun starts one torchrun per node, "
+                             "c10d rendezvous on the first); default 1")
     # Tests: stop after this many steps with a checkpoint and no final.json.
     parser.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -110,3 +110,51 @@ def _progress_bar(track, initial: int, enabled: bool):
     return tqdm(total=track.max_steps, initial=initial, desc=track.run_id, disable=not enabled,
                 mininterval=0.5 if tty else 30.0, dynamic_ncols=True, file=sys.stderr)
 
+
+
+class _Nothing:
+    """Accepts any call and does nothing: the tracker and progress bar of a rank other than 0."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+class _CountedLog:
+    """metrics.jsonl's line count without the file: a rank other than 0 keeps the counters
+    rank 0 keeps, so every rank takes the same branches."""
+
+    def __init__(self, lines: int):
+        self.lines = lines
+
+    def write(self, rec) -> None:
+        self.lines += 1
+
+    def write_failure(self, rec) -> None:
+        pass
+
+    def fsync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class QuietSession:
+    """The session of a rank other than 0 under data parallelism: it writes nothing (rank 0
+    alone writes the run folder, final.json and the MLflow run) and says nothing."""
+
+    def __init__(self, loop):
+        self.log = _CountedLog(loop.st.metrics_lines if loop.resumed else 0)
+        self.tracker = self.bar = _Nothing()
+
+    def say(self, message: str) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    def fail(self, exc, ckpt_step, ckpt_path) -> None:
+        pass
+
+    def close(self, status: str) -> None:
+        pass

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 HOLD_ENV = "KERNATTN_DEBUG_HOLD_AT_STEP"
 EXIT_SIGTERM = 143
@@ -44,8 +45,19 @@ def hold_at_step() -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def hold(command: str, run_id: str, step: int, stop: StopSignal) -> None:
-    """Wait (tests) until SIGKILL or SIGTERM, after saying so on stderr."""
+def hold(command: str, run_id: str, step: int, stopped: Callable[[], bool]) -> None:
+    """Wait (tests) until SIGKILL or until `stopped()` (SIGTERM here, or on any rank: a
+    collective each call, so every rank holds in step), after saying so on stderr."""
     print(f"kernattn {command}: {run_id}: holding after step {step} ({HOLD_ENV})", file=sys.stderr, flush=True)
-    while not stop.requested:
+    while not stopped():
         time.sleep(0.02)
+
+
+NONFINITE_ENV = "KERNATTN_DEBUG_NONFINITE_AT"
+
+
+def nonfinite_at(rank: int, step: int) -> bool:
+    """KERNATTN_DEBUG_NONFINITE_AT=R:S (tests): rank R's training loss of step S turns nan,
+    the other ranks' staying finite."""
+    value = os.environ.get(NONFINITE_ENV, "")
+    return value == f"{rank}:{step}"

@@ -11,10 +11,12 @@ digest is part of the fingerprint), then supplies:
   generators()          the track's own RNGs (batch order), saved with the global ones
   set_lr(step)          the learning rate of optimizer step `step` (0-based), applied; returned
   batch(step, micro)    micro-batch `micro` of step `step` (the data position is the step and
-                        the generators' state, both in the checkpoint)
+                        the generators' state, both in the checkpoint); under data parallelism
+                        the rank's share of the step's global batch (share(), dist.py)
   loss(fwd, batch)      a float32 scalar
   after_step(step)      after the optimizer (an EMA update)
-  evaluate(fwd)         {"loss": ..., ...} on the fixed validation set
+  evaluate(fwd)         {"loss": ..., ...} on the fixed validation set, each rank scoring its
+                        val_share() and the sums reduced (reduce_sum) before any division
   line_fields(split, step, values)  a metrics line's track fields
   config()              the track's sections of config.json
   final(state)          the track's results in final.json; finish(run_dir) writes any other
@@ -24,6 +26,11 @@ and sets, as class attributes, `command`, `name` and `section_name` (no defaults
 without them fails at its definition), and in __init__ `section`, its params section: a
 config.RunSettings (TrainParams, LMParams, VisionParams), whose device, dtype, compile,
 threads and grad_clip the engine reads, and whose `lr` the divergence hint names.
+
+Data parallelism: a track sets `global_batch` (items a step over every rank) and, if it has
+one, `micro_default` (its micro-batch when the section's micro_batch is null); the engine sets
+`world`, `micro_batch` and `grad_accum` (global = micro x accum x world size) before build().
+A track without `global_batch` trains in one process only, with its own grad_accum.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from typing import Any, ClassVar
 import torch
 
 from ..config.common import RunSettings
+from . import dist
 from .mlrun import NamesExperiment
 
 # Class attributes every track sets itself: a default here would let a new track pass as the
@@ -66,6 +74,10 @@ class Track:
     grad_accum: int = 1
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
+    global_batch: int | None = None   # items a step over every rank (None: one process only)
+    micro_default: int | None = None  # per-rank micro-batch when section.micro_batch is null
+    micro_batch: int | None = None    # set by the engine
+    world: dist.World = dist.World()  # set by the engine
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -95,6 +107,16 @@ class Track:
 
     def batch(self, step: int, micro: int) -> Any:
         raise NotImplementedError
+
+    def share(self, items, micro: int):
+        """This rank's micro-batch `micro` of a step's global batch `items` (drawn whole on every rank)."""
+        return dist.shard(items, micro, self.world, self.grad_accum)
+
+    def val_share(self, items):
+        return dist.val_share(items, self.world)
+
+    def reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
+        return dist.reduce_sum(values, self.world)
 
     def loss(self, fwd, batch: Any) -> torch.Tensor:
         raise NotImplementedError

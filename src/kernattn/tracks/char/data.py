@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["SPLIT_FILES", "VOCAB_FILE", "META_FILE", "VAL_SEED", "load_vocab", "load_split", "load_meta",
-           "decode", "encode", "load_data", "windows", "validation_starts", "evaluate"]
+           "decode", "encode", "load_data", "windows", "validation_starts", "evaluate", "loss_sums"]
 
 SPLIT_FILES = {"train": "train.npy", "val": "val.npy"}
 VOCAB_FILE = "vocab.json"
@@ -127,18 +127,27 @@ def validation_starts(n_val: int, context: int, eval_batches: int, batch_size: i
 
 
 def evaluate(fwd, model, data: torch.Tensor, starts: torch.Tensor, context: int, autocast) -> float:
-    """Mean cross-entropy over the fixed validation windows `starts` [eval_batches, B]."""
+    """Mean cross-entropy per character over the fixed validation windows `starts` [eval_batches, B]."""
+    total, count = loss_sums(fwd, model, data, starts, context, autocast).tolist()
+    return total / count
+
+
+def loss_sums(fwd, model, data: torch.Tensor, batches, context: int, autocast) -> torch.Tensor:
+    """float64 [summed cross-entropy, characters] over the windows of `batches` (rows of starts):
+    sums, so that ranks scoring shares of the windows add up to the whole (dist.py)."""
     import torch
     import torch.nn.functional as F
 
     was_training = model.training
     model.eval()
-    total = torch.zeros((), dtype=torch.float64, device=data.device)
+    sums = torch.zeros(2, dtype=torch.float64, device=data.device)
     with torch.no_grad():
-        for batch in starts:
+        for batch in batches:
             x, y = windows(data, batch, context)
             with autocast():
                 logits = fwd(x)
-            total += F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+            ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
+            sums[0] += ce.double().sum()
+            sums[1] += ce.numel()
     model.train(was_training)
-    return float(total.item()) / len(starts)
+    return sums

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from ...config import Params, RunSpec, find_run, fingerprinted, load_params
 from ...engine import Track, derive_seed, is_timing, train_run
 from ...engine.options import add_run_options, run_track
-from .data import evaluate, load_data, validation_starts, windows
+from .data import load_data, loss_sums, validation_starts, windows
 from .stages import data_dir, run_dir
 
 FINAL_KEYS = (
@@ -78,6 +78,7 @@ class CharTrack(Track):
         self.max_steps, self.eval_every, self.checkpoint_every = tp.max_steps, tp.eval_every, tp.checkpoint_every
         self.log_every = max(1, tp.eval_every // 10)
         self.items_per_step = tp.batch_size * mp.context
+        self.global_batch = tp.batch_size  # split over ranks and micro-batches by the engine
 
     def identity(self) -> dict:
         s = self.spec
@@ -114,9 +115,10 @@ class CharTrack(Track):
         return lr
 
     def batch(self, step: int, micro: int):
-        n_starts = self.train_data.numel() - self.params.model.context
-        starts = torch.randint(0, n_starts, (self.section.batch_size,), generator=self.batch_gen)
-        return windows(self.train_data, starts, self.params.model.context)
+        if micro == 0:  # the step's global batch, drawn whole on every rank; this rank trains its share
+            n_starts = self.train_data.numel() - self.params.model.context
+            self.starts = torch.randint(0, n_starts, (self.section.batch_size,), generator=self.batch_gen)
+        return windows(self.train_data, self.share(self.starts, micro), self.params.model.context)
 
     def loss(self, fwd, batch) -> torch.Tensor:
         x, y = batch
@@ -124,8 +126,10 @@ class CharTrack(Track):
         return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
 
     def evaluate(self, fwd, autocast) -> dict:
-        loss = evaluate(fwd, self.model, self.val_data, self.val_starts, self.params.model.context, autocast)
-        return {"loss": loss, "bpc": loss / LN2}
+        mine = self.val_share(self.val_starts.reshape(-1)).split(self.section.batch_size)
+        total, count = self.reduce_sum(loss_sums(fwd, self.model, self.val_data, mine, self.params.model.context,
+                                                 autocast)).tolist()
+        return {"loss": total / count, "bpc": total / count / LN2}
 
     def line_fields(self, split: str, step: int, values: dict) -> dict:
         lr = values["lr"] if split == "train" else lr_at(max(step - 1, 0), self.section)

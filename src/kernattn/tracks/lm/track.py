@@ -118,6 +118,8 @@ class LMTrack(Track):
         self.max_steps, self.grad_accum = self.info["steps"], lm.grad_accum
         self.eval_every, self.checkpoint_every = lm.eval_every, lm.checkpoint_every
         self.items_per_step = self.info["tokens_per_step"]
+        # global batch = batch_size x grad_accum sequences, whatever the ranks (engine/dist.py)
+        self.global_batch, self.micro_default = lm.batch_size * lm.grad_accum, lm.batch_size
 
     def identity(self) -> dict:
         r = self.run
@@ -157,8 +159,10 @@ class LMTrack(Track):
 
     def batch(self, step: int, micro: int):
         lm = self.section
-        starts = torch.randint(0, self.train_data.size - lm.context - 1, (lm.batch_size,), generator=self.gen)
-        x, y = batch(self.train_data, starts, lm.context)
+        if micro == 0:  # the step's global batch, drawn whole on every rank; this rank trains its share
+            self.starts = torch.randint(0, self.train_data.size - lm.context - 1, (self.global_batch,),
+                                        generator=self.gen)
+        x, y = batch(self.train_data, self.share(self.starts, micro), lm.context)
         return x.to(self.device), y.to(self.device)
 
     def loss(self, fwd, xy) -> torch.Tensor:
@@ -168,13 +172,17 @@ class LMTrack(Track):
     @torch.no_grad()
     def evaluate(self, fwd, autocast) -> dict:
         self.model.eval()
-        total = torch.zeros((), dtype=torch.float64, device=self.device)
-        for starts in self.val_starts:
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # summed nats, tokens: reduced over ranks
+        for starts in self.val_share(self.val_starts.reshape(-1)).split(self.section.batch_size):
             x, y = batch(self.val_data, starts, self.section.context)
             with autocast():
-                total += self.loss(self.model, (x.to(self.device), y.to(self.device)))
+                logits = self.model(x.to(self.device)).float().reshape(-1, self.vocab)
+            nats = F.cross_entropy(logits, y.to(self.device).reshape(-1), reduction="none").double()
+            sums += torch.stack([nats.sum(),
+                                 torch.tensor(float(y.numel()), dtype=torch.float64, device=self.device)])
         self.model.train()
-        return {"loss": float(total.item()) / len(self.val_starts)}
+        total, count = self.reduce_sum(sums).tolist()
+        return {"loss": total / count}
 
     def line_fields(self, split: str, step: int, values: dict) -> dict:
         tokens = step * self.items_per_step

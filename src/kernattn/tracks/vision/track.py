@@ -85,20 +85,20 @@ def make_loss(vp, num_classes: int):
 
 
 @torch.no_grad()
-def evaluate(model, loader, device, autocast) -> tuple[float, float]:
-    """(top-1 in %, mean cross-entropy) on `loader`."""
+def evaluate(model, loader, device, autocast) -> torch.Tensor:
+    """float64 [correct, summed cross-entropy, images] on `loader`: sums, which ranks scoring
+    shares of the validation set add up (engine/dist.py) before top-1 and the mean are taken."""
     was = model.training
     model.eval()
-    correct, total, loss = 0, 0, 0.0
+    sums = torch.zeros(3, dtype=torch.float64, device=device)
     for x, y in loader:
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         with autocast():
             logits = model(x).float()
-        loss += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
-        correct += int((logits.argmax(-1) == y).sum())
-        total += len(y)
+        nats = torch.nn.functional.cross_entropy(logits, y, reduction="none").double()
+        sums += torch.stack([(logits.argmax(-1) == y).sum().double(), nats.sum(), nats.new_tensor(float(len(y)))])
     model.train(was)
-    return 100.0 * correct / total, loss / total
+    return sums
 
 
 def sigma_table(model) -> list[list[float]] | None:
@@ -130,6 +130,7 @@ class VisionTrack(Track):
         if self.spe < 1:
             raise UsageError(f"vision.batch_size={vp.batch_size} exceeds the {len(self.train_set)} training images")
         self.max_steps, self.items_per_step = vp.epochs * self.spe, vp.batch_size
+        self.global_batch = vp.batch_size  # split over ranks and micro-batches by the engine
         self.log_every = _divisor_at_most(self.spe, self.spe // 4)  # four lines an epoch, one at its end
         self.eval_every, self.checkpoint_every = vp.eval_every * self.spe, vp.checkpoint_every
         self._iter, self._next = None, None
@@ -157,10 +158,12 @@ class VisionTrack(Track):
         # The scheduler holds no state of its own here: set_lr recomputes the lr from the step.
         self.scheduler = make_scheduler(self.optimizer, vp, self.spe)
         self.mixup, self.criterion = make_loss(vp, meta["num_classes"])
-        self.loader_kw = {"batch_size": vp.batch_size, "num_workers": vp.workers,
-                          "pin_memory": device.type == "cuda", "persistent_workers": False}
-        self.val_loader = torch.utils.data.DataLoader(self.val_set, shuffle=False, generator=torch.Generator(),
-                                                      **self.loader_kw)
+        self.loader_kw = {"num_workers": vp.workers, "pin_memory": device.type == "cuda",
+                          "persistent_workers": False}
+        # each rank scores images rank, rank + world, ...: the whole set once, no padding
+        val = torch.utils.data.Subset(self.val_set, self.val_share(range(len(self.val_set))))
+        self.val_loader = torch.utils.data.DataLoader(val, shuffle=False, generator=torch.Generator(),
+                                                      batch_size=vp.batch_size, **self.loader_kw)
 
     def parts(self) -> dict:
         return {"model": self.model, "optimizer": self.optimizer, "ema": self.ema.module}
@@ -174,16 +177,21 @@ class VisionTrack(Track):
         draws a base seed, which must not come from the global RNG the augmentations use."""
         epoch, offset = divmod(step, self.spe)
         order = epoch_order(len(self.train_set), self.seed, epoch, self.section.repeated_aug)
-        order = order[offset * self.section.batch_size: self.spe * self.section.batch_size]
-        gen = torch.Generator().manual_seed(derive_seed(self.seed, f"loader{epoch}"))
-        subset = torch.utils.data.Subset(self.train_set, order.tolist())
+        steps = order[offset * self.section.batch_size: self.spe * self.section.batch_size]
+        # this rank's micro-batches of each step, in order (the shards of engine/dist.py: a repeated
+        # image's copies, adjacent in `order`, go to different ranks as with DeiT's RASampler)
+        w, accum, micro = self.world, self.grad_accum, self.micro_batch or self.section.batch_size
+        mine = steps.reshape(-1, micro, w.size * accum)[:, :, w.rank::w.size]
+        rank = f":rank{w.rank}" if w.rank else ""  # each rank its own worker seeds
+        gen = torch.Generator().manual_seed(derive_seed(self.seed, f"loader{epoch}{rank}"))
+        subset = torch.utils.data.Subset(self.train_set, mine.transpose(1, 2).reshape(-1).tolist())
         return iter(torch.utils.data.DataLoader(subset, shuffle=False, drop_last=True, generator=gen,
-                                                **self.loader_kw))
+                                                batch_size=micro, **self.loader_kw))
 
     def batch(self, step: int, micro: int):
-        if self._iter is None or self._next != step or step % self.spe == 0:
+        if self._iter is None or self._next != (step, micro) or (step % self.spe == 0 and micro == 0):
             self._iter = self._epoch_iter(step)
-        self._next = step + 1
+        self._next = (step, micro + 1) if micro + 1 < self.grad_accum else (step + 1, 0)
         x, y = next(self._iter)
         x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         return self.mixup(x, y) if self.mixup is not None else (x, y)
@@ -196,9 +204,10 @@ class VisionTrack(Track):
         self.ema.update(self.model, step=step)
 
     def evaluate(self, fwd, autocast) -> dict:
-        top1, loss = evaluate(self.model, self.val_loader, self.device, autocast)
-        top1_ema, loss_ema = evaluate(self.ema.module, self.val_loader, self.device, autocast)
-        return {"top1": top1, "loss": loss, "top1_ema": top1_ema, "loss_ema": loss_ema}
+        raw, ema = (self.reduce_sum(evaluate(m, self.val_loader, self.device, autocast)).tolist()
+                    for m in (self.model, self.ema.module))
+        return {"top1": 100.0 * raw[0] / raw[2], "loss": raw[1] / raw[2],
+                "top1_ema": 100.0 * ema[0] / ema[2], "loss_ema": ema[1] / ema[2]}
 
     def line_fields(self, split: str, step: int, values: dict) -> dict:
         epoch = (step - 1) // self.spe if split == "train" else step // self.spe

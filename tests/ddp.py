@@ -1,0 +1,118 @@
+"""Start a kernattn command as N ranks on this machine (gloo on CPU), as torchrun would, but by
+forking this test process: a rank starts in milliseconds (no second import of torch), and
+each rank is a process of its own that a test can signal or kill.
+
+    ranks = launch(["train", "--params", p, "--run", "rope-s0"], n=2, logs=tmp_path / "a")
+    codes = wait(ranks)          # exit codes in rank order (-9: killed)
+
+Each rank gets torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT),
+one torch thread, and writes its stdout and stderr to <logs>.<rank>.log. n=1 sets none of them:
+the one-process run the others are compared with.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(argv: list[str], env: dict[str, str], log: str) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    # the rank's streams until os._exit (no close: the descriptors are the process's own)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.environ.update(env)
+    code = 1
+    try:
+        import torch
+
+        torch.set_num_threads(1)  # a forked child never reuses the parent's OpenMP pool
+        from kernattn import cli
+
+        code = cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 (a rank's traceback goes to its log, the exit code says it failed)
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+WARM = {"train": ("kernattn.tracks.char.track",), "train-lm": ("kernattn.tracks.lm.track",),
+        "train-vision": ("kernattn.tracks.vision.track", "timm.optim", "timm.scheduler", "timm.data", "timm.loss",
+                         "timm.utils")}
+
+
+def _warm(command: str) -> None:
+    """Import here, once, what every rank would import itself (torch._dynamo, which AdamW loads,
+    takes seconds; the track's modules): the forked ranks inherit them."""
+    for name in ("torch._dynamo", "torch.distributed", "torch.nn.parallel", "kernattn.cli", "mlflow",
+                 *WARM.get(command, ())):
+        importlib.import_module(name)
+
+
+def launch(argv: list[str], n: int, logs: Path, **env: str) -> list[multiprocessing.Process]:
+    _warm(argv[0])
+    ctx = multiprocessing.get_context("fork")
+    port = str(free_port())
+    procs = []
+    for rank in range(n):
+        world = ({"RANK": str(rank), "WORLD_SIZE": str(n), "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
+                  "MASTER_PORT": port} if n > 1 else {})
+        proc = ctx.Process(target=_rank_main, args=(argv, {**world, **env}, f"{logs}.{rank}.log"), daemon=True)
+        proc.start()
+        procs.append(proc)
+    return procs
+
+
+def wait(procs, timeout: float = 120.0) -> list[int | None]:
+    """Exit codes in rank order; a rank still running after `timeout` s is killed (None)."""
+    end = time.monotonic() + timeout
+    codes = []
+    for proc in procs:
+        proc.join(max(0.0, end - time.monotonic()))
+        if proc.exitcode is None:
+            proc.kill()
+            proc.join()
+            codes.append(None)
+        else:
+            codes.append(proc.exitcode)
+    return codes
+
+
+def log_of(logs: Path, rank: int) -> str:
+    path = Path(f"{logs}.{rank}.log")
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def wait_for_text(logs: Path, text: str, procs, timeout: float = 120.0) -> None:
+    """Until every rank's log holds `text`; the ranks are killed on failure."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if all(text in log_of(logs, r) for r in range(len(procs))):
+            return
+        if any(p.exitcode is not None for p in procs):
+            break
+        time.sleep(0.05)
+    for p in procs:
+        p.kill()
+    raise AssertionError(f"not every rank wrote '{text}': " + " | ".join(log_of(logs, r)[-1500:]
+                                                                       for r in range(len(procs))))

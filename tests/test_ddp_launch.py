@@ -1,0 +1,42 @@
+"""Launching a training run on many GPUs the Snakemake way (issue 24): the world of a run is a
+profile resource (`ranks` per node, `nodes`), which the rule's command hands to
+`kernattn train-* --nproc N --nodes M` (engine/launch.py, tested in tests/test_ddp.py), and
+`kernattn install-profile --gpus STAGE=N --nodes STAGE=M` writes it with the SLURM request."""
+
+from __future__ import annotations
+
+import yaml
+
+from kernattn.cli import main
+from tests.test_pipeline import REPO, dry_run_jobs, make_workspace
+
+
+def test_a_profiles_ranks_reach_the_training_command_and_nothing_else(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    _, proc = dry_run_jobs(ws, "-p", "--set-resources", "train_lm:ranks=2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # `-p` prints each job's command (after "Shell command:" in Snakemake 9)
+    shells = ["kernattn " + line.split("kernattn ", 1)[1] for line in proc.stdout.splitlines() if "kernattn " in line]
+    lm = [s for s in shells if s.startswith("kernattn train-lm ")]
+    char = [s for s in shells if s.startswith("kernattn train ")]
+    assert lm and all("--nproc 2 --nodes 1 >" in s for s in lm), lm
+    assert char and all("--nproc 1 --nodes 1 >" in s for s in char), char  # the default: one process
+    assert not [s for s in shells if "--nproc" in s and not s.startswith("kernattn train")]
+
+
+def test_install_profile_gives_a_stage_gpus_and_nodes(tmp_path, capsys):
+    dest = tmp_path / "slurm"
+    assert main(["install-profile", "--partition", "cpu", "--gpu-model", "h100", "--gpus", "train_lm=8",
+                 "--nodes", "train_lm=2", "--gpus", "train_vision=4", "--source", str(REPO / "profiles/slurm"),
+                 "--dest", str(dest)]) == 0
+    res = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]
+    lm, vit, char = res["train_lm"], res["train_vision"], res["train"]
+    assert (lm["gres"], lm["tasks"], lm["ranks"], lm["nodes"]) == ("gpu:h100:8", 2, 8, 2)
+    assert "gpu" not in lm and "gpu_model" not in lm  # --gpus would count the job's GPUs, not each node's
+    assert (vit["gpu"], vit["gpu_model"], vit["ranks"], vit["nodes"]) == (4, "h100", 4, 1) and "tasks" not in vit
+    assert (char["gpu"], char["ranks"], char["nodes"]) == (1, 1, 1)
+    assert lm["runtime"] == 1440 and lm["slurm_extra"] == "--signal=TERM@120"  # the rest of the entry kept
+    capsys.readouterr()
+    assert main(["install-profile", "--partition", "cpu", "--gpus", "report=2", "--source",
+                 str(REPO / "profiles/slurm"), "--dest", str(dest)]) == 2
+    assert "set-resources has no entry report" in capsys.readouterr().err
