@@ -172,6 +172,10 @@ def load_paper_numbers(path: str | os.PathLike | None = None, parts: list[Part] 
         raise ReportError(f"{where}: YAML syntax error: {str(exc).splitlines()[0]}") from None
     doc.setdefault("papers", {})
     doc.setdefault("claims", [])
+    if path is not None:  # another file's claims, judged under the shipped file's pre-registered rules
+        shipped = load_paper_numbers(None, parts)
+        for key in ("judged_loss", "gates"):
+            doc.setdefault(key, shipped[key])
     for i, claim in enumerate(doc["claims"]):
         kind = kinds.get(claim.get("kind"))
         if kind is None:
@@ -266,7 +270,7 @@ def page_context(ctx: ReportContext, parts: list[Part], sections: dict[str, dict
         "report_commit": _git_head(Path(ctx.params_file).resolve().parent), "torch_here": _torch_version(),
         "provenance": merge(s["provenance"] for s in sections.values() if "provenance" in s),
         "claims": claims, "mlflow_ui": ctx.mlflow_ui, "experiments": experiment_links(ctx),
-        "level": stats.LEVEL, "toc": toc, "heads": heads,
+        "level": stats.LEVEL, "min_seeds": stats.MIN_SEEDS, "toc": toc, "heads": heads,
         "parts": parts, "tables": sorted(p.name for p in ctx.tables.iterdir()), "zip": zip,
     }
 

@@ -49,6 +49,18 @@ class ClaimResult:
                 "scale": self.scale, "section": self.section}
 
 
+def paper_ref(row, seed: str, table: int | None = None, figure: int | None = None):
+    """The row's `paper` entry for that document's table or figure (config.rows.PaperRef), or None."""
+    return next((p for p in getattr(row, "paper", ()) if p.seed == seed
+                 and (table is None or p.table == table) and (figure is None or p.figure == figure)), None)
+
+
+def paper_row(rows, seed: str, model: str, table: int | None = None, figure: int | None = None):
+    """The row that trains `model` of document `seed`'s table or figure (its `paper` field in
+    params.yaml), or None: how every part finds the rows a paper claim compares."""
+    return next((r for r in rows if (p := paper_ref(r, seed, table, figure)) is not None and p.model == model), None)
+
+
 def _text(v) -> str:
     if v is None:
         return "—"
@@ -58,6 +70,8 @@ def _text(v) -> str:
 
 
 def fmt_diff(ci: stats.DiffCI) -> str:
+    if not ci.estimable:
+        return f"{ci.diff:+.4f} (zero spread: {stats.NOT_ESTIMABLE})"
     return f"{ci.diff:+.4f} [{ci.lo:+.4f}, {ci.hi:+.4f}]"
 
 

@@ -14,8 +14,9 @@ Uncertainty: BPB per row is the mean over seeds with its t interval; the CORE di
 each row from the reference row (per task and the mean centered score) gets a paired bootstrap
 interval over items (stats.paired_bootstrap: the same items resampled for both rows, per task
 for the mean; each item's score is its correctness averaged over the seeds both rows share).
-`claims` judges seed 003's section 5 claims of paper_numbers.yaml on these numbers: GKA-LM is
-the first GKA row matched in tokens to another row, the baseline that row.
+`claims` judges seed 003's section 5 claims of paper_numbers.yaml on these numbers, on the pair
+the paper compared: the rows whose `paper` field names Table 8's baseline and GKA-LM
+(claim_rows), trained at unequal budgets as the paper's were.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import yaml
 from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from .core_eval import KINDS, RANDOM_BASELINE
 from ...report import stats
-from ...report.claims import ClaimResult
+from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
 from .stages import data_outputs, eval_path, runs
 
@@ -38,6 +39,7 @@ OUTLINE = ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", 
     ("lm", "Baseline vs GKA-LM: Tables 6-8"),))
 CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm")}
 PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
+PAIR = ("nanochat baseline", "GKA-LM")  # the models of Table 8 the claims compare (rows' `paper` field)
 TASKS = tuple(KINDS)
 BOOT_RESAMPLES = 4000
 BOOT_SEED = 0
@@ -136,12 +138,12 @@ def _summary(key: str, rs: list[dict]) -> dict:
 
 
 def claim_rows(rows) -> tuple[str, str] | None:
-    """(baseline, GKA-LM) row names for seed 003's claims: the first GKA row matched in tokens
-    to another row, and that row (the paper compares them at the baseline's tokens)."""
-    for row in rows:
-        if row.variant == "gka" and row.compute is not None and row.compute.match == "tokens":
-            return row.compute.row, row.name
-    return None
+    """(baseline, GKA-LM) row names for seed 003's claims: the rows whose `paper` field names
+    PAIR's models of Table 8. The paper compares them at unequal budgets, each set by
+    nanochat's parameter-to-data rule on its own model (GKA 2.7787e9 tokens, the baseline
+    4.5686e9: Table 8, and the paper says so); matched tokens or FLOPs are our additions."""
+    found = [paper_row(rows, "003", model, table=8) for model in PAIR]
+    return None if None in found else (found[0].name, found[1].name)
 
 
 def _tables(rows: list[dict], paper: dict, d20: dict) -> dict[str, pd.DataFrame]:
@@ -225,12 +227,19 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
             out.append(_count_claim(claim, section["d20"]))
         elif pair is None or pair[0] not in rows or pair[1] not in rows:
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
-                                   detail="no evaluation of the baseline and GKA (matched tokens)"))
+                                   detail=_missing_pair(pair, rows)))
         elif kind == "lm_bpb":
             out.append(_bpb_claim(claim, section["groups"], pair, scale))
         else:
             out.append(_core_claim(claim, rows[pair[1]], pair, section["groups"], scale))
     return out
+
+
+def _missing_pair(pair, rows: dict) -> str:
+    if pair is None:
+        return ("no rows of lm.rows name Table 8's models in their paper field "
+                f"(paper: {{seed: \"003\", table: 8, model: ...}} for {' and '.join(PAIR)})")
+    return f"no evaluation of {' and '.join(x for x in pair if x not in rows)} (the paper's pair, Table 8)"
 
 
 def _count_claim(claim: dict, d20: dict) -> ClaimResult:

@@ -2,8 +2,8 @@
 003 sections 4 and 7, issue 5): Tables 2/3 (counts of the paper's six models beside the
 paper's), Table 5 and top-1 on the configured data set (one row per row of vision.rows, the
 same columns for all: mean and 95% t interval over seeds, EMA weights and raw; the paper's
-numbers beside the rows whose variant is one of its models), the learned sigma, and the
-section 7 figures. The GKA-vs-DeiT claim pairs the first rows of variant gka and deit.
+numbers beside the rows whose `paper` field names one of its models), the learned sigma, and the
+section 7 figures. The GKA-vs-DeiT claim pairs the rows whose `paper` names GKA-Ti and DeiT-Ti.
 
 Reads vision.counts_dir/counts.json (kernattn count-vision), vision.out_dir/<run>/final.json
 (kernattn train-vision) and vision.analysis_dir/<run>/ (kernattn analyze-vision); a missing
@@ -22,13 +22,14 @@ import yaml
 
 from . import stages
 from ...report import stats
-from ...report.claims import ClaimResult
+from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
 
 OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)", (
     ("vision", "GKA on vision: counts, top-1 and attention maps"),))
 CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision")}
 PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
+PAIR = ("GKA-Ti", "DeiT-Ti")  # 003-vit-top1: the rows whose `paper` names these models of Table 5
 FIGURES = [  # (file or prefix, caption); seed 003 section 7
     ("sigma.png", "Learned bandwidth sigma per head and layer (7.3): heatmap (YlOrRd) and per-head lines over depth."),
     ("rollout.png", "Attention rollout (7.2) with discard ratios 0, 0.5, 0.9, overlaid on the image."),
@@ -81,7 +82,9 @@ def top1_table(finals: dict[str, dict], vp) -> pd.DataFrame:
         got = [finals[f"{row.name}-s{s}"] for s in seeds if f"{row.name}-s{s}" in finals]
         raw = stats.mean_ci([f["top1"] for f in got]) if got else None
         ema = stats.mean_ci([f["top1_ema"] for f in got]) if got else None
+        ref = paper_ref(row, "003", table=5)
         rows.append({"row": row.name, "variant": row.variant, "options": json.dumps(row.options, sort_keys=True),
+                     "paper_model": ref.model if ref else None,
                      "label": row.label or row.name, "n_seeds": len(got),
                      "top1_mean": raw.mean if raw else None, "top1_ci_half": raw.half if raw else None,
                      "top1_ema_mean": ema.mean if ema else None, "top1_ema_ci_half": ema.half if ema else None,
@@ -93,10 +96,11 @@ def top1_table(finals: dict[str, dict], vp) -> pd.DataFrame:
 
 def table5(counts: dict, top1: pd.DataFrame, paper: dict) -> pd.DataFrame:
     conf = {c["model"]: c for c in counts["configured"]}
+    t5_models = {v["model"]: v for v in paper["table5"].values()}
     rows = []
     for _, t in top1.iterrows():
-        # the paper's numbers for the rows that train one of its models as it is (no options)
-        p = paper["table5"].get(t["variant"], {}) if t["options"] == "{}" else {}
+        # the paper's numbers for the rows that train one of its models (the row's `paper` field)
+        p = t5_models.get(t["paper_model"], {})
         c = conf.get(t["row"])
         rows.append({"row": t["row"], "variant": t["variant"], "label": t["label"], "projections": p.get("projections", ""),
                      "params": c["total"] if c else None, "flops_m": c["flops"] / 1e6 if c else None,
@@ -193,13 +197,16 @@ def _count_claim(claim: dict, table: list[dict]) -> ClaimResult:
 
 def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
     finals, vp = section["finals"], section["vp"]
-    pair = [next((r.name for r in vp.rows if r.variant == v and not r.options), None) for v in ("gka", "deit")]
+    found = [paper_row(vp.rows, "003", m, table=5) for m in PAIR]
+    pair = [r.name if r is not None else None for r in found]
     seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
     seeds = [s for s in seeds if None not in pair and all(f"{n}-s{s}" in finals for n in pair)]
     gka = [finals[f"{pair[0]}-s{s}"]["top1_ema"] for s in seeds]
     deit = [finals[f"{pair[1]}-s{s}"]["top1_ema"] for s in seeds]
     if not seeds:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no DeiT and GKA runs")
+        named = ", ".join(f"{m}: row {n}" if n else f"{m}: no row of vision.rows names it in its paper field"
+                          for m, n in zip(PAIR, pair))
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail=f"no runs of both ({named})")
     ci = stats.paired_diff_ci(gka, deit)
     res = ClaimResult(claim, stats.NOT_COMPARABLE, scale=scale,
                       interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if ci else "")
