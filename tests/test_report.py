@@ -426,6 +426,22 @@ def check_summary_and_outline(page: Tables, html: str, folder: Path) -> None:
     assert order == sorted(order)
 
 
+def check_families_and_margin(folder: Path) -> None:
+    """Holm runs over a figure's comparisons (000's Figure 2: 4 distinct pairs of two claims;
+    001's: 3), the bank-as-RoPE margin is half the NoPE - RoPE gap (0.2 -> 0.1), and every
+    comparison shows the other (best) loss beside the judged (final) one."""
+    import pandas as pd
+
+    pairs = pd.read_csv(folder / "tables" / "claims-pairs.csv")
+    fig = {c: set(pairs.loc[pairs["claim"] == c, "family_size"]) for c in pairs["claim"].unique()}
+    assert fig["000-fig2-order"] == fig["000-gpa-beats-rope"] == {4}
+    assert fig["001-fig2-gpa-rope-best"] == fig["001-fig2-bank-as-rope"] == {3}
+    ni = pairs[pairs["claim"] == "001-fig2-bank-as-rope"].iloc[0]
+    nope_rope = [x - y for x, y in zip(LOSSES["nope"], LOSSES["rope"])]
+    assert ni["margin"] == pytest.approx(0.5 * sum(nope_rope) / 3)
+    assert (pairs["mde"] > 0).all() and pairs["detail"].str.contains("best loss Δ").all()
+
+
 def check_curve_columns(main_rows: list) -> None:
     """Best and final validation loss with their steps, and the step reaching rope's final loss
     (the synthetic curves: curve_loss at STEPS)."""
@@ -506,6 +522,7 @@ def test_report_end_to_end(tmp_path, monkeypatch, capsys):
 
     check_summary_and_outline(page, html, tmp_path / "report")
     check_curve_columns(main_rows)
+    check_families_and_margin(tmp_path / "report")
 
     folder = tmp_path / "report"
     assert {p.name for p in (folder / "tables").iterdir()} >= {"main.csv", "runs.csv", "claims.csv", "setup.csv"}
@@ -606,6 +623,21 @@ def test_constructed_claims(tmp_path):
     pairs = pd.read_csv(index.parent / "tables" / "claims-pairs.csv")
     chain = pairs[pairs["claim"] == "chain"]
     assert list(chain["paired"]) == [True, True] and (chain["p_holm"] >= chain["p"]).all()
+
+
+def test_unconverged_runs_are_not_judged(tmp_path):
+    """Curves still falling 1 per 100 steps at the end: every comparison names the gate that
+    failed, the run and the drop it measured; nothing is tested (no Holm p-value)."""
+    params_path = write_params(tmp_path, only=["rope", "gpa_dp_m8"])
+    write_runs(params_path, meta=False, converged=False)
+    index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[])
+    verdict = parse(index).verdicts["000-gpa-beats-rope"]
+    assert verdict.startswith("at scale tiny: not judged (not converged: gpa_dp_m8-s0: val loss fell 0.6000 "
+                              "over the last 20% of training (threshold 0.01))"), verdict
+    import pandas as pd
+
+    pairs = pd.read_csv(index.parent / "tables" / "claims-pairs.csv")
+    assert pairs.loc[pairs["claim"] == "000-gpa-beats-rope", "p_holm"].isna().all()
 
 
 def test_one_seed_and_micro_subset(tmp_path):

@@ -94,8 +94,10 @@ def pairs_frame(results: list[ClaimResult]) -> pd.DataFrame:
                          "paired": ci.paired if ci else None, "diff": ci.diff if ci else None,
                          "ci_lo": ci.lo if ci else None, "ci_hi": ci.hi if ci else None,
                          "df": ci.df if ci else None, "p": comp.p, "p_holm": comp.p_holm,
+                         "family_size": comp.family_size, "mde": comp.mde,
                          "margin": comp.margin, "verdict": stats.at_scale(comp.verdict, c.scale),
                          "claim_verdict": c.shown, "scale": c.scale, "detail": comp.note})
-    cols = ["claim", "a", "relation", "b", "paired", "diff", "ci_lo", "ci_hi", "df", "p", "p_holm", "margin",
+    cols = ["claim", "a", "relation", "b", "paired", "diff", "ci_lo", "ci_hi", "df", "p", "p_holm", "family_size", "mde",
+            "margin",
             "verdict", "claim_verdict", "scale", "detail"]
     return pd.DataFrame.from_records(recs, columns=cols)
