@@ -523,6 +523,8 @@ def test_report_end_to_end(tmp_path, monkeypatch, capsys):
     check_summary_and_outline(page, html, tmp_path / "report")
     check_curve_columns(main_rows)
     check_families_and_margin(tmp_path / "report")
+    # the GKA row starts at sigma = 1: beside it, what its checkpoints say (none written here)
+    assert 'data-gka-row="gka"' in html and "sigma at the end: not read (no checkpoint)" in html
 
     folder = tmp_path / "report"
     assert {p.name for p in (folder / "tables").iterdir()} >= {"main.csv", "runs.csv", "claims.csv", "setup.csv"}
@@ -827,6 +829,7 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     assert float(bpb["estimate"]) == pytest.approx(0.11)
     assert (float(bpb["ci_lo"]), float(bpb["ci_hi"])) == (pytest.approx(0.11 - half, rel=1e-6),
                                                           pytest.approx(0.11 + half, rel=1e-6))
+    assert bpb["detail"].startswith("gka_paper: sigma at the end: not read (no checkpoint)")  # sigma = 1 row
     core_claim = csv.loc["003-lm-core"]
     assert core_claim["verdict"] == "consistent at tiny"  # GKA's mean centered score surely lower
     assert float(core_claim["estimate"]) == pytest.approx(-0.4 / 6)  # COPA: (0.8 - 1) / (1 - 0.5), 6 tasks

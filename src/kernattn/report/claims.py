@@ -16,7 +16,7 @@ import pandas as pd
 from . import stats
 
 SUMMARY_COLUMNS = ["claim", "paper", "where", "statement", "paper_value", "ours", "estimate", "ci_lo", "ci_hi",
-                   "interval", "verdict", "scale", "section"]
+                   "interval", "verdict", "scale", "section", "detail"]
 
 
 @dataclass
@@ -46,7 +46,7 @@ class ClaimResult:
         return {"claim": c["id"], "paper": c["paper"], "where": c["where"], "statement": c["statement"],
                 "paper_value": _text(c.get("paper_value")), "ours": self.ours or "—", "estimate": self.estimate,
                 "ci_lo": self.lo, "ci_hi": self.hi, "interval": self.interval, "verdict": self.shown,
-                "scale": self.scale, "section": self.section}
+                "scale": self.scale, "section": self.section, "detail": self.detail}
 
 
 def paper_ref(row, seed: str, table: int | None = None, figure: int | None = None):

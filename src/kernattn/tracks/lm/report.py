@@ -30,10 +30,10 @@ import yaml
 
 from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from .core_eval import KINDS, RANDOM_BASELINE
-from ...report import stats
+from ...report import gka_state, stats
 from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
-from .stages import data_outputs, eval_path, runs
+from .stages import data_outputs, eval_path, run_dir, runs
 
 OUTLINE = ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", (
     ("lm", "Baseline vs GKA-LM: Tables 6-8"),))
@@ -220,6 +220,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     rows = {r["key"]: r for r in section.get("rows", [])}
     pair = section.get("claim_rows")
     scale = ctx.scale
+    beside = _gka_state(ctx.params, pair[1]) if pair is not None and pair[1] in rows else ""
     out = []
     for claim in ctx.claims_of(CLAIM_KINDS):
         kind = claim["kind"]
@@ -232,7 +233,22 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
             out.append(_bpb_claim(claim, section["groups"], pair, scale))
         else:
             out.append(_core_claim(claim, rows[pair[1]], pair, section["groups"], scale))
+        if kind != "lm_count" and beside:
+            out[-1].detail = "; ".join(x for x in (out[-1].detail, beside) if x)
     return out
+
+
+def _gka_state(params, name: str) -> str:
+    """Beside the GKA row of the pair when it starts at sigma = 1: sigma at the end, read from
+    its runs' checkpoints (eval-lm measures no attention weights: no diagonal weight)."""
+    row = next(r for r in params.lm.rows if r.name == name)
+    if not gka_state.starts_at_one(row.variant, row.options):
+        return ""
+    specs = [r for r in runs(params) if r.row == name]
+    read = [gka_state.checkpoint_sigma(run_dir(params, r.run_id) / "ckpt.pt") for r in specs]
+    sigma = [x for got in read if got for x in got]
+    return f"{name}: " + gka_state.sigma_text(sigma or None, None, f"ckpt.pt of {sum(1 for g in read if g)} "
+                                                                    f"of {len(specs)} runs")
 
 
 def _missing_pair(pair, rows: dict) -> str:

@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 from . import stages
-from ...report import stats
+from ...report import gka_state, stats
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
 
@@ -170,6 +170,18 @@ def section(ctx: ReportContext) -> dict:
 
 
 # ----------------------------------------------------------------------------- claims
+def _gka_state(row, finals: dict, section: dict, seeds: list[int]) -> str:
+    """Beside a GKA row that starts at sigma = 1: its sigma at the end (final.json, every seed)
+    and the mean diagonal weight (analyze-vision's summary, mean over layers, its viz run)."""
+    if row is None or not gka_state.starts_at_one(row.variant, row.options):
+        return ""
+    sigma = [s for seed in seeds for layer in (finals[f"{row.name}-s{seed}"].get("sigma") or []) for s in layer]
+    viz = next((r for r in section["runs"] if r["run_id"].startswith(f"{row.name}-s")), None)
+    diag = sum(x["mean_diagonal"] for x in viz["layers"]) / len(viz["layers"]) if viz and viz["layers"] else None
+    read = "final.json's sigma" + (f", {viz['run_id']}'s analysis" if viz else "; no analyze-vision output")
+    return f"{row.name}: " + gka_state.sigma_text(sigma or None, diag, read)
+
+
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     """Seed 003's vision claims (kinds vision_count, vision_top1) on the section's numbers."""
     out = []
@@ -215,6 +227,7 @@ def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
     else:
         res.estimate, res.lo, res.hi = ci.diff, ci.lo, ci.hi
         res.ours = f"GKA − DeiT top-1 EMA: {ci.diff:+.2f} pp [{ci.lo:+.2f}, {ci.hi:+.2f}]"
+    res.detail = _gka_state(found[0], finals, section, seeds)
     if vp.dataset != "imagenet":
         res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k; "
                                            f"{vp.depth} blocks x {vp.n_head} heads, d={vp.embed_dim}")
