@@ -75,12 +75,6 @@ def fmt_diff(ci: stats.DiffCI) -> str:
     return f"{ci.diff:+.4f} [{ci.lo:+.4f}, {ci.hi:+.4f}]"
 
 
-def unit_test_claim(claim: dict, scale: str) -> ClaimResult:
-    return ClaimResult(claim, stats.NOT_MEASURED, scale=scale,
-                       ours=f"unit-tested: tests/test_blog_claims.py ({claim['test']})",
-                       detail="a property of the library, checked by the test suite, not by a training run")
-
-
 def summary_frame(results: list[ClaimResult]) -> pd.DataFrame:
     return pd.DataFrame([r.summary_record() for r in results], columns=SUMMARY_COLUMNS)
 
