@@ -259,7 +259,8 @@ def test_shipped_paper_numbers_name_real_rows():
     rows = {r.name for r in load_params(PARAMS, "paper").matrix.rows}
     kinds = {c["kind"] for c in papers["claims"]}
     assert kinds == {"order", "noninferior", "count", "number", "unit_test", "lm_bpb", "lm_core", "lm_count",
-                     "vision_count", "vision_top1", "study_wrap", "study_gka_init", "study_prune"}
+                     "lm_gap", "lm_train_flops", "vision_count", "vision_top1", "vision_flops", "vision_vlt",
+                     "study_wrap", "study_gka_init", "study_prune"}
     assert {c["paper"] for c in papers["claims"]} == {"000", "001", "002", "003"}  # the four documents
     for claim in papers["claims"]:
         if claim["kind"] not in ("order", "noninferior", "count", "number"):
@@ -840,6 +841,11 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     # in all but ~(40/50)^50 of them: the interval lies below 0, above the all-misses -2/6
     assert -2 / 6 < float(core_claim["ci_lo"]) <= float(core_claim["estimate"]) <= float(core_claim["ci_hi"]) < 0
     assert csv.loc["003-lm-size", "verdict"] == "holds by construction" and csv.loc["003-lm-size", "scale"] == "paper"
+    # every row's train BPB is val - 0.01: equal gaps, no spread: no interval, never p = 0
+    assert csv.loc["003-lm-gap", "verdict"] == "at scale tiny: variance not estimable"
+    flops = csv.loc["003-lm-train-flops"]  # our FLOPs/token x Table 8's tokens; the rule on our models beside
+    assert flops["verdict"] == "holds by construction" and float(flops["estimate"]) == pytest.approx(0.4888, abs=5e-4)
+    assert "nanochat's rule on our depth-20 models gives" in flops["detail"]
     boot = pd.read_csv(index.parent / "tables" / "lm-core-bootstrap.csv")
     tok = boot[boot["row"] == "gka_paper"].set_index("task")
     assert tok.loc["copa", "centered_diff"] == pytest.approx(-0.4) and tok.loc["copa", "ci_hi"] < 0

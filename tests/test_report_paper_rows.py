@@ -68,10 +68,11 @@ def _needs(claim: dict, p) -> bool:
         return flat <= char
     if kind in ("count", "number"):
         return claim["row"] in char
-    if kind in ("lm_bpb", "lm_core"):
+    if kind in ("lm_bpb", "lm_core", "lm_gap"):
         return claim_rows(p.lm.rows) is not None
-    if kind == "vision_top1":
-        return all(paper_row(p.vision.rows, "003", m, table=5) is not None for m in PAIR)
+    if kind in ("vision_top1", "vision_vlt"):
+        models = PAIR if kind == "vision_top1" else ("VLT-Ti", "DeiT-Ti")
+        return all(paper_row(p.vision.rows, "003", m, table=5) is not None for m in models)
     return True
 
 
@@ -126,8 +127,30 @@ def test_every_paper_claim_whose_rows_trained_gets_a_verdict(tmp_path, monkeypat
         if scale != "paper":  # below the paper scale no claim is reproduced or contradicted
             shown = csv.loc[claim["id"], "verdict"]
             assert "reproduced" not in shown and "contradicted" not in shown, (claim["id"], shown)
-    assert checked == {"micro": 13, "tiny": 20, "paper": 20}[scale]  # the claims outside the studies
+    assert checked == {"micro": 16, "tiny": 24, "paper": 24}[scale]  # the claims outside the studies
     vision = csv.loc["003-vit-top1"]
     assert vision["ours"].startswith("GKA − DeiT top-1 EMA: -1.00")  # GKA-Ti's row found by its paper field
+    assert csv.loc["003-vit-flops", "verdict"] == "holds by construction"
+    assert csv.loc["003-vlt-above-deit", "ours"].startswith("VLT − DeiT top-1 EMA: +1.00")
     t5 = pd.read_csv(index.parent / "tables" / "vision-table5.csv").set_index("row")
     assert t5.loc["gka", "paper_model"] == "GKA-Ti" and t5.loc["gka", "paper_top1"] == pytest.approx(71.54)
+
+
+def test_vlt_above_deit_on_imagenet():
+    """Table 5's VLT > DeiT, paired by seed on ImageNet (constructed top-1): judged with the
+    gates (3 seeds); on another data set not comparable."""
+    import dataclasses
+
+    from kernattn.tracks.vision.report import _vlt_claim
+
+    vp = load_params(PARAMS, "paper").vision
+    claim = next(c for c in build.load_paper_numbers()["claims"] if c["id"] == "003-vlt-above-deit")
+    finals = {f"{r}-s{s}": {"top1_ema": v + d} for r, v in (("vlt", 73.5), ("deit", 72.2))
+              for s, d in enumerate((0.0, 0.1, -0.05))}
+    finals["vlt-s1"]["top1_ema"] += 0.05
+    res = _vlt_claim(claim, {"finals": finals, "vp": vp}, "paper")
+    assert res.verdict == stats.REPRODUCED and res.estimate == pytest.approx(1.3 + 0.05 / 3)
+    res = _vlt_claim(claim, {"finals": finals, "vp": dataclasses.replace(vp, dataset="fashion_mnist")}, "tiny")
+    assert res.verdict.startswith("not comparable (data set differs")
+    two = {k: v for k, v in finals.items() if not k.endswith("-s2")}
+    assert _vlt_claim(claim, {"finals": two, "vp": vp}, "paper").verdict == "not judged (2 seeds)"

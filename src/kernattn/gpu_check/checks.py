@@ -268,9 +268,9 @@ def _sigma_one_lines(rows: list[dict]) -> list[str]:
         return []
     if not limited:
         return ["", "GKA at sigma = 1 (init_sigma: paper): every output and gradient within the tolerance."]
-    return ["", f"GKA at sigma = 1 (init_sigma: paper): {len(limited)} of {len(mine)} tensors over the tolerance "
-                f"within {gka_sigma.BOUND_FACTOR:g}x the fused path's bound eps x kappa (known limit, not a failure).",
-            *gka_sigma.advice(limited, max(r["kappa"] for r in limited))]
+    head = (f"GKA at sigma = 1 (init_sigma: paper): {len(limited)} of {len(mine)} tensors over the tolerance "
+            f"within {gka_sigma.BOUND_FACTOR:g}x the fused path's bound eps x kappa (known limit, not a failure).")
+    return ["", head, *gka_sigma.advice(limited, max(r["kappa"] for r in limited))]
 
 
 def _worst(rows: list[dict]) -> dict[tuple[str, str], float]:

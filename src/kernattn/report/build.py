@@ -47,8 +47,7 @@ import yaml
 
 from ..config import Params, ParamsError, load_params
 from ..tracks import TRACKS, track_module
-from . import stats
-from . import unit_tests
+from . import stats, unit_tests
 from .claims import ClaimResult, pairs_frame, summary_frame
 from .part import ClaimKind, ReportContext, ReportError, merge, num
 

@@ -37,7 +37,8 @@ from .stages import data_outputs, eval_path, run_dir, runs
 
 OUTLINE = ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", (
     ("lm", "Baseline vs GKA-LM: Tables 6-8"),))
-CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm")}
+CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm"),
+               "lm_gap": ClaimKind("lm"), "lm_train_flops": ClaimKind("lm")}
 PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
 PAIR = ("nanochat baseline", "GKA-LM")  # the models of Table 8 the claims compare (rows' `paper` field)
 TASKS = tuple(KINDS)
@@ -55,14 +56,16 @@ def paper_numbers() -> dict:
 
 def depth20_counts(vocab: int = 32768, context: int = 2048) -> dict:
     """Parameter groups and FLOPs/token of both variants at the paper's depth-20 shape."""
-    from .flops import flops_per_token
+    from .flops import base_steps, flops_per_token, tokens_per_step
     from .model import GPTConfig, build_model
 
     out = {}
+    nanochat = LMParams()  # depth 20's batch (2^20 tokens a step) and parameter-to-data rule
     for variant in ("base", "gka"):
         model = build_model(GPTConfig(vocab_size=vocab, depth=20, context=context, variant=variant), "meta")
         out[variant] = {**model.param_counts(), "flops_per_token": flops_per_token(model)["total"],
-                        "has_value_embeds": bool(model.value_embed_layers)}  # value_embeds: their count
+                        "has_value_embeds": bool(model.value_embed_layers),  # value_embeds: their count
+                        "rule_tokens": base_steps(nanochat, model) * tokens_per_step(nanochat)}
     return out
 
 
@@ -226,14 +229,18 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
         kind = claim["kind"]
         if kind == "lm_count":
             out.append(_count_claim(claim, section["d20"]))
+        elif kind == "lm_train_flops":
+            out.append(_train_flops_claim(claim, section["d20"], section["paper"]["table8"]))
         elif pair is None or pair[0] not in rows or pair[1] not in rows:
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
                                    detail=_missing_pair(pair, rows)))
         elif kind == "lm_bpb":
             out.append(_bpb_claim(claim, section["groups"], pair, scale))
+        elif kind == "lm_gap":
+            out.append(_gap_claim(claim, section["groups"], pair, scale))
         else:
             out.append(_core_claim(claim, rows[pair[1]], pair, section["groups"], scale))
-        if kind != "lm_count" and beside:
+        if kind not in ("lm_count", "lm_train_flops") and beside:
             out[-1].detail = "; ".join(x for x in (out[-1].detail, beside) if x)
     return out
 
@@ -264,6 +271,40 @@ def _count_claim(claim: dict, d20: dict) -> ClaimResult:
     return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
                        ours=f"{ratio:.4f} ({d20['gka']['total']:,} / {d20['base']['total']:,}, depth 20 on the meta device)",
                        estimate=ratio, detail="a parameter count of the depth-20 models, not a training result")
+
+
+def _train_flops_claim(claim: dict, d20: dict, table8: dict) -> ClaimResult:
+    """Table 8's 0.49x: our depth-20 FLOPs/token x the training tokens Table 8 gives each model
+    (the budgets the paper's pair trained on: the gka_paper row's). Beside it, the ratio that
+    nanochat's rule applied to our own depth-20 models would give."""
+    ours = {k: d20[k]["flops_per_token"] * float(table8[k]["train_tokens"]) for k in ("base", "gka")}
+    ratio = ours["gka"] / ours["base"]
+    rule = {k: d20[k]["flops_per_token"] * d20[k]["rule_tokens"] for k in ("base", "gka")}
+    ok = round(ratio, 2) == float(claim["paper_value"])
+    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+                       estimate=ratio, ours=f"{ratio:.4f} (our FLOPs/token x Table 8's tokens)",
+                       detail=(f"nanochat's rule on our depth-20 models gives {d20['gka']['rule_tokens']:.4g} "
+                               f"(GKA) and {d20['base']['rule_tokens']:.4g} (base) tokens, "
+                               f"{rule['gka'] / rule['base']:.2f}x; Table 8: {float(table8['gka']['train_tokens']):.4g} "
+                               f"and {float(table8['base']['train_tokens']):.4g}: the paper's GKA count of scaling "
+                               f"parameters differs from ours where the two differ"))
+
+
+def _gap_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:
+    """Table 6: GKA's val - train BPB gap below the baseline's, paired by seed (stats.compare_less)."""
+    gap = {k: {x["seed"]: x["val_bpb"] - x["train_bpb"] for x in groups[k]} for k in pair}
+    seeds = sorted(set(gap[pair[0]]) & set(gap[pair[1]]))
+    comp = stats.compare_less(pair[1], [gap[pair[1]][s] for s in seeds], pair[0], [gap[pair[0]][s] for s in seeds],
+                              paired=True)
+    res = ClaimResult(claim, comp.verdict, [comp], scale=scale)
+    if comp.ci is not None and comp.ci.estimable:
+        res.estimate, res.lo, res.hi = comp.ci.diff, comp.ci.lo, comp.ci.hi
+        res.interval = f"95% paired t over seeds {', '.join(map(str, seeds))}"
+    mean = {k: sum(gap[k][s] for s in seeds) / len(seeds) for k in pair}
+    res.ours = (f"gap GKA {mean[pair[1]]:+.4f}, base {mean[pair[0]]:+.4f}; GKA − base "
+                + (f"{comp.ci.diff:+.4f} [{comp.ci.lo:+.4f}, {comp.ci.hi:+.4f}]" if res.interval
+                   else f"{mean[pair[1]] - mean[pair[0]]:+.4f} (no interval)"))
+    return res
 
 
 def _bpb_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:

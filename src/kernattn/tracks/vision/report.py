@@ -27,7 +27,8 @@ from ...report.part import ClaimKind, ReportContext
 
 OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)", (
     ("vision", "GKA on vision: counts, top-1 and attention maps"),))
-CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision")}
+CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision"),
+               "vision_flops": ClaimKind("vision"), "vision_vlt": ClaimKind("vision")}
 PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
 PAIR = ("GKA-Ti", "DeiT-Ti")  # 003-vit-top1: the rows whose `paper` names these models of Table 5
 FIGURES = [  # (file or prefix, caption); seed 003 section 7
@@ -188,23 +189,67 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     for claim in ctx.claims_of(CLAIM_KINDS):
         if not section.get("enabled"):
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=ctx.scale, ours="—", detail="no vision section"))
-        elif claim["kind"] == "vision_count":
+        elif claim["kind"] in ("vision_count", "vision_flops"):
             out.append(_count_claim(claim, section["counts_table"]))
+        elif claim["kind"] == "vision_vlt":
+            out.append(_vlt_claim(claim, section, ctx.scale))
         else:
             out.append(_top1_claim(claim, section, ctx.scale))
     return out
 
 
+def _vlt_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
+    """Table 5: VLT-Ti (no W_V) above DeiT-Ti in top-1 (EMA), paired by seed: DeiT's top-1
+    error above VLT's is "DeiT - VLT top-1 < 0" (stats.compare_less, its gates)."""
+    finals, vp = section["finals"], section["vp"]
+    rows = [paper_row(vp.rows, "003", m, table=5) for m in ("VLT-Ti", "DeiT-Ti")]
+    if None in rows:
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no rows name VLT-Ti and DeiT-Ti")
+    seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
+    seeds = [s for s in seeds if all(f"{r.name}-s{s}" in finals for r in rows)]
+    if not seeds:
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no VLT and DeiT runs")
+    vlt, deit = ([finals[f"{r.name}-s{s}"]["top1_ema"] for s in seeds] for r in rows)
+    comp = stats.compare_less("DeiT-Ti", deit, "VLT-Ti", vlt, paired=True)
+    res = ClaimResult(claim, comp.verdict, [comp], scale=scale)
+    gap = sum(vlt) / len(vlt) - sum(deit) / len(deit)
+    if comp.ci is not None and comp.ci.estimable:
+        res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
+        res.ours = f"VLT − DeiT top-1 EMA: {res.estimate:+.2f} pp [{res.lo:+.2f}, {res.hi:+.2f}]"
+        res.interval = f"95% paired t over seeds {', '.join(map(str, seeds))}"
+    else:
+        res.ours = f"VLT − DeiT top-1 EMA: {gap:+.2f} pp ({stats.seeds_text(len(seeds))}, no interval)"
+    if vp.dataset != "imagenet":
+        res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k")
+    return res
+
+
 def _count_claim(claim: dict, table: list[dict]) -> ClaimResult:
+    """Parameter totals (vision_count) or FLOPs (vision_flops, Tables 2/3's savings) of the six
+    models against the paper's, within paper_vision.yaml's tolerance: facts of the architecture."""
     if not table:
         return ClaimResult(claim, stats.NOT_RUN, scale=stats.PAPER_SCALE, ours="—",
                            detail="no counts: run kernattn count-vision")
+    if claim["kind"] == "vision_flops":
+        return _flops_claim(claim, table)
     ok = all(r["params_ok"] for r in table)
     worst = max(abs(r["total_rel"]) for r in table)
     return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
                        estimate=worst, ours=", ".join(f"{r['model']} {r['total_m']:.2f}M" for r in table)
                        + f" (largest gap {worst:.2%})",
                        detail="parameter totals of the six models built on the meta device at 224 px")
+
+
+def _flops_claim(claim: dict, table: list[dict]) -> ClaimResult:
+    by = {r["model"]: r for r in table}
+    saving = {size: 1 - by[f"GKA-{size}"]["flops_g"] / by[f"DeiT-{size}"]["flops_g"] for size in ("Ti", "S", "B")
+              if f"GKA-{size}" in by and f"DeiT-{size}" in by}
+    ok = all(r["flops_ok"] for r in table)
+    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+                       estimate=min(saving.values()) if saving else None,
+                       ours="GKA saves " + ", ".join(f"{k} {v:.1%}" for k, v in saving.items()) + " of DeiT's FLOPs",
+                       detail="analytical forward FLOPs of the six models at 224 px, each within the tolerance of "
+                              "Tables 2/3" if ok else "a model's FLOPs differ from Tables 2/3 beyond the tolerance")
 
 
 def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
