@@ -11,6 +11,8 @@ import pytest
 
 from kernattn.report import gates, stats
 
+from .test_report import PARAMS
+
 T975_DF2 = 4.302653   # t_{0.975, 2}
 T80_DF2 = 1.060660    # t_{0.80, 2}
 
@@ -146,3 +148,26 @@ def test_parameter_travel_gate():
     assert not gates.params_converged([], travel, 0.5, "bank").passed
     with pytest.raises(ValueError):
         gates.thresholds({"gates": {"last_fraction": 0.2}})
+
+
+def test_bank_gate_reads_kernels_against_the_schedule():
+    """A bank read from analyze-gpa's kernels.csv: at its init every change is 0 (converged);
+    with tau moved by the whole of Adam's travel (tiny schedule: about 0.27, science notes) not."""
+    import pandas as pd
+
+    from kernattn.config import load_params
+    from kernattn.tracks.char import report_bankgate
+
+    p = load_params(PARAMS, "tiny")
+    travel = report_bankgate.adam_travel(p.train)
+    assert travel == pytest.approx(0.273, abs=2e-3)  # 2e-3 x 15.5 warm-up + 220 x 1.1e-3 cosine
+    options = {"n_kernels": 4, "kernel": "decay_periodic", "combine": "mult"}
+    tau0 = np.linspace(4.0, 192.0, 4)
+    at_init = pd.DataFrame({"layer": 1, "head": 1, "kernel": [1, 2, 3, 4], "sigma": 1.0, "length": 150.0,
+                            "alpha": 1.0, "tau": tau0})
+    g = report_bankgate.bank_gate(at_init, options, p.train, 0.5)
+    assert g.passed and "moved up to 0.000" in g.why
+    travelled = at_init.assign(tau=tau0 * np.exp(-0.26))
+    g = report_bankgate.bank_gate(travelled, options, p.train, 0.5)
+    assert not g.passed and "moved up to 0.260" in g.why
+    assert not report_bankgate.bank_gate(at_init.iloc[:0], options, p.train, 0.5).passed
