@@ -40,7 +40,7 @@ LOSSES = {
     "gpa_m4": [2.03, 2.02, 2.04],
     "gpa_m8": [2.01, 2.02, 2.00],
     "gpa_m16": [2.00, 2.01, 1.99],
-    "nope": [2.20, 2.21, 2.19],             # no positions: 0.2 above rope, so the 0.5 x gap margin is 0.1
+    "no_pos": [2.20, 2.21, 2.19],           # no positions: 0.2 above rope, so the 0.5 x gap margin is 0.1
 }
 STEPS = (0, 100, 200, 240, 270, 300)  # evaluations of the synthetic runs
 
@@ -277,7 +277,7 @@ def test_shipped_paper_numbers_name_real_rows():
     assert by_id["001-fig2-gpa-rope-best"]["order"] == ["gpa_m64_rope", ["gpa_m64", "rope"]]
     assert by_id["001-fig2-bank-as-rope"]["rows"] == ["gpa_m64", "rope"]
     assert by_id["001-fig2-bank-as-rope"]["kind"] == "noninferior"
-    assert by_id["001-fig2-bank-as-rope"]["margin"] == {"fraction": 0.5, "of": ["nope", "rope"]}
+    assert by_id["001-fig2-bank-as-rope"]["margin"] == {"fraction": 0.5, "of": ["no_pos", "rope"]}
     assert papers["judged_loss"] in ("final", "best")
     assert {by_id[c]["family"] for c in ("000-fig2-order", "000-gpa-beats-rope")} == {"000-fig2"}
     assert {by_id[c]["family"] for c in ("001-fig2-gpa-rope-best", "001-fig2-bank-as-rope")} == {"001-fig2"}
@@ -438,7 +438,7 @@ def check_families_and_margin(folder: Path) -> None:
     assert fig["000-fig2-order"] == fig["000-gpa-beats-rope"] == {4}
     assert fig["001-fig2-gpa-rope-best"] == fig["001-fig2-bank-as-rope"] == {3}
     ni = pairs[pairs["claim"] == "001-fig2-bank-as-rope"].iloc[0]
-    nope_rope = [x - y for x, y in zip(LOSSES["nope"], LOSSES["rope"])]
+    nope_rope = [x - y for x, y in zip(LOSSES["no_pos"], LOSSES["rope"])]
     assert ni["margin"] == pytest.approx(0.5 * sum(nope_rope) / 3)
     assert (pairs["mde"] > 0).all() and pairs["detail"].str.contains("best loss Δ").all()
 
@@ -820,9 +820,9 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     _write_lm_evals(params, {"base": {0: 2.50, 1: 2.60, 2: 2.70}, "gka_paper": {0: 2.60, 1: 2.71, 2: 2.82},
                              "gka_tokens": {0: 2.40, 1: 2.41, 2: 2.42}, "gka_flops": {0: 2.55, 1: 2.65, 2: 2.75},
                              "gpa64_rope": {0: 2.45, 1: 2.50, 2: 2.55}, "alibi": {0: 2.52, 1: 2.61, 2: 2.70},
-                             "nope": {0: 2.9, 1: 2.9, 2: 2.9}},
+                             "no_pos": {0: 2.9, 1: 2.9, 2: 2.9}},
                     {"base": 50, "gka_paper": 40, "gka_tokens": 50, "gka_flops": 50, "gpa64_rope": 45, "alibi": 50,
-                     "nope": 50})
+                     "no_pos": 50})
     index = build.build_report(params, params_file=str(params_path), bench_dirs=[])
     import pandas as pd
 
@@ -864,7 +864,7 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     assert list(ours["row"]) == [r.name for r in params.lm.rows] and ours["val_bpb_ci_half"].notna().all()
     t8 = pd.read_csv(index.parent / "tables" / "lm-table8.csv").dropna(subset=["row"]).set_index("row")
     assert t8["value_embeds"].to_dict() == {"base": True, "gka_tokens": False, "gka_flops": False, "gka_paper": False,
-                                            "gpa64_rope": True, "alibi": True, "nope": True}
+                                            "gpa64_rope": True, "alibi": True, "no_pos": True}
     assert all(f'data-lm-row="{r.name}"' in html for r in params.lm.rows)
     # the nanochat commit the defaults follow, and where the tiny scale leaves it
     assert "c7ba25214276d165eeefca7cb2060587975db189" in html and "AdamW" in html
