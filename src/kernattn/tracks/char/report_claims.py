@@ -86,7 +86,7 @@ def _tests(claim: dict, st: Setting) -> list[stats.Test] | None:
         if kind == "noninferior" and margin is None:
             gate = gate or stats.not_judged(margin_note.removeprefix("no margin: "))
         oa, ob, _ = _pair(st.other, a, b)
-        other = f"{st.other_name} Δ {sum(oa) / len(oa) - sum(ob) / len(ob):+.4f}"
+        other = f"{st.other_name}: {a} − {b} {sum(oa) / len(oa) - sum(ob) / len(ob):+.4f}"
         out.append(stats.Test(a, va, b, vb, paired, margin=margin if kind == "noninferior" else None, gate=gate,
                               note="; ".join(x for x in (margin_note, other) if x)))
     return out
