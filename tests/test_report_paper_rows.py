@@ -68,7 +68,7 @@ def _needs(claim: dict, p) -> bool:
         return flat <= char
     if kind in ("count", "number"):
         return claim["row"] in char
-    if kind in ("lm_bpb", "lm_core", "lm_gap"):
+    if kind in ("lm_bpb", "lm_core", "lm_gap", "lm_core_tasks"):
         return claim_rows(p.lm.rows) is not None
     if kind in ("vision_top1", "vision_vlt"):
         models = PAIR if kind == "vision_top1" else ("VLT-Ti", "DeiT-Ti")
@@ -127,7 +127,7 @@ def test_every_paper_claim_whose_rows_trained_gets_a_verdict(tmp_path, monkeypat
         if scale != "paper":  # below the paper scale no claim is reproduced or contradicted
             shown = csv.loc[claim["id"], "verdict"]
             assert "reproduced" not in shown and "contradicted" not in shown, (claim["id"], shown)
-    assert checked == {"micro": 16, "tiny": 24, "paper": 24}[scale]  # the claims outside the studies
+    assert checked == {"micro": 16, "tiny": 25, "paper": 25}[scale]  # the claims outside the studies
     vision = csv.loc["003-vit-top1"]
     assert vision["ours"].startswith("GKA − DeiT top-1 EMA: -1.00")  # GKA-Ti's row found by its paper field
     assert csv.loc["003-vit-flops", "verdict"] == "holds by construction"
@@ -154,3 +154,29 @@ def test_vlt_above_deit_on_imagenet():
     assert res.verdict.startswith("not comparable (data set differs")
     two = {k: v for k, v in finals.items() if not k.endswith("-s2")}
     assert _vlt_claim(claim, {"finals": two, "vp": vp}, "paper").verdict == "not judged (2 seeds)"
+
+
+def test_core_task_directions_on_constructed_items():
+    """Table 7's directions: per task a Bonferroni paired bootstrap over items of GKA - base."""
+    from kernattn.tracks.lm.report import _core_tasks_claim
+
+    claim = next(c for c in build.load_paper_numbers()["claims"] if c["id"] == "003-lm-core-tasks")
+    want = claim["directions"]
+    right = {"higher": (45, 25), "lower": (25, 45), "equal": (35, 35)}  # items right of 50: (GKA, base)
+
+    def groups(flip: str | None = None) -> dict:
+        out = {"base": [], "gka_paper": []}
+        for seed in (0, 1, 2):
+            for row, pick in (("gka_paper", 0), ("base", 1)):
+                tasks = {}
+                for task, d in want.items():
+                    n = right["lower" if task == flip else d][pick]
+                    tasks[task] = {"correct": [1] * n + [0] * (50 - n)}
+                out[row].append({"seed": seed, "core": {"tasks": tasks}})
+        return out
+
+    res = _core_tasks_claim(claim, groups(), ("base", "gka_paper"), "paper")
+    assert res.verdict == stats.REPRODUCED, res.ours
+    assert "openbook_qa +" in res.ours and "99% paired bootstrap" in res.interval
+    res = _core_tasks_claim(claim, groups(flip="openbook_qa"), ("base", "gka_paper"), "paper")
+    assert res.verdict == stats.CONTRADICTED and "openbook_qa -" in res.ours

@@ -38,7 +38,7 @@ from .stages import data_outputs, eval_path, run_dir, runs
 OUTLINE = ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", (
     ("lm", "Baseline vs GKA-LM: Tables 6-8"),))
 CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm"),
-               "lm_gap": ClaimKind("lm"), "lm_train_flops": ClaimKind("lm")}
+               "lm_gap": ClaimKind("lm"), "lm_train_flops": ClaimKind("lm"), "lm_core_tasks": ClaimKind("lm", ("directions",))}
 PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
 PAIR = ("nanochat baseline", "GKA-LM")  # the models of Table 8 the claims compare (rows' `paper` field)
 TASKS = tuple(KINDS)
@@ -238,6 +238,8 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
             out.append(_bpb_claim(claim, section["groups"], pair, scale))
         elif kind == "lm_gap":
             out.append(_gap_claim(claim, section["groups"], pair, scale))
+        elif kind == "lm_core_tasks":
+            out.append(_core_tasks_claim(claim, section["groups"], pair, scale))
         else:
             out.append(_core_claim(claim, rows[pair[1]], pair, section["groups"], scale))
         if kind not in ("lm_count", "lm_train_flops") and beside:
@@ -288,6 +290,35 @@ def _train_flops_claim(claim: dict, d20: dict, table8: dict) -> ClaimResult:
                                f"{rule['gka'] / rule['base']:.2f}x; Table 8: {float(table8['gka']['train_tokens']):.4g} "
                                f"and {float(table8['base']['train_tokens']):.4g}: the paper's GKA count of scaling "
                                f"parameters differs from ours where the two differ"))
+
+
+def _core_tasks_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:
+    """Table 7's per-task directions (`directions`: task -> higher | lower | equal, GKA against
+    the baseline): per task the paired bootstrap interval over items of GKA - base centered
+    score, at 1 - 0.05/k for the k tasks (Bonferroni: one family). A directional task agrees
+    when its interval lies on the paper's side of 0, disagrees when on the other; "equal"
+    agrees when it contains 0. Reproduced if every task agrees, contradicted if any directional
+    task disagrees, otherwise inconclusive."""
+    directions = claim["directions"]
+    base, gka = groups[pair[0]], groups[pair[1]]
+    seeds = sorted({x["seed"] for x in base} & {x["seed"] for x in gka})
+    level = 1 - stats.ALPHA / len(directions)
+    calls, texts = [], []
+    for i, (task, want) in enumerate(directions.items()):
+        a, b = _item_scores(gka, task, seeds), _item_scores(base, task, seeds)
+        if a is None or b is None or len(a) != len(b):
+            return ClaimResult(claim, stats.INCONCLUSIVE, scale=scale, ours="no per-item results",
+                               detail="rerun eval-lm: its output lacks per-item correctness")
+        boot = stats.paired_bootstrap([(a, b)], stats.centered_diff_statistic([RANDOM_BASELINE[task]]),
+                                      BOOT_RESAMPLES, level=level, seed=BOOT_SEED + i)
+        side = "higher" if boot.lo > 0 else "lower" if boot.hi < 0 else "equal"
+        calls.append("agrees" if side == want else "disagrees" if "equal" not in (side, want) else "undecided")
+        texts.append(f"{task} {boot.estimate:+.3f} [{boot.lo:+.3f}, {boot.hi:+.3f}] ({want}: {calls[-1]})")
+    verdict = (stats.REPRODUCED if all(c == "agrees" for c in calls) else
+               stats.CONTRADICTED if "disagrees" in calls else stats.INCONCLUSIVE)
+    return ClaimResult(claim, verdict, scale=scale, ours="; ".join(texts),
+                       interval=f"{level:.0%} paired bootstrap over items per task (Bonferroni over {len(directions)} "
+                                f"tasks), seeds {', '.join(map(str, seeds))}")
 
 
 def _gap_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:
