@@ -779,11 +779,16 @@ def test_core_keeps_per_item_results():
     assert core.evaluate_task(uniform, items, encode, 0, 64, 1, 7) == pytest.approx(2 / 5)
 
 
+def converged_loss(step: int) -> float:
+    """A training curve flat over its last 20% (steps 80-100 of 100: a drop of 0.002)."""
+    return 3.0 - 0.02 * min(step, 80) - 1e-4 * max(0, step - 80)
+
+
 def _write_lm_evals(params, val_bpb: dict, copa_right: dict) -> None:
     """Evaluations of every LM run: all tasks right on every item, except COPA on the first
     copa_right[row] of 50 items; val BPB per (row, seed) from val_bpb."""
     from kernattn.tracks.lm.core_eval import KINDS, RANDOM_BASELINE
-    from kernattn.tracks.lm.stages import eval_path, lm_runs
+    from kernattn.tracks.lm.stages import eval_path, lm_runs, run_dir
 
     for r in lm_runs(params.lm):
         key = r.row
@@ -804,6 +809,10 @@ def _write_lm_evals(params, val_bpb: dict, copa_right: dict) -> None:
         path = eval_path(params, r.run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(ev))
+        folder = run_dir(params, r.run_id)  # a converged training curve: the claims' gate (a)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": st, "split": "train", "loss": converged_loss(st)}) + "\n" for st in range(0, 101, 5)))
 
 
 def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
@@ -875,6 +884,17 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     assert "c7ba25214276d165eeefca7cb2060587975db189" in html and "AdamW" in html
     assert "short_window 32 (c7ba252: null)" in html and "warmup_frac 0.05 (c7ba252: 0.0)" in html
     assert "value embeddings 419,430,400 (10 alternating layers)" in html  # the depth-20 count, not a flag
+    # gate (a): a run of the pair whose training loss still falls withholds the pair's verdicts
+    from kernattn.report.part import ReportContext
+    from kernattn.tracks.lm import report as lm_report
+    from kernattn.tracks.lm.stages import run_dir
+
+    ctx = ReportContext(params, str(params_path), tmp_path, build.load_paper_numbers())
+    assert lm_report._converged(ctx, ("base", "gka_paper")).passed
+    (run_dir(params, "gka_paper-s1") / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": st, "split": "train", "loss": 3.0 - 0.01 * st}) + "\n" for st in range(0, 101, 5)))
+    g = lm_report._converged(ctx, ("base", "gka_paper"))
+    assert not g.passed and g.why.startswith("gka_paper-s1: train loss fell 0.2000 over the last 20%")
 
 
 def test_one_colour_per_matrix_row():

@@ -30,7 +30,7 @@ import yaml
 
 from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from .core_eval import KINDS, RANDOM_BASELINE
-from ...report import gka_state, stats
+from ...report import gates, gka_state, stats
 from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
 from .stages import data_outputs, eval_path, run_dir, runs
@@ -224,6 +224,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     pair = section.get("claim_rows")
     scale = ctx.scale
     beside = _gka_state(ctx.params, pair[1]) if pair is not None and pair[1] in rows else ""
+    converged = _converged(ctx, pair) if pair is not None and pair[0] in rows and pair[1] in rows else None
     out = []
     for claim in ctx.claims_of(CLAIM_KINDS):
         kind = claim["kind"]
@@ -244,7 +245,40 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
             out.append(_core_claim(claim, rows[pair[1]], pair, section["groups"], scale))
         if kind not in ("lm_count", "lm_train_flops") and beside:
             out[-1].detail = "; ".join(x for x in (out[-1].detail, beside) if x)
+        if converged is not None and kind not in ("lm_count", "lm_train_flops") and out[-1].verdict != stats.NOT_RUN:
+            out[-1].verdict = gates.apply(out[-1].verdict, [converged])
     return out
+
+
+def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
+    """Gate (a) for the pair's claims: every run's training loss (metrics.jsonl's train lines)
+    has stopped falling (report.gates.loss_converged, thresholds of paper_numbers.yaml); the
+    first run that fails, or a pass."""
+    th = gates.thresholds(ctx.papers)
+    for spec in [r for r in runs(ctx.params) if r.row in pair]:
+        steps, losses = _train_curve(run_dir(ctx.params, spec.run_id) / "metrics.jsonl")
+        g = gates.loss_converged(steps, losses, th.last_fraction, th.max_loss_drop, "train loss")
+        if not g.passed:
+            return gates.gate(g.name, False, f"{spec.run_id}: {g.why}")
+    return gates.gate(gates.CONVERGED, True)
+
+
+def _train_curve(path: Path) -> tuple[list[int], list[float]]:
+    """(steps, losses) of a run's train lines; empty when the file is absent or unreadable."""
+    steps, losses = [], []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return steps, losses
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("split") == "train" and isinstance(rec.get("loss"), (int, float)):
+            steps.append(int(rec["step"]))
+            losses.append(float(rec["loss"]))
+    return steps, losses
 
 
 def _gka_state(params, name: str) -> str:
