@@ -180,3 +180,22 @@ def test_core_task_directions_on_constructed_items():
     assert "openbook_qa +" in res.ours and "99% paired bootstrap" in res.interval
     res = _core_tasks_claim(claim, groups(flip="openbook_qa"), ("base", "gka_paper"), "paper")
     assert res.verdict == stats.CONTRADICTED and "openbook_qa -" in res.ours
+
+
+def test_gka_trails_deit_on_imagenet_passes_the_gates():
+    """003-vit-top1 on ImageNet: judged with 3 seeds and a spread; 2 seeds or zero spread withheld."""
+    from kernattn.tracks.vision.report import _top1_claim
+
+    vp = load_params(PARAMS, "paper").vision
+    claim = next(c for c in build.load_paper_numbers()["claims"] if c["id"] == "003-vit-top1")
+    finals = {f"{r}-s{s}": {"top1_ema": v + d, "sigma": None} for r, v in (("gka", 71.54), ("deit", 72.2))
+              for s, d in enumerate((0.0, 0.1, -0.05))}
+    finals["gka-s1"]["top1_ema"] += 0.05
+    section = {"finals": finals, "vp": vp, "runs": []}
+    res = _top1_claim(claim, section, "paper")
+    assert res.verdict == stats.REPRODUCED and res.estimate == pytest.approx(-0.66 + 0.05 / 3)
+    two = {k: v for k, v in finals.items() if not k.endswith("-s2")}
+    assert _top1_claim(claim, {**section, "finals": two}, "paper").verdict == "not judged (2 seeds)"
+    flat = {k: {**v, "top1_ema": 71.54 if k.startswith("gka") else 72.2} for k, v in finals.items()}
+    res = _top1_claim(claim, {**section, "finals": flat}, "paper")
+    assert res.verdict == stats.NOT_ESTIMABLE and "no interval" in res.ours

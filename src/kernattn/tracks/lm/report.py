@@ -377,10 +377,12 @@ def _bpb_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> 
     gka = {x["seed"]: x["val_bpb"] for x in groups[pair[1]]}
     seeds = sorted(set(base) & set(gka))
     comp = stats.compare_less(pair[0], [base[s] for s in seeds], pair[1], [gka[s] for s in seeds], paired=True)
+    estimable = comp.ci is not None and comp.ci.estimable
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale,
-                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if comp.ci else "")
-    if comp.ci is None:
-        res.ours = f"GKA − base val BPB: {sum(gka[s] - base[s] for s in seeds) / len(seeds):+.4f} (1 seed)"
+                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if estimable else "")
+    if not estimable:
+        res.ours = (f"GKA − base val BPB: {sum(gka[s] - base[s] for s in seeds) / len(seeds):+.4f} "
+                    f"({stats.seeds_text(len(seeds))}, no interval)")
     else:  # stated as GKA - base, the paper's direction
         res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
         res.ours = f"GKA − base val BPB: {res.estimate:+.4f} [{res.lo:+.4f}, {res.hi:+.4f}]"

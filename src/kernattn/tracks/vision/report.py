@@ -265,10 +265,12 @@ def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
                           for m, n in zip(PAIR, pair))
         return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail=f"no runs of both ({named})")
     ci = stats.paired_diff_ci(gka, deit)
+    ci = ci if ci is not None and ci.estimable else None  # zero spread: no interval either
     res = ClaimResult(claim, stats.NOT_COMPARABLE, scale=scale,
                       interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if ci else "")
     if ci is None:
-        res.ours = f"GKA − DeiT top-1 EMA: {sum(gka) / len(gka) - sum(deit) / len(deit):+.2f} pp (1 seed)"
+        res.ours = (f"GKA − DeiT top-1 EMA: {sum(gka) / len(gka) - sum(deit) / len(deit):+.2f} pp "
+                    f"({stats.seeds_text(len(seeds))}, no interval)")
     else:
         res.estimate, res.lo, res.hi = ci.diff, ci.lo, ci.hi
         res.ours = f"GKA − DeiT top-1 EMA: {ci.diff:+.2f} pp [{ci.lo:+.2f}, {ci.hi:+.2f}]"
@@ -276,8 +278,11 @@ def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
     if vp.dataset != "imagenet":
         res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k; "
                                            f"{vp.depth} blocks x {vp.n_head} heads, d={vp.embed_dim}")
+    elif len(seeds) < stats.MIN_SEEDS:  # the gates of stats.judge_family: seeds, then spread
+        res.verdict = stats.not_judged(stats.seeds_text(len(seeds)))
+    elif ci is None:
+        res.verdict = stats.NOT_ESTIMABLE
     else:  # "trails modestly": GKA below DeiT, by less than 2 pp (the paper's largest gap, 1.57, rounded up)
-        res.verdict = (stats.CONTRADICTED if ci is not None and (ci.lo > 0 or ci.hi < -2.0) else
-                       stats.REPRODUCED if ci is not None and ci.hi < 0 and ci.lo > -2.0 else
-                       stats.INCONCLUSIVE if ci is not None else stats.ONE_SEED)
+        res.verdict = (stats.CONTRADICTED if ci.lo > 0 or ci.hi < -2.0 else
+                       stats.REPRODUCED if ci.hi < 0 and ci.lo > -2.0 else stats.INCONCLUSIVE)
     return res
