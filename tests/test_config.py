@@ -27,10 +27,10 @@ def test_shipped_scales():
     paper = load_params(PARAMS, "paper")
     assert (paper.model.n_layer, paper.model.n_head, paper.model.d_model, paper.model.context) == (4, 4, 512, 256)
     assert (paper.train.batch_size, paper.train.max_steps, paper.data.val_fraction) == (256, 200_000, 0.1)
-    assert len(run_matrix(paper)) == 14 * 3
+    assert len(run_matrix(paper)) == 15 * 3
     tiny = load_params(PARAMS)  # the file's own scale
     assert tiny.scale == "tiny" and tiny.train.device == "cpu"
-    assert len(run_matrix(tiny)) == 11 * 2  # every row but the bank-size ablation's M = 1, 4, 16
+    assert len(run_matrix(tiny)) == 12 * 2  # every row but the bank-size ablation's M = 1, 4, 16
     assert tiny.data.val_fraction == 0.1  # not overridden: inherited from the defaults
     micro = load_params(PARAMS, "micro")
     assert [r.run_id for r in run_matrix(micro)] == ["rope-s0", "gpa_dp_m8-s0"]
@@ -132,15 +132,15 @@ def test_each_scale_writes_its_own_outputs():
 CROSS = [
     ("lm head_dim", lambda d: d["lm"].update(head_dim=100), "scale paper: lm.head_dim=100 must divide"),
     ("lm variant", lambda d: d["lm"]["rows"].append({"name": "m", "variant": "mamba"}),
-     "scale paper: lm.rows[6] (m): unknown attention variant 'mamba'; valid names: base, favor, gka"),
+     "scale paper: lm.rows[7] (m): unknown attention variant 'mamba'; valid names: base, favor, gka"),
     ("lm option", lambda d: d["lm"]["rows"].append({"name": "g", "variant": "gpa", "options": {"n_kernel": 8}}),
-     "lm.rows[6] (g): unknown option 'n_kernel' for attention variant 'gpa'"),
+     "lm.rows[7] (g): unknown option 'n_kernel' for attention variant 'gpa'"),
     ("lm no window form", lambda d: d["lm"]["rows"].append({"name": "lin", "variant": "nw",
                                                             "options": {"kernel": "linear"}}),
-     "lm.rows[6] (lin): attention 'nw' with {'kernel': 'linear'} has no sliding-window form, and lm.window_pattern='SSSL'"),
+     "lm.rows[7] (lin): attention 'nw' with {'kernel': 'linear'} has no sliding-window form, and lm.window_pattern='SSSL'"),
     ("lm lag table", lambda d: d["lm"]["rows"].append({"name": "lt", "variant": "softmax",
                                                        "options": {"position": "lag_table", "max_len": 512}}),
-     "lm.rows[6] (lt): options.max_len=512 is shorter than lm.context=2048; raise max_len or lower the context"),
+     "lm.rows[7] (lt): options.max_len=512 is shorter than lm.context=2048; raise max_len or lower the context"),
     ("lm compute row", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens", "row": "bas"}),
      "lm.rows[1] (gka_tokens): compute.row names unknown row 'bas'; rows of lm.rows: base, gka_tokens"),
     ("lm compute half", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens"}),

@@ -50,7 +50,7 @@ def test_tests_part_passes_and_writes_its_table(tiny_run):
     assert list(rows[0]) == list(checks.SCHEMA)
     assert {r["check"] for r in rows} >= {"lag-table", "lm-window", "module gpa-add-M64-rope", "module gka"}
     assert {r["dtype"] for r in rows} == {"float32", "bfloat16"}
-    assert {r["status"] for r in rows} <= {"pass", "info"}
+    assert {r["status"] for r in rows} <= {"pass", "info", "known-limit"}  # known-limit: GKA at sigma = 1 (gka_sigma)
     assert any(r["tensor"] == "grad_table" for r in rows)  # the lag table's gradient is compared
     summary = (out / "summary.md").read_text()
     assert "## tests (passed)" in summary and "## kernels (passed)" in summary and "## models (passed)" in summary

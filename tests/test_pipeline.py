@@ -92,15 +92,15 @@ def check_outputs(ws: Path) -> None:
 def test_dvc_yaml_is_generated_from_params():
     assert main(["dvc-yaml", "--params", str(REPO / "params.yaml"), "--out", str(REPO / "dvc.yaml"), "--check"]) == 0
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    assert len(stages["train"]["foreach"]) == 22
+    assert len(stages["train"]["foreach"]) == 24  # 12 rows (no_pos among them) x 2 seeds
     assert sorted(stages["analyze_gpa"]["foreach"]) == sorted(f"{r}-s{k}" for r in (
         "gpa_decay_m8", "gpa_dp_m8", "gpa_m64", "gpa_m64_rope", "gpa_m8") for k in (0, 1))
     assert set(stages["report"]["deps"]) >= {"results/tiny/analysis/corpus/summary.json",
                                              "results/tiny/analysis/gpa_m8-s1/summary.json"}
     assert all(s.get("do", s)["cmd"].startswith("kernattn ") for s in stages.values())
     # the tiny LM and vision rows (issue 15), two seeds each; section 7 for DeiT and GKA
-    assert stages["train_lm"]["foreach"] == [f"{r}-s{k}" for r in ("base", "gka_tokens", "gka_flops", "gpa64_rope",
-                                                                    "alibi") for k in (0, 1)]
+    assert stages["train_lm"]["foreach"] == [f"{r}-s{k}" for r in ("base", "gka_tokens", "gka_flops", "gka_paper",
+                                                                    "gpa64_rope", "alibi", "no_pos") for k in (0, 1)]
     assert stages["train_vision"]["foreach"] == [f"{r}-s{k}" for r in ("deit", "vlt", "gka", "nwg") for k in (0, 1)]
     assert stages["analyze_vision"]["foreach"] == ["deit-s0", "gka-s0"]
     # where a run is mirrored does not change what it computes: no training stage reads tracking

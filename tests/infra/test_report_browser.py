@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
 # or <table> it grows is checked the same way (present and non-empty).
 SECTIONS = ("header", "summary", "toc", "main", "figures", "claims", "provenance")
 TABLES = ("summary-table", "main-table", "claims-table", "runs-table")
-SUMMARY_COLUMNS = ("paper", "where", "statement", "paper_value", "ours", "verdict")
+SUMMARY_COLUMNS = ("paper", "where", "statement", "paper_value", "ours", "verdict", "detail")
 LAPTOP = {"width": 1366, "height": 768}
 
 
@@ -85,7 +85,8 @@ def test_report_in_chromium(chromium, micro_pipeline, mlflow_server, tmp_path, i
         for got, want in zip(shown, rows):
             assert got["cells"] == [" ".join(want[c].split()) for c in SUMMARY_COLUMNS], (got, want)
             assert got["section"] == want["section"]
-            assert want["verdict"].startswith("at scale micro: ") == (want["scale"] == "micro")
+            below = ("at scale micro: ", "consistent at micro", "inconsistent at micro")  # stats.at_scale
+            assert want["verdict"].startswith(below) == (want["scale"] == "micro")
         # every entry of the table of contents leads to a section that is there and not empty
         toc = page.eval_on_selector_all("#toc a", "as => as.map(a => a.getAttribute('href'))")
         assert toc and all(h.startswith("#") for h in toc), toc

@@ -11,6 +11,12 @@ for the LM `compute`, how long it trains:
     compute: {match: flops, row: base}   # the training FLOPs of row `base`
     compute: {tokens: 2778726400}        # an explicit training-token budget
 
+and, for a row that trains a model of one of the documents, `paper`: which model of which
+table or figure it reproduces (`paper: {seed: "003", table: 5, model: GKA-Ti}`, or a list of
+such where two documents train the same model: static RoPE is in 000's and 001's Figure 2). The report
+finds the rows a paper claim compares by this field (report.claims.paper_row), never by their
+options; the field does not change what a run computes (it is not in any fingerprint).
+
 Run ids are `<row name>-s<seed>` in every track (`runs_of`). Imports: errors and schema; the
 attention registry only inside `check_rows`, when params are loaded.
 """
@@ -24,6 +30,25 @@ from ..errors import ParamsError
 from .schema import positive
 
 MATCH = ("tokens", "flops")
+SEEDS = ("000", "001", "002", "003")   # the documents (../shared/seeds)
+
+
+def _word(v) -> str | None:
+    return None if v.strip() and v.strip() == v else "must be a non-empty name without surrounding spaces"
+
+
+@dataclass(frozen=True)
+class PaperRef:
+    """The model of a document's table or figure that a row trains (`paper:` of a row)."""
+
+    seed: str = field(metadata={"choices": SEEDS})
+    model: str = field(metadata={"check": _word})
+    table: int | None = field(default=None, metadata=positive("the table's number in the document"))
+    figure: int | None = field(default=None, metadata=positive("the figure's number in the document"))
+
+    def describe(self) -> str:
+        where = f"Table {self.table}" if self.table is not None else f"Figure {self.figure}"
+        return f"seed {self.seed}, {where}: {self.model}"
 
 
 @dataclass(frozen=True)
@@ -50,6 +75,8 @@ class Row:
     label: str = ""
     seeds: tuple[int, ...] | None = None   # None: the track's seeds
     compute: Compute | None = None         # LM rows only; None: the track's own step count
+    # the documents' models this row trains (module docstring); one mapping or a list of them
+    paper: tuple[PaperRef, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,6 +167,13 @@ def check_rows(rows, key: str, where: str, aliases: dict, defaults: dict, comput
             raise ParamsError(f"{at}: {exc}") from None
         if row.compute is not None:
             _check_compute(row, rows, at, key, compute)
+        if any((p.table is None) == (p.figure is None) for p in row.paper):
+            raise ParamsError(f"{at}: paper needs exactly one of table or figure, e.g. "
+                              f"paper: {{seed: \"003\", table: 5, model: GKA-Ti}}")
+    refs = [(p.seed, p.table, p.figure, p.model) for r in rows for p in r.paper]
+    if dup := next((x for x in refs if refs.count(x) > 1), None):
+        raise ParamsError(f"{where}{key}: two rows give paper {{seed: {dup[0]}, model: {dup[3]}}} for the same "
+                          f"table or figure; a model of a document is trained by one row")
     for row in rows:  # after every reference is known to exist
         _check_acyclic(row, rows, f"{where}{key}")
 

@@ -7,6 +7,7 @@ Field metadata understood here:
     choices: the allowed values
     fingerprint: False for a field that does not change what a run computes (paths, threads,
                  device, cadence of checkpoints): `fingerprinted(section)` leaves it out.
+A list of nested dataclasses also takes one mapping (as a one-item list).
 A nested dataclass with a class attribute SHORTHAND = "<field>" also takes a bare value for
 that field (data.urls: `- https://...` or `- {url: https://..., sha256: ...}`).
 
@@ -109,7 +110,8 @@ def _nested_unknown(annotation, value: Any, where: str) -> list[Unknown]:
         if (short := getattr(annotation, "SHORTHAND", None)) and not isinstance(value, dict):
             value = {short: value}
         return unknown_keys(annotation, value, where)
-    if origin is tuple and isinstance(value, (list, tuple)):
+    if origin is tuple and isinstance(value, (list, tuple, dict)):
+        value = _one_as_list(args[0], value)
         return [u for i, v in enumerate(value) for u in _nested_unknown(args[0], v, f"{where}[{i}]")]
     return []
 
@@ -152,6 +154,11 @@ _SCALARS = {
 }
 
 
+def _one_as_list(item, value):
+    """A list of mappings (dataclass items) also takes one mapping: a row's `paper: {...}` is `[{...}]`."""
+    return [value] if isinstance(value, dict) and dataclasses.is_dataclass(item) else value
+
+
 def convert(value, annotation, where: str, path, meta) -> Any:
     """One value checked against its annotation (Optional, tuple[...], dict, a nested
     dataclass, a scalar) and its metadata."""
@@ -167,6 +174,7 @@ def convert(value, annotation, where: str, path, meta) -> Any:
             value = {short: value}
         return build(annotation, value, where, path)
     if origin is tuple:
+        value = _one_as_list(args[0], value)
         if not isinstance(value, (list, tuple)):
             raise ParamsError(f"{path}: {where} must be a list, got {value!r}")
         return tuple(convert(v, args[0], f"{where}[{i}]", path, {}) for i, v in enumerate(value))

@@ -47,8 +47,8 @@ import yaml
 
 from ..config import Params, ParamsError, load_params
 from ..tracks import TRACKS, track_module
-from . import stats
-from .claims import ClaimResult, pairs_frame, summary_frame, unit_test_claim
+from . import stats, unit_tests
+from .claims import ClaimResult, pairs_frame, summary_frame
 from .part import ClaimKind, ReportContext, ReportError, merge, num
 
 DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
@@ -57,8 +57,9 @@ DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
 PAGE_PARTS = (("studies", "kernattn.studies.report", "studies/report.html.j2"),
               ("bench_models", "kernattn.report.bench_models", "bench_models.html.j2"),
               ("plan", "kernattn.report.plan", "plan.html.j2"))
-# The page's own claims: seed 002's, properties of the attention library that the test suite
-# checks (its note sits under the summary, section "blog"); no part has results for them.
+# The page's own claims: seed 002's and seed 000's properties of the attention library that the
+# test suite checks (report/unit_tests.py reads its record; their note sits under the summary,
+# section "blog"); no part has results for them.
 PAGE_CLAIM_KINDS = {"unit_test": ClaimKind("blog", ("test",))}
 PROVENANCE = ("part-provenance", "Provenance", (("provenance", "Corpus, software, tracking and every run"),))
 
@@ -149,7 +150,9 @@ def claim_kinds(parts: list[Part]) -> dict[str, ClaimKind]:
 
 def judge_claims(ctx: ReportContext, parts: list[Part], sections: dict[str, dict]) -> list[ClaimResult]:
     """Every claim of paper_numbers.yaml judged by the part that owns its kind, in file order."""
-    judged = {id(c): unit_test_claim(c, ctx.scale) for c in ctx.claims_of(PAGE_CLAIM_KINDS)}
+    where = Path(ctx.params_file).resolve().parent / unit_tests.UNIT_TESTS
+    record = unit_tests.read_junit(where)
+    judged = {id(c): unit_tests.judge(c, ctx.scale, record, where) for c in ctx.claims_of(PAGE_CLAIM_KINDS)}
     for p in parts:
         judged.update((id(r.claim), r) for r in p.module.claims(ctx, sections[p.key]))
     return [judged.get(id(c)) or ClaimResult(c, stats.NOT_RUN, scale=ctx.scale, ours="—",
@@ -173,6 +176,10 @@ def load_paper_numbers(path: str | os.PathLike | None = None, parts: list[Part] 
         raise ReportError(f"{where}: YAML syntax error: {str(exc).splitlines()[0]}") from None
     doc.setdefault("papers", {})
     doc.setdefault("claims", [])
+    if path is not None:  # another file's claims, judged under the shipped file's pre-registered rules
+        shipped = load_paper_numbers(None, parts)
+        for key in ("judged_loss", "gates"):
+            doc.setdefault(key, shipped[key])
     for i, claim in enumerate(doc["claims"]):
         kind = kinds.get(claim.get("kind"))
         if kind is None:
@@ -215,7 +222,7 @@ def outline(parts: list[Part]) -> tuple[list[dict], dict[str, str]]:
     """(table of contents, heading text by id), numbered: parts 1..n, sections 1.1, 1.2, ..."""
     toc = [{"id": "summary", "title": "Summary: every claim and its verdict", "children": []}]
     heads = {"summary": "Summary: every claim and its verdict",
-             "blog": "Seed 002: claims checked by the test suite, not by runs"}
+             "blog": "Seeds 000 and 002: claims checked by the test suite, not by runs"}
     for i, (pid, ptitle, sections) in enumerate(page_outline(parts), 1):
         heads[pid] = f"{i}. {ptitle}"
         children = []
@@ -228,8 +235,10 @@ def outline(parts: list[Part]) -> tuple[list[dict], dict[str, str]]:
 
 def _verdict_class(v: str) -> str:
     v = stats.base_verdict(v)
-    if v.startswith(stats.BY_CONSTRUCTION):
+    if v.startswith((stats.BY_CONSTRUCTION, stats.HOLDS)):
         return "ok"
+    if v.startswith(unit_tests.FAILS):
+        return "bad"
     if v.startswith(stats.REPRODUCED):
         return "ok"
     if v.startswith(stats.CONTRADICTED):
@@ -267,7 +276,7 @@ def page_context(ctx: ReportContext, parts: list[Part], sections: dict[str, dict
         "report_commit": _git_head(Path(ctx.params_file).resolve().parent), "torch_here": _torch_version(),
         "provenance": merge(s["provenance"] for s in sections.values() if "provenance" in s),
         "claims": claims, "mlflow_ui": ctx.mlflow_ui, "experiments": experiment_links(ctx),
-        "level": stats.LEVEL, "toc": toc, "heads": heads,
+        "level": stats.LEVEL, "min_seeds": stats.MIN_SEEDS, "toc": toc, "heads": heads,
         "parts": parts, "tables": sorted(p.name for p in ctx.tables.iterdir()), "zip": zip,
     }
 

@@ -16,7 +16,7 @@ import pandas as pd
 from . import stats
 
 SUMMARY_COLUMNS = ["claim", "paper", "where", "statement", "paper_value", "ours", "estimate", "ci_lo", "ci_hi",
-                   "interval", "verdict", "scale", "section"]
+                   "interval", "verdict", "scale", "section", "detail"]
 
 
 @dataclass
@@ -46,7 +46,19 @@ class ClaimResult:
         return {"claim": c["id"], "paper": c["paper"], "where": c["where"], "statement": c["statement"],
                 "paper_value": _text(c.get("paper_value")), "ours": self.ours or "—", "estimate": self.estimate,
                 "ci_lo": self.lo, "ci_hi": self.hi, "interval": self.interval, "verdict": self.shown,
-                "scale": self.scale, "section": self.section}
+                "scale": self.scale, "section": self.section, "detail": self.detail}
+
+
+def paper_ref(row, seed: str, table: int | None = None, figure: int | None = None):
+    """The row's `paper` entry for that document's table or figure (config.rows.PaperRef), or None."""
+    return next((p for p in getattr(row, "paper", ()) if p.seed == seed
+                 and (table is None or p.table == table) and (figure is None or p.figure == figure)), None)
+
+
+def paper_row(rows, seed: str, model: str, table: int | None = None, figure: int | None = None):
+    """The row that trains `model` of document `seed`'s table or figure (its `paper` field in
+    params.yaml), or None: how every part finds the rows a paper claim compares."""
+    return next((r for r in rows if (p := paper_ref(r, seed, table, figure)) is not None and p.model == model), None)
 
 
 def _text(v) -> str:
@@ -58,13 +70,9 @@ def _text(v) -> str:
 
 
 def fmt_diff(ci: stats.DiffCI) -> str:
+    if not ci.estimable:
+        return f"{ci.diff:+.4f} (zero spread: {stats.NOT_ESTIMABLE})"
     return f"{ci.diff:+.4f} [{ci.lo:+.4f}, {ci.hi:+.4f}]"
-
-
-def unit_test_claim(claim: dict, scale: str) -> ClaimResult:
-    return ClaimResult(claim, stats.NOT_MEASURED, scale=scale,
-                       ours=f"unit-tested: tests/test_blog_claims.py ({claim['test']})",
-                       detail="a property of the library, checked by the test suite, not by a training run")
 
 
 def summary_frame(results: list[ClaimResult]) -> pd.DataFrame:
@@ -80,8 +88,10 @@ def pairs_frame(results: list[ClaimResult]) -> pd.DataFrame:
                          "paired": ci.paired if ci else None, "diff": ci.diff if ci else None,
                          "ci_lo": ci.lo if ci else None, "ci_hi": ci.hi if ci else None,
                          "df": ci.df if ci else None, "p": comp.p, "p_holm": comp.p_holm,
+                         "family_size": comp.family_size, "mde": comp.mde,
                          "margin": comp.margin, "verdict": stats.at_scale(comp.verdict, c.scale),
                          "claim_verdict": c.shown, "scale": c.scale, "detail": comp.note})
-    cols = ["claim", "a", "relation", "b", "paired", "diff", "ci_lo", "ci_hi", "df", "p", "p_holm", "margin",
+    cols = ["claim", "a", "relation", "b", "paired", "diff", "ci_lo", "ci_hi", "df", "p", "p_holm", "family_size", "mde",
+            "margin",
             "verdict", "claim_verdict", "scale", "detail"]
     return pd.DataFrame.from_records(recs, columns=cols)

@@ -14,35 +14,45 @@ Difference of two rows' means (a - b), two designs:
   have the same seeds.
 - unpaired (`welch_diff_ci`): Welch's interval, se = sqrt(s_a^2/n_a + s_b^2/n_b),
   Welch-Satterthwaite df; for rows whose seeds differ.
-Both need two seeds per row; with zero spread the interval is the point difference (se = 0).
+Both need two seeds per row. With zero spread (every per-seed difference equal, or every
+value of both rows equal) the standard error is 0: the interval and the p-value do not exist
+("variance not estimable"), never p = 0 or a zero-width interval.
 
-Verdicts (lower is better: the metric is a loss). Each test is at alpha = 1 - level = 5%.
-- "a < b" (`compare_less`): the two-sided test of mean(a) = mean(b); significant with
-  diff < 0 -> reproduced, with diff > 0 -> contradicted, otherwise inconclusive. Alone, this
-  is the 95% interval of a - b lying below 0, above 0, or containing 0.
-- An ordering "a < b < c" (`compare_ordering`) is the family of its adjacent pairs' tests,
-  corrected with Holm's step-down procedure: the smallest of k p-values is compared with
-  alpha/k, the next with alpha/(k-1), ..., stopping at the first that is not below its
-  threshold. Holm, because it controls the family-wise error (the chance that any pair of the
-  ordering is wrongly called) at alpha for any dependence between the tests (the pairs share
-  rows), and is uniformly more powerful than Bonferroni; the pairs are few, so the loss of
-  power against an exact joint test is small. A pair whose test Holm rejects takes the
-  direction of its difference; the claim is contradicted if any pair is, reproduced if all
-  are, otherwise inconclusive.
-- "a works as well as b" (`compare_noninferior`): a non-inferiority claim, tested one-sided
-  with a margin delta (in the metric's units) fixed in paper_numbers.yaml before the runs.
-  Reproduced if the one-sided upper (1 - alpha) bound of a - b lies below +delta (a is at
-  most delta worse; a *better* than b passes); contradicted if the one-sided lower bound lies
-  above +delta (a is surely worse by more than the margin); inconclusive otherwise.
-  Being better than b is never a contradiction.
-- Fewer than two seeds in either row: "inconclusive (1 seed)" (no interval exists).
+Verdicts (lower is better: the metric is a loss). A claim's comparisons are tests of one
+*family*: every comparison of the claims that read one figure or table (a claim's `family`
+in paper_numbers.yaml; by default the claim alone), corrected together with Holm's
+step-down procedure (`holm`): the smallest of k p-values is compared with alpha/k, the next
+with alpha/(k-1), ..., stopping at the first that is not below its threshold. Holm controls
+the family-wise error at alpha for any dependence between the tests (they share rows) and is
+uniformly more powerful than Bonferroni.
+- Each comparison is two one-sided tests at alpha/2 = 2.5% (`ONE_SIDED_ALPHA`), one for each
+  direction; its p-value is the smaller one-sided p doubled (the two-sided p). Alone (a family
+  of one) a comparison is "reproduced" exactly when the printed two-sided 95% interval lies
+  on the claimed side of its boundary, so the interval and the verdict agree.
+- "a < b" (`compare_less`, `compare_ordering`): boundary 0; rejected with a - b < 0 ->
+  reproduced, with a - b > 0 -> contradicted, otherwise inconclusive. An ordering
+  "a < b < c" is the family of its adjacent pairs.
+- "a works as well as b" (`compare_noninferior`): a non-inferiority claim, boundary +delta
+  (the margin, fixed before the runs: `noninferiority_margin`). Reproduced if the upper
+  97.5% bound of a - b lies below +delta (a better than b passes); contradicted if the lower
+  97.5% bound lies above +delta; inconclusive otherwise. Better than b is never a
+  contradiction.
+- Gates before any verdict, each printed in the verdict when it fails: fewer than MIN_SEEDS
+  seeds in either row -> "not judged (2 seeds)"; zero spread -> "variance not estimable";
+  the gates of report/gates.py (converged, premise met) -> "not judged (<gate>: <why>)". A
+  comparison that does not pass its gates is not tested: it is not counted in its family.
+- Every tested comparison reports its minimum detectable effect (`mde`): the true difference
+  its test would detect with power 80% at one-sided alpha/2k (Bonferroni's, Holm's strictest
+  step, for a family of k tests), given its standard error and degrees of freedom.
 - A row not trained at this scale: "not run".
 - Facts that follow from the architecture, not from training (parameter counts): "holds by
   construction" when our count equals the paper's formula, "not comparable (architecture
   differs: ...)" when our model is built differently from the paper's by design.
 
-Every verdict carries its scale (`at_scale`): at the paper scale it reads as is, below it
-reads "at scale tiny: reproduced", and the page styles the two apart.
+Every verdict carries its scale (`at_scale`): at the paper scale it reads as is; below it a
+run can agree or disagree with a paper, never reproduce or contradict it: "reproduced" reads
+"consistent at tiny", "contradicted" "inconsistent at tiny", any other verdict "at scale tiny:
+<verdict>"; the page styles the two scales apart.
 
 Paired bootstrap over items (`paired_bootstrap`): the interval of a statistic of two rows
 scored on the same items (CORE: per-item correctness), resampling the items with replacement
@@ -52,25 +62,41 @@ jointly for both rows (and per task, stratified, for a mean over tasks); percent
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats as _st
 
 LEVEL = 0.95
 ALPHA = 1 - LEVEL
+ONE_SIDED_ALPHA = ALPHA / 2   # each direction of a comparison: its two-sided 95% interval decides
+MIN_SEEDS = 3                 # per arm: with 2 seeds a t test has 1 degree of freedom (t_0.975 = 12.7)
+POWER = 0.8                   # of the minimum detectable effect
 
 REPRODUCED = "reproduced"
 CONTRADICTED = "contradicted"
 INCONCLUSIVE = "inconclusive"
-ONE_SEED = "inconclusive (1 seed)"
+NOT_JUDGED = "not judged"
+NOT_ESTIMABLE = "variance not estimable"
 NOT_RUN = "not run"
 BY_CONSTRUCTION = "holds by construction"
 NOT_COMPARABLE = "not comparable"
 NOT_MEASURED = "not measured here"
-VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE, ONE_SEED, NOT_RUN)
+HOLDS = "holds"
 PAPER_SCALE = "paper"
+
+
+def not_judged(why: str) -> str:
+    """A verdict withheld by a gate: "not judged (2 seeds)", "not judged (converged: ...)"."""
+    return f"{NOT_JUDGED} ({why})"
+
+
+def seeds_text(n: int) -> str:
+    return f"{n} seed{'' if n == 1 else 's'}"
+
+
+ONE_SEED = not_judged(seeds_text(1))
 
 
 @dataclass(frozen=True)
@@ -87,7 +113,8 @@ class MeanCI:
 
 @dataclass(frozen=True)
 class DiffCI:
-    """Interval of mean(a) - mean(b): two-sided at `level`, with its t statistic's pieces."""
+    """Interval of mean(a) - mean(b): two-sided at `level`, with its t statistic's pieces.
+    With se = 0 (zero spread) half, lo and hi are NaN: no interval exists."""
 
     diff: float
     se: float
@@ -96,15 +123,24 @@ class DiffCI:
     lo: float
     hi: float
     paired: bool = False
+    n: int = 0                    # seeds of the smaller arm (pairs, when paired)
 
-    def p_two_sided(self) -> float:
-        if self.se == 0.0:
-            return 0.0 if self.diff != 0 else 1.0
-        return float(2 * _st.t.sf(abs(self.diff) / self.se, self.df))
+    @property
+    def estimable(self) -> bool:
+        return self.se > 0.0
 
-    def one_sided_bounds(self, level: float = LEVEL) -> tuple[float, float]:
-        """(lower, upper) one-sided `level` bounds of the difference."""
-        q = 0.0 if self.se == 0.0 else float(_st.t.ppf(level, self.df)) * self.se
+    def p_two_sided(self, boundary: float = 0.0) -> float | None:
+        """Two-sided p of mean difference = boundary (twice the smaller one-sided p); None
+        when the variance is not estimable."""
+        if not self.estimable:
+            return None
+        return float(2 * _st.t.sf(abs(self.diff - boundary) / self.se, self.df))
+
+    def one_sided_bounds(self, level: float = 1 - ONE_SIDED_ALPHA) -> tuple[float, float]:
+        """(lower, upper) one-sided `level` bounds of the difference (NaN when not estimable)."""
+        if not self.estimable:
+            return math.nan, math.nan
+        q = float(_st.t.ppf(level, self.df)) * self.se
         return self.diff - q, self.diff + q
 
 
@@ -119,8 +155,33 @@ class Comparison:
     ci: DiffCI | None = None
     margin: float | None = None
     note: str = ""
-    p: float | None = None        # two-sided p-value of the pair's test
-    p_holm: float | None = None   # Holm-adjusted within its claim
+    p: float | None = None        # two-sided p-value of the comparison's test (None: not tested)
+    p_holm: float | None = None   # Holm-adjusted within its family
+    mde: float | None = None      # minimum detectable effect at its seeds and spread (`mde`)
+    family_size: int = 0          # tests of its family (Holm's k)
+
+
+@dataclass(frozen=True)
+class Test:
+    """A comparison to make: a < b (margin None) or a no worse than b by more than `margin`;
+    `gate` is a failed gate's verdict (not_judged(...)) when the comparison must not be tested."""
+
+    a: str
+    va: Sequence[float]
+    b: str
+    vb: Sequence[float]
+    paired: bool = False
+    margin: float | None = None
+    gate: str | None = None
+    note: str = ""
+
+    @property
+    def relation(self) -> str:
+        return "<" if self.margin is None else "≲"
+
+    @property
+    def boundary(self) -> float:
+        return 0.0 if self.margin is None else self.margin
 
 
 def _clean(values: Sequence[float]) -> list[float]:
@@ -148,11 +209,16 @@ def mean_ci(values: Sequence[float], level: float = LEVEL) -> MeanCI:
     return MeanCI(n, mean, sd, half, mean - half, mean + half)
 
 
-def _diff(diff: float, se: float, df: float, level: float, paired: bool) -> DiffCI:
-    if se == 0.0:
-        return DiffCI(diff, 0.0, math.inf, 0.0, diff, diff, paired)
+# A spread this small against the difference is rounding (1.8 - 1.9 and 1.81 - 1.91 differ in
+# the 16th digit): zero, not a standard error of 1e-17 that would make any difference significant.
+ZERO_SPREAD = 1e-12
+
+
+def _diff(diff: float, se: float, df: float, level: float, paired: bool, n: int) -> DiffCI:
+    if se <= ZERO_SPREAD * max(1.0, abs(diff)):
+        return DiffCI(diff, 0.0, df, math.nan, math.nan, math.nan, paired, n)
     half = float(_st.t.ppf((1 + level) / 2, df)) * se
-    return DiffCI(diff, se, df, half, diff - half, diff + half, paired)
+    return DiffCI(diff, se, df, half, diff - half, diff + half, paired, n)
 
 
 def welch_diff_ci(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> DiffCI | None:
@@ -164,8 +230,8 @@ def welch_diff_ci(a: Sequence[float], b: Sequence[float], level: float = LEVEL) 
     ma, mb = sum(a) / na, sum(b) / nb
     qa, qb = _var(a, ma) / na, _var(b, mb) / nb
     se = math.sqrt(qa + qb)
-    df = math.inf if se == 0.0 else (qa + qb) ** 2 / (qa**2 / (na - 1) + qb**2 / (nb - 1))
-    return _diff(ma - mb, se, df, level, paired=False)
+    df = math.nan if se <= ZERO_SPREAD * max(1.0, abs(ma - mb)) else (qa + qb) ** 2 / (qa**2 / (na - 1) + qb**2 / (nb - 1))
+    return _diff(ma - mb, se, df, level, paired=False, n=min(na, nb))
 
 
 def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> DiffCI | None:
@@ -178,23 +244,22 @@ def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = LEVEL)
         return None
     d = [x - y for x, y in zip(a, b)]
     m = sum(d) / len(d)
-    return _diff(m, math.sqrt(_var(d, m) / len(d)), len(d) - 1, level, paired=True)
+    return _diff(m, math.sqrt(_var(d, m) / len(d)), len(d) - 1, level, paired=True, n=len(d))
 
 
 def diff_ci(a, b, paired: bool, level: float = LEVEL) -> DiffCI | None:
     return paired_diff_ci(a, b, level) if paired else welch_diff_ci(a, b, level)
 
 
-def _direction(ci: DiffCI, significant: bool) -> str:
-    if not significant:
-        return INCONCLUSIVE
-    return REPRODUCED if ci.diff < 0 else CONTRADICTED
-
-
-def compare_less(name_a: str, a: Sequence[float], name_b: str, b: Sequence[float],
-                 level: float = LEVEL, paired: bool = False) -> Comparison:
-    """Claim "a < b" (a has the lower loss), one test on its own."""
-    return compare_ordering([(name_a, a, name_b, b)], level, paired)[0]
+def mde(ci: DiffCI | None, family_size: int = 1, power: float = POWER) -> float | None:
+    """Minimum detectable effect: the true |difference - boundary| a one-sided t test at
+    ONE_SIDED_ALPHA / family_size detects with probability `power`, at this interval's
+    standard error and degrees of freedom: (t_{1-alpha', df} + t_{power, df}) * se.
+    None when the variance is not estimable."""
+    if ci is None or not ci.estimable:
+        return None
+    a1 = ONE_SIDED_ALPHA / max(1, family_size)
+    return float((_st.t.ppf(1 - a1, ci.df) + _st.t.ppf(power, ci.df)) * ci.se)
 
 
 def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[bool], list[float]]:
@@ -211,40 +276,89 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[bool], li
     return rejected, adjusted
 
 
+def _gate(test: Test, ci: DiffCI | None) -> str | None:
+    """The verdict a failed gate gives (in order: the caller's gate, seeds, spread), or None."""
+    if test.gate is not None:
+        return test.gate
+    n = min(len(test.va), len(test.vb))
+    if n < MIN_SEEDS:
+        return not_judged(seeds_text(n))
+    if ci is None or not ci.estimable:
+        return NOT_ESTIMABLE
+    return None
+
+
+def judge_family(tests: Sequence[Test], level: float = LEVEL) -> list[Comparison]:
+    """Every comparison of one family (module docstring), Holm across those that pass their gates."""
+    cis = [diff_ci(t.va, t.vb, t.paired, level) for t in tests]
+    gates = [_gate(t, ci) for t, ci in zip(tests, cis)]
+    tested = [i for i, g in enumerate(gates) if g is None]
+    pvals = [cis[i].p_two_sided(tests[i].boundary) for i in tested]
+    rejected, adjusted = holm(pvals, 1 - level)
+    k = len(tested)
+    out = []
+    for i, (t, ci, g) in enumerate(zip(tests, cis, gates)):
+        common = {"ci": ci, "margin": t.margin, "note": t.note, "mde": mde(ci, max(k, 1)), "family_size": k}
+        if g is not None:
+            out.append(Comparison(t.a, t.relation, t.b, g, p=ci.p_two_sided(t.boundary) if ci else None, **common))
+            continue
+        j = tested.index(i)
+        verdict = INCONCLUSIVE if not rejected[j] else REPRODUCED if ci.diff < t.boundary else CONTRADICTED
+        out.append(Comparison(t.a, t.relation, t.b, verdict, p=pvals[j], p_holm=adjusted[j], **common))
+    return out
+
+
+def compare_less(name_a: str, a: Sequence[float], name_b: str, b: Sequence[float],
+                 level: float = LEVEL, paired: bool = False) -> Comparison:
+    """Claim "a < b" (a has the lower loss), one test on its own."""
+    return compare_ordering([(name_a, a, name_b, b)], level, paired)[0]
+
+
 def compare_ordering(pairs: Sequence[tuple[str, Sequence[float], str, Sequence[float]]],
                      level: float = LEVEL, paired: bool = False) -> list[Comparison]:
-    """Each pair (a, values, b, values) claims a < b; Holm across the pairs' tests."""
-    cis = [diff_ci(a, b, paired, level) for _, a, _, b in pairs]
-    tested = [i for i, ci in enumerate(cis) if ci is not None]
-    rejected, adjusted = holm([cis[i].p_two_sided() for i in tested], 1 - level)
-    out: list[Comparison] = [Comparison(na, "<", nb, ONE_SEED) for na, _, nb, _ in pairs]
-    for j, i in enumerate(tested):
-        ci = cis[i]
-        out[i] = Comparison(pairs[i][0], "<", pairs[i][2], _direction(ci, rejected[j]), ci,
-                            p=ci.p_two_sided(), p_holm=adjusted[j])
-    return out
+    """Each pair (a, values, b, values) claims a < b; one family, Holm across the pairs' tests."""
+    return judge_family([Test(na, a, nb, b, paired) for na, a, nb, b in pairs], level)
 
 
 def compare_noninferior(name_a: str, a: Sequence[float], name_b: str, b: Sequence[float],
                         margin: float, level: float = LEVEL, paired: bool = False) -> Comparison:
-    """Claim "a works as well as b": mean(a) - mean(b) < margin, one-sided at `level`."""
+    """Claim "a works as well as b": mean(a) - mean(b) < margin (module docstring)."""
     if not margin > 0:
         raise ValueError(f"a non-inferiority margin must be positive, got {margin!r}")
-    ci = diff_ci(a, b, paired, level)
-    if ci is None:
-        return Comparison(name_a, "≲", name_b, ONE_SEED, margin=margin)
-    lower, upper = ci.one_sided_bounds(level)
-    verdict = REPRODUCED if upper < margin else CONTRADICTED if lower > margin else INCONCLUSIVE
-    return Comparison(name_a, "≲", name_b, verdict, ci, margin=margin)
+    return judge_family([Test(name_a, a, name_b, b, paired, margin=margin)], level)[0]
+
+
+def noninferiority_margin(fraction: float, nope: Sequence[float], rope: Sequence[float],
+                          paired: bool, level: float = LEVEL) -> tuple[float | None, str]:
+    """(margin, why) for "works as well as RoPE at modelling position": `fraction` (fixed in
+    paper_numbers.yaml before the runs) of what RoPE gains over no positions at this scale,
+    mean(NoPE) - mean(RoPE). None, with the reason, when that gain is not established: the
+    interval of NoPE - RoPE must lie above 0 (an absent gain would make any margin vacuous)."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"the margin's fraction must lie in (0, 1), got {fraction!r}")
+    ci = diff_ci(nope, rope, paired, level)
+    if ci is None or not ci.estimable:
+        gap = (sum(nope) / len(nope)) - (sum(rope) / len(rope))
+        return None, f"NoPE − RoPE gap {gap:+.4f} without an interval ({seeds_text(min(len(nope), len(rope)))})"
+    if not ci.lo > 0:
+        return None, f"RoPE gains nothing established over NoPE: NoPE − RoPE {ci.diff:+.4f} [{ci.lo:+.4f}, {ci.hi:+.4f}]"
+    return fraction * ci.diff, f"{fraction:g} × (NoPE − RoPE = {ci.diff:.4f})"
+
+
+def is_withheld(verdict: str) -> bool:
+    """A verdict a gate gave (not judged, variance not estimable): no test was made."""
+    return verdict.startswith(NOT_JUDGED) or verdict == NOT_ESTIMABLE
 
 
 def combine(verdicts: Sequence[str]) -> str:
-    """One verdict for a claim made of several comparisons (see the module docstring)."""
+    """One verdict for a claim made of several comparisons: contradicted if any is; not run if
+    any row is missing; reproduced if all are; else the first withheld verdict (its gate);
+    otherwise inconclusive."""
     verdicts = list(verdicts)
     if not verdicts:
         return NOT_RUN
     for v in verdicts:
-        if v not in VERDICTS:
+        if v not in (REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_RUN) and not is_withheld(v):
             raise ValueError(f"unknown verdict {v!r}")
     if CONTRADICTED in verdicts:
         return CONTRADICTED
@@ -252,9 +366,7 @@ def combine(verdicts: Sequence[str]) -> str:
         return NOT_RUN
     if all(v == REPRODUCED for v in verdicts):
         return REPRODUCED
-    if ONE_SEED in verdicts:
-        return ONE_SEED
-    return INCONCLUSIVE
+    return next((v for v in verdicts if is_withheld(v)), INCONCLUSIVE)
 
 
 def ordering_pairs(order: Sequence) -> list[tuple[str, str]]:
@@ -274,13 +386,30 @@ def not_comparable(reason: str) -> str:
     return f"{NOT_COMPARABLE} ({reason})"
 
 
+def holds_by_test(tests: str) -> str:
+    """A property of the library checked by the test suite: "holds (test ...)"."""
+    return f"{HOLDS} (test {tests})"
+
+
+_BELOW_PAPER = {REPRODUCED: "consistent at {scale}", CONTRADICTED: "inconsistent at {scale}"}
+
+
 def at_scale(verdict: str, scale: str) -> str:
-    """The verdict as the report prints it: prefixed with its scale below the paper scale."""
-    return verdict if scale == PAPER_SCALE else f"at scale {scale}: {verdict}"
+    """The verdict as the report prints it (module docstring): below the paper scale
+    "consistent / inconsistent at <scale>" or "at scale <scale>: <verdict>"."""
+    if scale == PAPER_SCALE:
+        return verdict
+    if verdict in _BELOW_PAPER:
+        return _BELOW_PAPER[verdict].format(scale=scale)
+    return f"at scale {scale}: {verdict}"
 
 
 def base_verdict(text: str) -> str:
-    """The verdict without its scale prefix."""
+    """The verdict without its scale (at_scale's inverse)."""
+    for verdict, shown in _BELOW_PAPER.items():
+        head = shown.split("{")[0]
+        if text.startswith(head) and " " not in text[len(head):]:
+            return verdict
     if text.startswith("at scale ") and ": " in text:
         return text.split(": ", 1)[1]
     return text
@@ -363,7 +492,8 @@ def init_family_comparisons(families: dict[str, tuple[str, dict[str, dict[int, f
     Holm across every pair of every family (compare_ordering); a comparison is named
     "<family>: <init>" (the init alone for the family ""). Verdict: reproduced if any init is
     significantly lower; contradicted if every other init is significantly higher;
-    inconclusive (1 seed) when no pair has two seeds; otherwise inconclusive."""
+    the first pair's gate (not judged, variance not estimable) when no pair was tested;
+    otherwise inconclusive."""
     pairs = []
     for family, (baseline, values) in families.items():
         base = values[baseline]
@@ -389,6 +519,6 @@ def init_verdict(comps: Sequence[Comparison]) -> str:
         return REPRODUCED
     if all(v == CONTRADICTED for v in verdicts):
         return CONTRADICTED
-    if all(v == ONE_SEED for v in verdicts):
-        return ONE_SEED
+    if all(is_withheld(v) for v in verdicts):
+        return verdicts[0]
     return INCONCLUSIVE

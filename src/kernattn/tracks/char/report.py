@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import report_claims, report_figures, report_gpa, report_runs, stages
+from ...report import gates, gka_state
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
 
@@ -33,7 +34,7 @@ OUTLINE = ("part-char", "Char-level GPT with GPA kernel banks (seeds 000 and 001
     ("gpa-bank-size", "Bank-size ablation: validation loss against M (the reviewers' request)")))
 CLAIM_KINDS = {
     "order": ClaimKind("claims", ("order",)),
-    "noninferior": ClaimKind("claims", ("rows", "margin")),
+    "noninferior": ClaimKind("claims", ("rows", "margin")),   # margin: nats/char or {fraction, of: [NoPE, RoPE]}
     "count": ClaimKind("claims", ("row", "field", "formula")),
     "number": ClaimKind("claims", ("row", "field", "paper_value")),
 }
@@ -59,12 +60,33 @@ def section(ctx: ReportContext) -> dict:
         "setup_source": ctx.papers.get("setup", {}).get("source", ""),
         "runs": runs_df.to_dict("records"),
         "runs_df": runs_df,  # for claims()
+        "curves": report_runs.val_curves(runs),
+        "gka_notes": _gka_notes(p, runs),
+        "judged_loss": ctx.papers.get("judged_loss", "final"),
+        "other_loss": "best" if ctx.papers.get("judged_loss", "final") == "final" else "final",
+        "gates": gates.thresholds(ctx.papers),
         "provenance": _provenance(ctx, runs_df, meta, meta_path),
     }
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    return report_claims.judge(ctx.claims_of(CLAIM_KINDS), ctx.params, section["runs_df"])
+    return report_claims.judge(ctx.claims_of(CLAIM_KINDS), ctx.params, section["runs_df"], ctx.papers,
+                               section["curves"])
+
+
+def _gka_notes(p, runs: list) -> list[dict]:
+    """Beside each GKA row that starts at sigma = 1: its sigma at the end (every seed's
+    checkpoint); the char track measures no attention weights (no diagonal weight)."""
+    out = []
+    for row in p.matrix.rows:
+        got = [r for r in runs if r.spec.row == row.name]
+        if not got or not gka_state.starts_at_one(row.variant, row.options):
+            continue
+        read = [gka_state.checkpoint_sigma(r.folder / "ckpt.pt") for r in got]
+        sigma = [x for s in read if s for x in s]
+        out.append({"row": row.name, "text": gka_state.sigma_text(
+            sigma or None, None, f"ckpt.pt of {sum(1 for s in read if s)} of {len(got)} runs")})
+    return out
 
 
 def _rows(main_df: pd.DataFrame, runs_df: pd.DataFrame, papers: dict) -> list[dict]:

@@ -1,19 +1,27 @@
 """The char track's claims (seeds 000 and 001) judged on its runs table: orderings and
-"works as well as" between rows (pairwise t tests over seeds, stats.py), extra parameters by
-construction (count) and the papers' model sizes (number)."""
+"works as well as" between rows (pairwise t tests over seeds, one Holm family per figure:
+stats.judge_family), extra parameters by construction (count) and the papers' model sizes
+(number). Each comparison reads the validation loss paper_numbers.yaml pre-registers
+(`judged_loss`: final or best) and shows the other beside it; it is judged only when both
+rows converged (report/gates.py: the loss's fitted drop over the last part of training) and
+the seeds allow it (stats.MIN_SEEDS, a non-zero spread). A "works as well as RoPE" margin is
+a number or a fraction of the NoPE - RoPE gap at this scale (stats.noninferiority_margin)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
-from ...report import stats
+from ...report import gates, stats
 from ...report.claims import ClaimResult, fmt_diff
 
+JUDGED = ("final", "best")  # paper_numbers.yaml `judged_loss`: which validation loss a verdict reads
 
-def _seed_values(runs_df: pd.DataFrame) -> dict[str, dict[int, float]]:
-    return {row: dict(zip(g["seed"].astype(int), g["val_loss"].astype(float)))
+
+def _seed_values(runs_df: pd.DataFrame, column: str) -> dict[str, dict[int, float]]:
+    return {row: dict(zip(g["seed"].astype(int), g[column].astype(float)))
             for row, g in runs_df.groupby("row", sort=False)}
 
 
@@ -26,44 +34,119 @@ def _pair(values: dict[str, dict[int, float]], a: str, b: str) -> tuple[list[flo
     return list(sa.values()), list(sb.values()), False
 
 
-def _interval_text(comps: list[stats.Comparison]) -> str:
+def _interval_text(comps: list[stats.Comparison], judged: str) -> str:
     cis = [c.ci for c in comps if c.ci is not None]
     if not cis:
         return ""
     kind = "paired t over seeds (same batch order per seed)" if cis[0].paired else "Welch t over seeds"
-    holm = ", Holm across the pairs" if len(comps) > 1 else ""
-    return f"95% {kind}{holm}"
+    k = max(c.family_size for c in comps)
+    holm = f", Holm across the {k} tests of its figure" if k > 1 else ""
+    return f"95% {kind} of the {judged} validation loss{holm}"
 
 
-def _comparison_claim(claim: dict, values, missing_note, scale: str) -> ClaimResult:
+@dataclass
+class Setting:
+    """What every comparison claim of the char track reads: the judged and the other loss per
+    row and seed, the convergence gate per row, the rows' names for missing-row notes."""
+
+    judged: str
+    values: dict          # row -> seed -> judged loss
+    other: dict           # row -> seed -> the other loss (shown beside)
+    converged: dict       # row -> failed gate's verdict or None
+    missing_note: object
+    scale: str
+    other_name: str = ""
+
+
+def _margin(claim: dict, st: Setting) -> tuple[float | None, str]:
+    """The claim's non-inferiority margin: a number fixed in paper_numbers.yaml, or a fraction
+    (fixed there) of the NoPE - RoPE gap measured at this scale (stats.noninferiority_margin)."""
+    m = claim["margin"]
+    if not isinstance(m, dict):
+        return float(m), f"margin {float(m):.4f} (fixed)"
+    nope, rope = m["of"]
+    if nope not in st.values or rope not in st.values:
+        return None, f"no margin: {st.missing_note(nope if nope not in st.values else rope)}"
+    va, vb, paired = _pair(st.values, nope, rope)
+    margin, why = stats.noninferiority_margin(float(m["fraction"]), va, vb, paired)
+    return margin, (f"margin {margin:.4f} = {why}" if margin is not None else f"no margin: {why}")
+
+
+def _tests(claim: dict, st: Setting) -> list[stats.Test] | None:
+    """The claim's comparisons as tests (gated by convergence and a margin), None if a row is missing."""
     kind = claim["kind"]
     pairs = stats.ordering_pairs(claim["order"]) if kind == "order" else [tuple(claim["rows"])]
-    absent = {x for pair in pairs for x in pair if x not in values}
-    if absent:
-        comps = [stats.Comparison(a, "<" if kind == "order" else "≲", b, stats.NOT_RUN,
-                                  note="; ".join(missing_note(x) for x in (a, b) if x in absent))
-                 for a, b in pairs]
-        return ClaimResult(claim, stats.NOT_RUN, comps, scale=scale, ours="—")
-    data = [_pair(values, a, b) for a, b in pairs]
-    paired = all(p for _, _, p in data)
-    if kind == "order":
-        comps = stats.compare_ordering([(a, va, b, vb) for (a, b), (va, vb, _) in zip(pairs, data)],
-                                       paired=paired)
-    else:
-        (a, b), (va, vb, _) = pairs[0], data[0]
-        comps = [stats.compare_noninferior(a, va, b, vb, margin=float(claim["margin"]), paired=paired)]
-    res = ClaimResult(claim, stats.combine([c.verdict for c in comps]), comps, scale=scale,
-                      interval=_interval_text(comps))
-    def point(a: str, b: str) -> str:  # one seed: the difference without an interval
-        va, vb = values[a], values[b]
-        return f"{sum(va.values()) / len(va) - sum(vb.values()) / len(vb):+.4f} (1 seed, no interval)"
+    if any(x not in st.values for pair in pairs for x in pair):
+        return None
+    margin, margin_note = _margin(claim, st) if kind == "noninferior" else (None, "")
+    out = []
+    for a, b in pairs:
+        va, vb, paired = _pair(st.values, a, b)
+        gate = st.converged.get(a) or st.converged.get(b)
+        if kind == "noninferior" and margin is None:
+            gate = gate or stats.not_judged(margin_note.removeprefix("no margin: "))
+        oa, ob, _ = _pair(st.other, a, b)
+        other = f"{st.other_name}: {a} − {b} {sum(oa) / len(oa) - sum(ob) / len(ob):+.4f}"
+        out.append(stats.Test(a, va, b, vb, paired, margin=margin if kind == "noninferior" else None, gate=gate,
+                              note="; ".join(x for x in (margin_note, other) if x)))
+    return out
 
-    res.ours = "; ".join(f"{c.a} − {c.b}: " + (fmt_diff(c.ci) if c.ci else point(c.a, c.b)) for c in comps)
-    if kind == "noninferior":
-        res.ours += f"; margin {float(claim['margin']):.4f}"
-    if len(comps) == 1 and comps[0].ci is not None:
+
+def _fmt_comp(c: stats.Comparison, st: Setting) -> str:
+    if c.ci is None:  # one seed: the difference without an interval
+        va, vb = st.values[c.a], st.values[c.b]
+        return f"{c.a} − {c.b}: {sum(va.values()) / len(va) - sum(vb.values()) / len(vb):+.4f} (1 seed, no interval)"
+    text = f"{c.a} − {c.b}: {fmt_diff(c.ci)}"
+    return text + (f", MDE {c.mde:.4f}" if c.mde is not None else "")
+
+
+def _result(claim: dict, comps: list[stats.Comparison], st: Setting) -> ClaimResult:
+    res = ClaimResult(claim, stats.combine([c.verdict for c in comps]), comps, scale=st.scale,
+                      interval=_interval_text(comps, st.judged))
+    res.ours = "; ".join(_fmt_comp(c, st) for c in comps)
+    if claim["kind"] == "noninferior" and comps[0].margin is not None:
+        res.ours += f"; margin {comps[0].margin:.4f}"
+    res.detail = " | ".join(dict.fromkeys(c.note for c in comps if c.note))
+    if len(comps) == 1 and comps[0].ci is not None and comps[0].ci.estimable:
         res.estimate, res.lo, res.hi = comps[0].ci.diff, comps[0].ci.lo, comps[0].ci.hi
     return res
+
+
+def _judge_comparisons(claims: list[dict], st: Setting) -> dict[str, ClaimResult]:
+    """Every order / noninferior claim, by family (`family`, default the claim's id): the
+    family's distinct comparisons tested together (Holm), then handed back to their claims."""
+    out, families = {}, {}
+    for claim in claims:
+        tests = _tests(claim, st)
+        if tests is None:
+            kind = claim["kind"]
+            pairs = stats.ordering_pairs(claim["order"]) if kind == "order" else [tuple(claim["rows"])]
+            comps = [stats.Comparison(a, "<" if kind == "order" else "≲", b, stats.NOT_RUN,
+                                      note="; ".join(st.missing_note(x) for x in (a, b) if x not in st.values))
+                     for a, b in pairs]
+            out[claim["id"]] = ClaimResult(claim, stats.NOT_RUN, comps, scale=st.scale, ours="—")
+            continue
+        families.setdefault(claim.get("family", claim["id"]), []).append((claim, tests))
+    for members in families.values():
+        distinct = list(dict.fromkeys((t.a, t.b, t.margin) for _, tests in members for t in tests))
+        first = {(t.a, t.b, t.margin): t for _, tests in members for t in tests}
+        judged = dict(zip(distinct, stats.judge_family([first[k] for k in distinct])))
+        for claim, tests in members:
+            out[claim["id"]] = _result(claim, [judged[(t.a, t.b, t.margin)] for t in tests], st)
+    return out
+
+
+def _convergence(runs_df: pd.DataFrame, curves: dict, papers: dict) -> dict[str, str | None]:
+    """row -> the convergence gate's verdict for its worst seed (None: every seed converged)."""
+    th = gates.thresholds(papers)
+    out = {}
+    for row, g in runs_df.groupby("row", sort=False):
+        results = [(rid, gates.loss_converged(*curves.get(rid, ([], [])), th.last_fraction, th.max_loss_drop))
+                   for rid in g["run_id"]]
+        failed = [(rid, x) for rid, x in results if not x.passed]
+        out[row] = (gates.withheld([gates.gate(failed[0][1].name, False, f"{failed[0][0]}: {failed[0][1].why}")])
+                    if failed else None)
+    return out
 
 
 def _fmt_count(v) -> str:
@@ -104,29 +187,39 @@ def _number_claim(claim: dict, ours, scale: str) -> ClaimResult:
                        estimate=float(ours) if ok_number else None)
 
 
-def judge(claims: list[dict], params, runs_df: pd.DataFrame) -> list[ClaimResult]:
-    """Claims of kinds order, noninferior, count and number on the runs table, in their order."""
-    values = _seed_values(runs_df)
+def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
+          curves: dict | None = None) -> list[ClaimResult]:
+    """Claims of kinds order, noninferior, count and number on the runs table, in their order.
+    `curves`: run id -> (steps, val losses), for the convergence gate (None: no gate)."""
     rows = {r.name: r for r in params.matrix.rows}
     scale = params.scale
+    judged = papers.get("judged_loss", "final")
+    if judged not in JUDGED:
+        raise ValueError(f"paper_numbers.yaml: judged_loss must be one of {', '.join(JUDGED)}, got {judged!r}")
+    column = {"final": "val_loss", "best": "best_val_loss"}
 
     def missing_note(name: str) -> str:
         if name in rows:
             return f"{name} is not in the matrix of scale {scale!r} (matrix.only)"
         return f"{name} is not a row of {params.path}"
 
+    other = next(x for x in JUDGED if x != judged)
+    st = Setting(judged, _seed_values(runs_df, column[judged]), _seed_values(runs_df, column[other]),
+                 _convergence(runs_df, curves, papers) if curves is not None else {}, missing_note, scale,
+                 f"{other} loss")
+    compared = _judge_comparisons([c for c in claims if c["kind"] in ("order", "noninferior")], st)
     results = []
     for claim in claims:
         kind = claim["kind"]
         if kind in ("order", "noninferior"):
-            results.append(_comparison_claim(claim, values, missing_note, scale))
-        else:  # count, number: a field of the row's final.json, the same for every seed
-            row = claim["row"]
-            if row not in values:
-                results.append(ClaimResult(claim, stats.NOT_RUN, detail=missing_note(row), scale=scale, ours="—"))
-                continue
-            got = list(dict.fromkeys(runs_df.loc[runs_df["row"] == row, claim["field"]].tolist()))
-            ours = got[0] if len(got) == 1 else None
-            results.append(_count_claim(claim, ours, rows, params, scale) if kind == "count"
-                           else _number_claim(claim, ours, scale))
+            results.append(compared[claim["id"]])
+            continue
+        row = claim["row"]  # count, number: a field of the row's final.json, the same for every seed
+        if row not in st.values:
+            results.append(ClaimResult(claim, stats.NOT_RUN, detail=missing_note(row), scale=scale, ours="—"))
+            continue
+        got = list(dict.fromkeys(runs_df.loc[runs_df["row"] == row, claim["field"]].tolist()))
+        ours = got[0] if len(got) == 1 else None
+        results.append(_count_claim(claim, ours, rows, params, scale) if kind == "count"
+                       else _number_claim(claim, ours, scale))
     return results

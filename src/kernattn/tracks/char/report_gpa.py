@@ -26,10 +26,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import report_bankgate
 from .analysis import plots
 from .stages import SUMMARY, analysis_dir, corpus_dir, gpa_runs
 from ...config import Params, RunSpec
-from ...report import stats
+from ...report import gates, stats
 from ...report.palette import row_colors
 from ...report.part import ReportContext
 
@@ -108,7 +109,8 @@ def section(ctx: ReportContext, runs, main_df: pd.DataFrame) -> dict:
     rows = []
     for name in dict.fromkeys(a.spec.row for a in analyses):
         members = [a for a in analyses if a.spec.row == name]
-        rows.append(_row(name, members, assets, tables, corpus_counts, corpus_summary, interp))
+        rows.append(_row(name, members, assets, tables, corpus_counts, corpus_summary, interp, params.train,
+                         gates.thresholds(papers).max_param_travel))
     bank_size = _bank_size(params, papers, main_df, runs, assets, tables)
     out = {
         "present": bool(analyses), "warnings": warnings, "paper": interp, "rows": rows,
@@ -125,7 +127,7 @@ def section(ctx: ReportContext, runs, main_df: pd.DataFrame) -> dict:
     return out
 
 
-def _row(name, members, assets, tables, corpus_counts, corpus_summary, interp) -> dict:
+def _row(name, members, assets, tables, corpus_counts, corpus_summary, interp, train, max_travel) -> dict:
     first = members[0]
     ok = [a for a in members if a.summary is not None]
     row = {"row": name, "label": first.spec.label, "options": first.spec.options,
@@ -134,7 +136,7 @@ def _row(name, members, assets, tables, corpus_counts, corpus_summary, interp) -
     for a in members:
         rec = {"run_id": a.spec.run_id, "seed": a.spec.seed, "ok": a.summary is not None, "problem": a.problem}
         if a.summary is not None:
-            rec.update(_run_record(a, assets, tables))
+            rec.update(_run_record(a, assets, tables, train, max_travel))
             if row["init_png"] is None:  # the init does not depend on the seed (seed 001's init)
                 row["init_png"] = _copy(a.folder / "banks_init.png", assets / f"gpa-{name}-banks_init.png")
         row["runs"].append(rec)
@@ -154,7 +156,7 @@ def _copy(src: Path, dest: Path) -> str | None:
     return f"assets/{dest.name}"
 
 
-def _run_record(a: RunAnalysis, assets: Path, tables: Path) -> dict:
+def _run_record(a: RunAnalysis, assets: Path, tables: Path, train, max_travel: float) -> dict:
     s = a.summary
     rid = a.spec.run_id
     csvs = {}
@@ -176,7 +178,9 @@ def _run_record(a: RunAnalysis, assets: Path, tables: Path) -> dict:
             if 0 < len(kernels) <= FULL_KERNEL_TABLE_MAX else None)
     h, g = s["heads"], s["generated"]
     l1 = s["bumps"]["trained"][0]
+    gate = report_bankgate.bank_gate(kernels, a.spec.options, train, max_travel)
     return {
+        "bank_converged": gate.passed, "bank_gate": gate.why,
         "trained_png": _copy(a.folder / "banks_trained.png", assets / f"gpa-{rid}-banks_trained.png"),
         "csv": csvs, "dominant": dominant, "kernels_full": full,
         "bumps_l1": l1, "bumps_init_l1": s["bumps"]["init"][0],

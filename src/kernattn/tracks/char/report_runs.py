@@ -124,6 +124,16 @@ def options_text(variant: str, options: dict) -> str:
     return f"{variant}(" + ", ".join(f"{k}={v}" for k, v in options.items()) + ")"
 
 
+def best_loss(run: Run) -> float:
+    """The run's lowest validation loss: of its evaluations during training and its final one."""
+    return float(min([float(run.final["val_loss"]), *run.metrics["loss"].tolist()]))
+
+
+def val_curves(runs: list[Run]) -> dict[str, tuple[list[int], list[float]]]:
+    """run id -> (steps, validation losses) of its evaluations: what the convergence gate reads."""
+    return {r.spec.run_id: (r.metrics["step"].tolist(), r.metrics["loss"].tolist()) for r in runs}
+
+
 def runs_table(runs: list[Run], ctx: ReportContext) -> pd.DataFrame:
     """One line per run (matrix order)."""
     recs = []
@@ -133,7 +143,7 @@ def runs_table(runs: list[Run], ctx: ReportContext) -> pd.DataFrame:
             "run_id": r.spec.run_id, "row": r.spec.row, "seed": r.spec.seed,
             "label": r.spec.label, "source": r.spec.source,
             "variant": r.spec.variant, "options": json.dumps(r.spec.options, sort_keys=True),
-            "val_loss": float(f["val_loss"]), "val_bpc": num(f["val_bpc"]),
+            "val_loss": float(f["val_loss"]), "best_val_loss": best_loss(r), "val_bpc": num(f["val_bpc"]),
             "train_loss": num(f["train_loss"]), "n_params": f["n_params"],
             "extra_params": f["extra_params"], "tokens_seen": f["tokens_seen"], "steps": f["steps"],
             "wall_s": num(f["wall_s"]), "tokens_per_s": num(f["tokens_per_s"]),

@@ -14,8 +14,9 @@ Uncertainty: BPB per row is the mean over seeds with its t interval; the CORE di
 each row from the reference row (per task and the mean centered score) gets a paired bootstrap
 interval over items (stats.paired_bootstrap: the same items resampled for both rows, per task
 for the mean; each item's score is its correctness averaged over the seeds both rows share).
-`claims` judges seed 003's section 5 claims of paper_numbers.yaml on these numbers: GKA-LM is
-the first GKA row matched in tokens to another row, the baseline that row.
+`claims` judges seed 003's section 5 claims of paper_numbers.yaml on these numbers, on the pair
+the paper compared: the rows whose `paper` field names Table 8's baseline and GKA-LM
+(claim_rows), trained at unequal budgets as the paper's were.
 """
 
 from __future__ import annotations
@@ -29,15 +30,17 @@ import yaml
 
 from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from .core_eval import KINDS, RANDOM_BASELINE
-from ...report import stats
-from ...report.claims import ClaimResult
+from ...report import gates, gka_state, stats
+from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
-from .stages import data_outputs, eval_path, runs
+from .stages import data_outputs, eval_path, run_dir, runs
 
 OUTLINE = ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", (
     ("lm", "Baseline vs GKA-LM: Tables 6-8"),))
-CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm")}
+CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm"),
+               "lm_gap": ClaimKind("lm"), "lm_train_flops": ClaimKind("lm"), "lm_core_tasks": ClaimKind("lm", ("directions",))}
 PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
+PAIR = ("nanochat baseline", "GKA-LM")  # the models of Table 8 the claims compare (rows' `paper` field)
 TASKS = tuple(KINDS)
 BOOT_RESAMPLES = 4000
 BOOT_SEED = 0
@@ -53,14 +56,16 @@ def paper_numbers() -> dict:
 
 def depth20_counts(vocab: int = 32768, context: int = 2048) -> dict:
     """Parameter groups and FLOPs/token of both variants at the paper's depth-20 shape."""
-    from .flops import flops_per_token
+    from .flops import base_steps, flops_per_token, tokens_per_step
     from .model import GPTConfig, build_model
 
     out = {}
+    nanochat = LMParams()  # depth 20's batch (2^20 tokens a step) and parameter-to-data rule
     for variant in ("base", "gka"):
         model = build_model(GPTConfig(vocab_size=vocab, depth=20, context=context, variant=variant), "meta")
         out[variant] = {**model.param_counts(), "flops_per_token": flops_per_token(model)["total"],
-                        "has_value_embeds": bool(model.value_embed_layers)}  # value_embeds: their count
+                        "has_value_embeds": bool(model.value_embed_layers),  # value_embeds: their count
+                        "rule_tokens": base_steps(nanochat, model) * tokens_per_step(nanochat)}
     return out
 
 
@@ -136,12 +141,12 @@ def _summary(key: str, rs: list[dict]) -> dict:
 
 
 def claim_rows(rows) -> tuple[str, str] | None:
-    """(baseline, GKA-LM) row names for seed 003's claims: the first GKA row matched in tokens
-    to another row, and that row (the paper compares them at the baseline's tokens)."""
-    for row in rows:
-        if row.variant == "gka" and row.compute is not None and row.compute.match == "tokens":
-            return row.compute.row, row.name
-    return None
+    """(baseline, GKA-LM) row names for seed 003's claims: the rows whose `paper` field names
+    PAIR's models of Table 8. The paper compares them at unequal budgets, each set by
+    nanochat's parameter-to-data rule on its own model (GKA 2.7787e9 tokens, the baseline
+    4.5686e9: Table 8, and the paper says so); matched tokens or FLOPs are our additions."""
+    found = [paper_row(rows, "003", model, table=8) for model in PAIR]
+    return None if None in found else (found[0].name, found[1].name)
 
 
 def _tables(rows: list[dict], paper: dict, d20: dict) -> dict[str, pd.DataFrame]:
@@ -218,19 +223,82 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     rows = {r["key"]: r for r in section.get("rows", [])}
     pair = section.get("claim_rows")
     scale = ctx.scale
+    beside = _gka_state(ctx.params, pair[1]) if pair is not None and pair[1] in rows else ""
+    converged = _converged(ctx, pair) if pair is not None and pair[0] in rows and pair[1] in rows else None
     out = []
     for claim in ctx.claims_of(CLAIM_KINDS):
         kind = claim["kind"]
         if kind == "lm_count":
             out.append(_count_claim(claim, section["d20"]))
+        elif kind == "lm_train_flops":
+            out.append(_train_flops_claim(claim, section["d20"], section["paper"]["table8"]))
         elif pair is None or pair[0] not in rows or pair[1] not in rows:
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
-                                   detail="no evaluation of the baseline and GKA (matched tokens)"))
+                                   detail=_missing_pair(pair, rows)))
         elif kind == "lm_bpb":
             out.append(_bpb_claim(claim, section["groups"], pair, scale))
+        elif kind == "lm_gap":
+            out.append(_gap_claim(claim, section["groups"], pair, scale))
+        elif kind == "lm_core_tasks":
+            out.append(_core_tasks_claim(claim, section["groups"], pair, scale))
         else:
             out.append(_core_claim(claim, rows[pair[1]], pair, section["groups"], scale))
+        if kind not in ("lm_count", "lm_train_flops") and beside:
+            out[-1].detail = "; ".join(x for x in (out[-1].detail, beside) if x)
+        if converged is not None and kind not in ("lm_count", "lm_train_flops") and out[-1].verdict != stats.NOT_RUN:
+            out[-1].verdict = gates.apply(out[-1].verdict, [converged])
     return out
+
+
+def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
+    """Gate (a) for the pair's claims: every run's training loss (metrics.jsonl's train lines)
+    has stopped falling (report.gates.loss_converged, thresholds of paper_numbers.yaml); the
+    first run that fails, or a pass."""
+    th = gates.thresholds(ctx.papers)
+    for spec in [r for r in runs(ctx.params) if r.row in pair]:
+        steps, losses = _train_curve(run_dir(ctx.params, spec.run_id) / "metrics.jsonl")
+        g = gates.loss_converged(steps, losses, th.last_fraction, th.max_loss_drop, "train loss")
+        if not g.passed:
+            return gates.gate(g.name, False, f"{spec.run_id}: {g.why}")
+    return gates.gate(gates.CONVERGED, True)
+
+
+def _train_curve(path: Path) -> tuple[list[int], list[float]]:
+    """(steps, losses) of a run's train lines; empty when the file is absent or unreadable."""
+    steps, losses = [], []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return steps, losses
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("split") == "train" and isinstance(rec.get("loss"), (int, float)):
+            steps.append(int(rec["step"]))
+            losses.append(float(rec["loss"]))
+    return steps, losses
+
+
+def _gka_state(params, name: str) -> str:
+    """Beside the GKA row of the pair when it starts at sigma = 1: sigma at the end, read from
+    its runs' checkpoints (eval-lm measures no attention weights: no diagonal weight)."""
+    row = next(r for r in params.lm.rows if r.name == name)
+    if not gka_state.starts_at_one(row.variant, row.options):
+        return ""
+    specs = [r for r in runs(params) if r.row == name]
+    read = [gka_state.checkpoint_sigma(run_dir(params, r.run_id) / "ckpt.pt") for r in specs]
+    sigma = [x for got in read if got for x in got]
+    return f"{name}: " + gka_state.sigma_text(sigma or None, None, f"ckpt.pt of {sum(1 for g in read if g)} "
+                                                                    f"of {len(specs)} runs")
+
+
+def _missing_pair(pair, rows: dict) -> str:
+    if pair is None:
+        return ("no rows of lm.rows name Table 8's models in their paper field "
+                f"(paper: {{seed: \"003\", table: 8, model: ...}} for {' and '.join(PAIR)})")
+    return f"no evaluation of {' and '.join(x for x in pair if x not in rows)} (the paper's pair, Table 8)"
 
 
 def _count_claim(claim: dict, d20: dict) -> ClaimResult:
@@ -241,15 +309,80 @@ def _count_claim(claim: dict, d20: dict) -> ClaimResult:
                        estimate=ratio, detail="a parameter count of the depth-20 models, not a training result")
 
 
+def _train_flops_claim(claim: dict, d20: dict, table8: dict) -> ClaimResult:
+    """Table 8's 0.49x: our depth-20 FLOPs/token x the training tokens Table 8 gives each model
+    (the budgets the paper's pair trained on: the gka_paper row's). Beside it, the ratio that
+    nanochat's rule applied to our own depth-20 models would give."""
+    ours = {k: d20[k]["flops_per_token"] * float(table8[k]["train_tokens"]) for k in ("base", "gka")}
+    ratio = ours["gka"] / ours["base"]
+    rule = {k: d20[k]["flops_per_token"] * d20[k]["rule_tokens"] for k in ("base", "gka")}
+    ok = round(ratio, 2) == float(claim["paper_value"])
+    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+                       estimate=ratio, ours=f"{ratio:.4f} (our FLOPs/token x Table 8's tokens)",
+                       detail=(f"nanochat's rule on our depth-20 models gives {d20['gka']['rule_tokens']:.4g} "
+                               f"(GKA) and {d20['base']['rule_tokens']:.4g} (base) tokens, "
+                               f"{rule['gka'] / rule['base']:.2f}x; Table 8: {float(table8['gka']['train_tokens']):.4g} "
+                               f"and {float(table8['base']['train_tokens']):.4g}: the paper's GKA count of scaling "
+                               f"parameters differs from ours where the two differ"))
+
+
+def _core_tasks_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:
+    """Table 7's per-task directions (`directions`: task -> higher | lower | equal, GKA against
+    the baseline): per task the paired bootstrap interval over items of GKA - base centered
+    score, at 1 - 0.05/k for the k tasks (Bonferroni: one family). A directional task agrees
+    when its interval lies on the paper's side of 0, disagrees when on the other; "equal"
+    agrees when it contains 0. Reproduced if every task agrees, contradicted if any directional
+    task disagrees, otherwise inconclusive."""
+    directions = claim["directions"]
+    base, gka = groups[pair[0]], groups[pair[1]]
+    seeds = sorted({x["seed"] for x in base} & {x["seed"] for x in gka})
+    level = 1 - stats.ALPHA / len(directions)
+    calls, texts = [], []
+    for i, (task, want) in enumerate(directions.items()):
+        a, b = _item_scores(gka, task, seeds), _item_scores(base, task, seeds)
+        if a is None or b is None or len(a) != len(b):
+            return ClaimResult(claim, stats.INCONCLUSIVE, scale=scale, ours="no per-item results",
+                               detail="rerun eval-lm: its output lacks per-item correctness")
+        boot = stats.paired_bootstrap([(a, b)], stats.centered_diff_statistic([RANDOM_BASELINE[task]]),
+                                      BOOT_RESAMPLES, level=level, seed=BOOT_SEED + i)
+        side = "higher" if boot.lo > 0 else "lower" if boot.hi < 0 else "equal"
+        calls.append("agrees" if side == want else "disagrees" if "equal" not in (side, want) else "undecided")
+        texts.append(f"{task} {boot.estimate:+.3f} [{boot.lo:+.3f}, {boot.hi:+.3f}] ({want}: {calls[-1]})")
+    verdict = (stats.REPRODUCED if all(c == "agrees" for c in calls) else
+               stats.CONTRADICTED if "disagrees" in calls else stats.INCONCLUSIVE)
+    return ClaimResult(claim, verdict, scale=scale, ours="; ".join(texts),
+                       interval=f"{level:.0%} paired bootstrap over items per task (Bonferroni over {len(directions)} "
+                                f"tasks), seeds {', '.join(map(str, seeds))}")
+
+
+def _gap_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:
+    """Table 6: GKA's val - train BPB gap below the baseline's, paired by seed (stats.compare_less)."""
+    gap = {k: {x["seed"]: x["val_bpb"] - x["train_bpb"] for x in groups[k]} for k in pair}
+    seeds = sorted(set(gap[pair[0]]) & set(gap[pair[1]]))
+    comp = stats.compare_less(pair[1], [gap[pair[1]][s] for s in seeds], pair[0], [gap[pair[0]][s] for s in seeds],
+                              paired=True)
+    res = ClaimResult(claim, comp.verdict, [comp], scale=scale)
+    if comp.ci is not None and comp.ci.estimable:
+        res.estimate, res.lo, res.hi = comp.ci.diff, comp.ci.lo, comp.ci.hi
+        res.interval = f"95% paired t over seeds {', '.join(map(str, seeds))}"
+    mean = {k: sum(gap[k][s] for s in seeds) / len(seeds) for k in pair}
+    res.ours = (f"gap GKA {mean[pair[1]]:+.4f}, base {mean[pair[0]]:+.4f}; GKA − base "
+                + (f"{comp.ci.diff:+.4f} [{comp.ci.lo:+.4f}, {comp.ci.hi:+.4f}]" if res.interval
+                   else f"{mean[pair[1]] - mean[pair[0]]:+.4f} (no interval)"))
+    return res
+
+
 def _bpb_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:
     base = {x["seed"]: x["val_bpb"] for x in groups[pair[0]]}
     gka = {x["seed"]: x["val_bpb"] for x in groups[pair[1]]}
     seeds = sorted(set(base) & set(gka))
     comp = stats.compare_less(pair[0], [base[s] for s in seeds], pair[1], [gka[s] for s in seeds], paired=True)
+    estimable = comp.ci is not None and comp.ci.estimable
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale,
-                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if comp.ci else "")
-    if comp.ci is None:
-        res.ours = f"GKA − base val BPB: {sum(gka[s] - base[s] for s in seeds) / len(seeds):+.4f} (1 seed)"
+                      interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if estimable else "")
+    if not estimable:
+        res.ours = (f"GKA − base val BPB: {sum(gka[s] - base[s] for s in seeds) / len(seeds):+.4f} "
+                    f"({stats.seeds_text(len(seeds))}, no interval)")
     else:  # stated as GKA - base, the paper's direction
         res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
         res.ours = f"GKA − base val BPB: {res.estimate:+.4f} [{res.lo:+.4f}, {res.hi:+.4f}]"

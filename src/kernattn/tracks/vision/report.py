@@ -2,8 +2,8 @@
 003 sections 4 and 7, issue 5): Tables 2/3 (counts of the paper's six models beside the
 paper's), Table 5 and top-1 on the configured data set (one row per row of vision.rows, the
 same columns for all: mean and 95% t interval over seeds, EMA weights and raw; the paper's
-numbers beside the rows whose variant is one of its models), the learned sigma, and the
-section 7 figures. The GKA-vs-DeiT claim pairs the first rows of variant gka and deit.
+numbers beside the rows whose `paper` field names one of its models), the learned sigma, and the
+section 7 figures. The GKA-vs-DeiT claim pairs the rows whose `paper` names GKA-Ti and DeiT-Ti.
 
 Reads vision.counts_dir/counts.json (kernattn count-vision), vision.out_dir/<run>/final.json
 (kernattn train-vision) and vision.analysis_dir/<run>/ (kernattn analyze-vision); a missing
@@ -21,14 +21,16 @@ import pandas as pd
 import yaml
 
 from . import stages
-from ...report import stats
-from ...report.claims import ClaimResult
+from ...report import gka_state, stats
+from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
 
 OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)", (
     ("vision", "GKA on vision: counts, top-1 and attention maps"),))
-CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision")}
+CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision"),
+               "vision_flops": ClaimKind("vision"), "vision_vlt": ClaimKind("vision")}
 PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
+PAIR = ("GKA-Ti", "DeiT-Ti")  # 003-vit-top1: the rows whose `paper` names these models of Table 5
 FIGURES = [  # (file or prefix, caption); seed 003 section 7
     ("sigma.png", "Learned bandwidth sigma per head and layer (7.3): heatmap (YlOrRd) and per-head lines over depth."),
     ("rollout.png", "Attention rollout (7.2) with discard ratios 0, 0.5, 0.9, overlaid on the image."),
@@ -81,7 +83,9 @@ def top1_table(finals: dict[str, dict], vp) -> pd.DataFrame:
         got = [finals[f"{row.name}-s{s}"] for s in seeds if f"{row.name}-s{s}" in finals]
         raw = stats.mean_ci([f["top1"] for f in got]) if got else None
         ema = stats.mean_ci([f["top1_ema"] for f in got]) if got else None
+        ref = paper_ref(row, "003", table=5)
         rows.append({"row": row.name, "variant": row.variant, "options": json.dumps(row.options, sort_keys=True),
+                     "paper_model": ref.model if ref else None,
                      "label": row.label or row.name, "n_seeds": len(got),
                      "top1_mean": raw.mean if raw else None, "top1_ci_half": raw.half if raw else None,
                      "top1_ema_mean": ema.mean if ema else None, "top1_ema_ci_half": ema.half if ema else None,
@@ -93,10 +97,11 @@ def top1_table(finals: dict[str, dict], vp) -> pd.DataFrame:
 
 def table5(counts: dict, top1: pd.DataFrame, paper: dict) -> pd.DataFrame:
     conf = {c["model"]: c for c in counts["configured"]}
+    t5_models = {v["model"]: v for v in paper["table5"].values()}
     rows = []
     for _, t in top1.iterrows():
-        # the paper's numbers for the rows that train one of its models as it is (no options)
-        p = paper["table5"].get(t["variant"], {}) if t["options"] == "{}" else {}
+        # the paper's numbers for the rows that train one of its models (the row's `paper` field)
+        p = t5_models.get(t["paper_model"], {})
         c = conf.get(t["row"])
         rows.append({"row": t["row"], "variant": t["variant"], "label": t["label"], "projections": p.get("projections", ""),
                      "params": c["total"] if c else None, "flops_m": c["flops"] / 1e6 if c else None,
@@ -166,23 +171,67 @@ def section(ctx: ReportContext) -> dict:
 
 
 # ----------------------------------------------------------------------------- claims
+def _gka_state(row, finals: dict, section: dict, seeds: list[int]) -> str:
+    """Beside a GKA row that starts at sigma = 1: its sigma at the end (final.json, every seed)
+    and the mean diagonal weight (analyze-vision's summary, mean over layers, its viz run)."""
+    if row is None or not gka_state.starts_at_one(row.variant, row.options):
+        return ""
+    sigma = [s for seed in seeds for layer in (finals[f"{row.name}-s{seed}"].get("sigma") or []) for s in layer]
+    viz = next((r for r in section["runs"] if r["run_id"].startswith(f"{row.name}-s")), None)
+    diag = sum(x["mean_diagonal"] for x in viz["layers"]) / len(viz["layers"]) if viz and viz["layers"] else None
+    read = "final.json's sigma" + (f", {viz['run_id']}'s analysis" if viz else "; no analyze-vision output")
+    return f"{row.name}: " + gka_state.sigma_text(sigma or None, diag, read)
+
+
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     """Seed 003's vision claims (kinds vision_count, vision_top1) on the section's numbers."""
     out = []
     for claim in ctx.claims_of(CLAIM_KINDS):
         if not section.get("enabled"):
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=ctx.scale, ours="—", detail="no vision section"))
-        elif claim["kind"] == "vision_count":
+        elif claim["kind"] in ("vision_count", "vision_flops"):
             out.append(_count_claim(claim, section["counts_table"]))
+        elif claim["kind"] == "vision_vlt":
+            out.append(_vlt_claim(claim, section, ctx.scale))
         else:
             out.append(_top1_claim(claim, section, ctx.scale))
     return out
 
 
+def _vlt_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
+    """Table 5: VLT-Ti (no W_V) above DeiT-Ti in top-1 (EMA), paired by seed: DeiT's top-1
+    error above VLT's is "DeiT - VLT top-1 < 0" (stats.compare_less, its gates)."""
+    finals, vp = section["finals"], section["vp"]
+    rows = [paper_row(vp.rows, "003", m, table=5) for m in ("VLT-Ti", "DeiT-Ti")]
+    if None in rows:
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no rows name VLT-Ti and DeiT-Ti")
+    seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
+    seeds = [s for s in seeds if all(f"{r.name}-s{s}" in finals for r in rows)]
+    if not seeds:
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no VLT and DeiT runs")
+    vlt, deit = ([finals[f"{r.name}-s{s}"]["top1_ema"] for s in seeds] for r in rows)
+    comp = stats.compare_less("DeiT-Ti", deit, "VLT-Ti", vlt, paired=True)
+    res = ClaimResult(claim, comp.verdict, [comp], scale=scale)
+    gap = sum(vlt) / len(vlt) - sum(deit) / len(deit)
+    if comp.ci is not None and comp.ci.estimable:
+        res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
+        res.ours = f"VLT − DeiT top-1 EMA: {res.estimate:+.2f} pp [{res.lo:+.2f}, {res.hi:+.2f}]"
+        res.interval = f"95% paired t over seeds {', '.join(map(str, seeds))}"
+    else:
+        res.ours = f"VLT − DeiT top-1 EMA: {gap:+.2f} pp ({stats.seeds_text(len(seeds))}, no interval)"
+    if vp.dataset != "imagenet":
+        res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k")
+    return res
+
+
 def _count_claim(claim: dict, table: list[dict]) -> ClaimResult:
+    """Parameter totals (vision_count) or FLOPs (vision_flops, Tables 2/3's savings) of the six
+    models against the paper's, within paper_vision.yaml's tolerance: facts of the architecture."""
     if not table:
         return ClaimResult(claim, stats.NOT_RUN, scale=stats.PAPER_SCALE, ours="—",
                            detail="no counts: run kernattn count-vision")
+    if claim["kind"] == "vision_flops":
+        return _flops_claim(claim, table)
     ok = all(r["params_ok"] for r in table)
     worst = max(abs(r["total_rel"]) for r in table)
     return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
@@ -191,28 +240,49 @@ def _count_claim(claim: dict, table: list[dict]) -> ClaimResult:
                        detail="parameter totals of the six models built on the meta device at 224 px")
 
 
+def _flops_claim(claim: dict, table: list[dict]) -> ClaimResult:
+    by = {r["model"]: r for r in table}
+    saving = {size: 1 - by[f"GKA-{size}"]["flops_g"] / by[f"DeiT-{size}"]["flops_g"] for size in ("Ti", "S", "B")
+              if f"GKA-{size}" in by and f"DeiT-{size}" in by}
+    ok = all(r["flops_ok"] for r in table)
+    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+                       estimate=min(saving.values()) if saving else None,
+                       ours="GKA saves " + ", ".join(f"{k} {v:.1%}" for k, v in saving.items()) + " of DeiT's FLOPs",
+                       detail="analytical forward FLOPs of the six models at 224 px, each within the tolerance of "
+                              "Tables 2/3" if ok else "a model's FLOPs differ from Tables 2/3 beyond the tolerance")
+
+
 def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
     finals, vp = section["finals"], section["vp"]
-    pair = [next((r.name for r in vp.rows if r.variant == v and not r.options), None) for v in ("gka", "deit")]
+    found = [paper_row(vp.rows, "003", m, table=5) for m in PAIR]
+    pair = [r.name if r is not None else None for r in found]
     seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
     seeds = [s for s in seeds if None not in pair and all(f"{n}-s{s}" in finals for n in pair)]
     gka = [finals[f"{pair[0]}-s{s}"]["top1_ema"] for s in seeds]
     deit = [finals[f"{pair[1]}-s{s}"]["top1_ema"] for s in seeds]
     if not seeds:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no DeiT and GKA runs")
+        named = ", ".join(f"{m}: row {n}" if n else f"{m}: no row of vision.rows names it in its paper field"
+                          for m, n in zip(PAIR, pair))
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail=f"no runs of both ({named})")
     ci = stats.paired_diff_ci(gka, deit)
+    ci = ci if ci is not None and ci.estimable else None  # zero spread: no interval either
     res = ClaimResult(claim, stats.NOT_COMPARABLE, scale=scale,
                       interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if ci else "")
     if ci is None:
-        res.ours = f"GKA − DeiT top-1 EMA: {sum(gka) / len(gka) - sum(deit) / len(deit):+.2f} pp (1 seed)"
+        res.ours = (f"GKA − DeiT top-1 EMA: {sum(gka) / len(gka) - sum(deit) / len(deit):+.2f} pp "
+                    f"({stats.seeds_text(len(seeds))}, no interval)")
     else:
         res.estimate, res.lo, res.hi = ci.diff, ci.lo, ci.hi
         res.ours = f"GKA − DeiT top-1 EMA: {ci.diff:+.2f} pp [{ci.lo:+.2f}, {ci.hi:+.2f}]"
+    res.detail = _gka_state(found[0], finals, section, seeds)
     if vp.dataset != "imagenet":
         res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k; "
                                            f"{vp.depth} blocks x {vp.n_head} heads, d={vp.embed_dim}")
+    elif len(seeds) < stats.MIN_SEEDS:  # the gates of stats.judge_family: seeds, then spread
+        res.verdict = stats.not_judged(stats.seeds_text(len(seeds)))
+    elif ci is None:
+        res.verdict = stats.NOT_ESTIMABLE
     else:  # "trails modestly": GKA below DeiT, by less than 2 pp (the paper's largest gap, 1.57, rounded up)
-        res.verdict = (stats.CONTRADICTED if ci is not None and (ci.lo > 0 or ci.hi < -2.0) else
-                       stats.REPRODUCED if ci is not None and ci.hi < 0 and ci.lo > -2.0 else
-                       stats.INCONCLUSIVE if ci is not None else stats.ONE_SEED)
+        res.verdict = (stats.CONTRADICTED if ci.lo > 0 or ci.hi < -2.0 else
+                       stats.REPRODUCED if ci.hi < 0 and ci.lo > -2.0 else stats.INCONCLUSIVE)
     return res

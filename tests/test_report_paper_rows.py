@@ -1,0 +1,201 @@
+"""Rows name what they reproduce (issue 25): the `paper` field of a row, validated by the
+config schema in one line, and the report finding every paper claim's rows by it, so that with
+the default params every paper claim whose rows trained gets a verdict at every scale."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernattn.config import ParamsError, load_params
+from kernattn.report import build, stats
+from kernattn.report.claims import paper_row
+from kernattn.tracks.lm.report import claim_rows
+from kernattn.tracks.lm.stages import lm_runs
+from kernattn.tracks.vision import stages as vision_stages
+from kernattn.tracks.vision.report import PAIR
+from kernattn.tracks.vision.report import PAPER_FILE as PAPER_VISION
+
+from .test_report import PARAMS, _write_lm_evals, write_params, write_runs
+
+STUDY_KINDS = ("study_wrap", "study_gka_init", "study_prune")  # the studies' claims: their own stage
+
+
+@pytest.mark.parametrize("paper, words", [
+    ({"seed": "004", "table": 5, "model": "X"}, "vision.rows[1].paper[0].seed must be one of 000, 001, 002, 003"),
+    ({"seed": "003", "model": "X"}, "vision.rows[1] (gka): paper needs exactly one of table or figure"),
+    ({"seed": "003", "table": 5, "figure": 2, "model": "X"}, "paper needs exactly one of table or figure"),
+    ({"seed": "003", "table": 5, "model": " X"}, "paper[0].model must be a non-empty name"),
+    ({"seed": "003", "table": 5, "model": "DeiT-Ti"}, "two rows give paper {seed: 003, model: DeiT-Ti}"),
+    ({"seed": "003", "table": 5, "modle": "X"}, "unknown keys 'vision.rows[1].paper[0].modle'"),
+])
+def test_paper_field_errors_are_one_line(tmp_path, paper, words):
+    doc = yaml.safe_load(PARAMS.read_text())
+    doc["vision"]["rows"][1]["paper"] = paper
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ParamsError) as err:
+        load_params(path, "paper")
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_shipped_rows_name_their_papers():
+    for scale in ("paper", "tiny", "micro"):
+        p = load_params(PARAMS, scale)
+        assert [paper_row(p.vision.rows, "003", m, table=5).name for m in PAIR] == ["gka", "deit"]
+        # GKA-Ti's row pins init_sigma: paper, so "the row without options" would not find it
+        assert paper_row(p.vision.rows, "003", "GKA-Ti", table=5).options
+        assert paper_row(p.matrix.rows, "000", "static RoPE", figure=2).name == "rope"
+        assert paper_row(p.matrix.rows, "001", "RoPE", figure=2).name == "rope"
+        assert paper_row(p.matrix.rows, "001", "GPA without RoPE", figure=2).name == "gpa_m64"
+    assert claim_rows(load_params(PARAMS, "paper").lm.rows) == ("base", "gka_paper")
+    assert claim_rows(load_params(PARAMS, "tiny").lm.rows) == ("base", "gka_paper")
+    assert claim_rows(load_params(PARAMS, "micro").lm.rows) is None  # micro trains no gka_paper
+
+
+def _needs(claim: dict, p) -> bool:
+    """Whether the rows `claim` compares are trained at this scale (None: no rows needed)."""
+    kind = claim["kind"]
+    char = {r.name for r in p.matrix.rows if p.matrix.only is None or r.name in p.matrix.only}
+    if kind in ("order", "noninferior"):
+        named = claim.get("order") or claim["rows"]
+        flat = {x for g in named for x in (g if isinstance(g, list) else [g])}
+        margin = claim.get("margin")
+        flat |= set(margin["of"]) if isinstance(margin, dict) else set()
+        return flat <= char
+    if kind in ("count", "number"):
+        return claim["row"] in char
+    if kind in ("lm_bpb", "lm_core", "lm_gap", "lm_core_tasks"):
+        return claim_rows(p.lm.rows) is not None
+    if kind in ("vision_top1", "vision_vlt"):
+        models = PAIR if kind == "vision_top1" else ("VLT-Ti", "DeiT-Ti")
+        return all(paper_row(p.vision.rows, "003", m, table=5) is not None for m in models)
+    return True
+
+
+def _write_counts(p) -> None:
+    """counts.json as count-vision writes it, with the paper's own numbers (count-vision builds
+    ten models: tests/test_vision.py checks those; here the report's lookups are under test)."""
+    paper = yaml.safe_load(Path(PAPER_VISION).read_text())
+    models = [{"model": m, "total_m": v["total"], "attn_m": v["attn"], "mlp_m": v["mlp"],
+               "sigma": paper["table3"][m]["sigma"], "flops_g": v["flops"], "flops_unpadded_g": v["flops"],
+               "ckpt_mib": v["size"]} for m, v in paper["table2"].items()]
+    configured = [{"model": r.name, "total": 1000, "flops": 2.0e6} for r in p.vision.rows]
+    path = Path(vision_stages.counts_output(p))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"paper_models": models, "configured": configured, "configured_shape": "synthetic",
+                                "counter": "synthetic"}))
+
+
+def _write_vision(p) -> None:
+    for spec in vision_stages.runs(p):
+        path = Path(vision_stages.final_output(p, spec.run_id))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        top1 = {"deit": 70.0, "vlt": 71.0, "gka": 69.0}.get(spec.row, 60.0) + spec.seed
+        path.write_text(json.dumps({"run_id": spec.run_id, "row": spec.row, "seed": spec.seed, "top1": top1 - 1,
+                                    "top1_ema": top1, "n_params": 1000, "wall_s": 1.0}))
+
+
+@pytest.mark.parametrize("scale", ["micro", "tiny", "paper"])
+def test_every_paper_claim_whose_rows_trained_gets_a_verdict(tmp_path, monkeypatch, scale):
+    monkeypatch.chdir(tmp_path)  # the LM and vision outputs of the default params land here
+    seeds = {"micro": (0,), "tiny": (0, 1), "paper": (0, 1, 2)}[scale]
+    only = load_params(PARAMS, scale).matrix.only
+    params_path = write_params(tmp_path, seeds=seeds, only=list(only) if only else None, scale=scale)
+    write_runs(params_path)
+    p = load_params(params_path)
+    lm_seeds = sorted({r.seed for r in lm_runs(p.lm)})
+    rows = [r.name for r in p.lm.rows]
+    _write_lm_evals(p, {r: {s: 2.5 + 0.01 * i + 0.001 * s * (i + 1) for s in lm_seeds} for i, r in enumerate(rows)},
+                    {r: 50 - i for i, r in enumerate(rows)})
+    _write_vision(p)
+    _write_counts(p)
+    index = build.build_report(p, params_file=str(params_path), bench_dirs=[])
+    import pandas as pd
+
+    csv = pd.read_csv(index.parent / "tables" / "claims.csv", keep_default_na=False).set_index("claim")
+    checked = 0
+    for claim in build.load_paper_numbers()["claims"]:
+        if claim["kind"] in STUDY_KINDS:
+            continue
+        verdict = stats.base_verdict(csv.loc[claim["id"], "verdict"])
+        assert (verdict != stats.NOT_RUN) == _needs(claim, p), (scale, claim["id"], verdict)
+        checked += _needs(claim, p)
+        if scale != "paper":  # below the paper scale no claim is reproduced or contradicted
+            shown = csv.loc[claim["id"], "verdict"]
+            assert "reproduced" not in shown and "contradicted" not in shown, (claim["id"], shown)
+    assert checked == {"micro": 16, "tiny": 25, "paper": 25}[scale]  # the claims outside the studies
+    vision = csv.loc["003-vit-top1"]
+    assert vision["ours"].startswith("GKA − DeiT top-1 EMA: -1.00")  # GKA-Ti's row found by its paper field
+    assert csv.loc["003-vit-flops", "verdict"] == "holds by construction"
+    assert csv.loc["003-vlt-above-deit", "ours"].startswith("VLT − DeiT top-1 EMA: +1.00")
+    t5 = pd.read_csv(index.parent / "tables" / "vision-table5.csv").set_index("row")
+    assert t5.loc["gka", "paper_model"] == "GKA-Ti" and t5.loc["gka", "paper_top1"] == pytest.approx(71.54)
+
+
+def test_vlt_above_deit_on_imagenet():
+    """Table 5's VLT > DeiT, paired by seed on ImageNet (constructed top-1): judged with the
+    gates (3 seeds); on another data set not comparable."""
+    import dataclasses
+
+    from kernattn.tracks.vision.report import _vlt_claim
+
+    vp = load_params(PARAMS, "paper").vision
+    claim = next(c for c in build.load_paper_numbers()["claims"] if c["id"] == "003-vlt-above-deit")
+    finals = {f"{r}-s{s}": {"top1_ema": v + d} for r, v in (("vlt", 73.5), ("deit", 72.2))
+              for s, d in enumerate((0.0, 0.1, -0.05))}
+    finals["vlt-s1"]["top1_ema"] += 0.05
+    res = _vlt_claim(claim, {"finals": finals, "vp": vp}, "paper")
+    assert res.verdict == stats.REPRODUCED and res.estimate == pytest.approx(1.3 + 0.05 / 3)
+    res = _vlt_claim(claim, {"finals": finals, "vp": dataclasses.replace(vp, dataset="fashion_mnist")}, "tiny")
+    assert res.verdict.startswith("not comparable (data set differs")
+    two = {k: v for k, v in finals.items() if not k.endswith("-s2")}
+    assert _vlt_claim(claim, {"finals": two, "vp": vp}, "paper").verdict == "not judged (2 seeds)"
+
+
+def test_core_task_directions_on_constructed_items():
+    """Table 7's directions: per task a Bonferroni paired bootstrap over items of GKA - base."""
+    from kernattn.tracks.lm.report import _core_tasks_claim
+
+    claim = next(c for c in build.load_paper_numbers()["claims"] if c["id"] == "003-lm-core-tasks")
+    want = claim["directions"]
+    right = {"higher": (45, 25), "lower": (25, 45), "equal": (35, 35)}  # items right of 50: (GKA, base)
+
+    def groups(flip: str | None = None) -> dict:
+        out = {"base": [], "gka_paper": []}
+        for seed in (0, 1, 2):
+            for row, pick in (("gka_paper", 0), ("base", 1)):
+                tasks = {}
+                for task, d in want.items():
+                    n = right["lower" if task == flip else d][pick]
+                    tasks[task] = {"correct": [1] * n + [0] * (50 - n)}
+                out[row].append({"seed": seed, "core": {"tasks": tasks}})
+        return out
+
+    res = _core_tasks_claim(claim, groups(), ("base", "gka_paper"), "paper")
+    assert res.verdict == stats.REPRODUCED, res.ours
+    assert "openbook_qa +" in res.ours and "99% paired bootstrap" in res.interval
+    res = _core_tasks_claim(claim, groups(flip="openbook_qa"), ("base", "gka_paper"), "paper")
+    assert res.verdict == stats.CONTRADICTED and "openbook_qa -" in res.ours
+
+
+def test_gka_trails_deit_on_imagenet_passes_the_gates():
+    """003-vit-top1 on ImageNet: judged with 3 seeds and a spread; 2 seeds or zero spread withheld."""
+    from kernattn.tracks.vision.report import _top1_claim
+
+    vp = load_params(PARAMS, "paper").vision
+    claim = next(c for c in build.load_paper_numbers()["claims"] if c["id"] == "003-vit-top1")
+    finals = {f"{r}-s{s}": {"top1_ema": v + d, "sigma": None} for r, v in (("gka", 71.54), ("deit", 72.2))
+              for s, d in enumerate((0.0, 0.1, -0.05))}
+    finals["gka-s1"]["top1_ema"] += 0.05
+    section = {"finals": finals, "vp": vp, "runs": []}
+    res = _top1_claim(claim, section, "paper")
+    assert res.verdict == stats.REPRODUCED and res.estimate == pytest.approx(-0.66 + 0.05 / 3)
+    two = {k: v for k, v in finals.items() if not k.endswith("-s2")}
+    assert _top1_claim(claim, {**section, "finals": two}, "paper").verdict == "not judged (2 seeds)"
+    flat = {k: {**v, "top1_ema": 71.54 if k.startswith("gka") else 72.2} for k, v in finals.items()}
+    res = _top1_claim(claim, {**section, "finals": flat}, "paper")
+    assert res.verdict == stats.NOT_ESTIMABLE and "no interval" in res.ours

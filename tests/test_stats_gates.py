@@ -1,0 +1,173 @@
+"""The verdict rules of issue 25 on constructed data with known answers: zero spread, too few
+seeds, families (Holm over a figure, not a row), one-sided 2.5% tests that agree with the
+printed 95% interval, the minimum detectable effect, the NoPE-anchored margin, and the gates."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kernattn.report import gates, stats
+
+from .test_report import PARAMS
+
+T975_DF2 = 4.302653   # t_{0.975, 2}
+T80_DF2 = 1.060660    # t_{0.80, 2}
+
+
+def test_zero_spread_is_not_estimable_never_p_zero():
+    # equal per-seed differences (paired) and equal values (Welch): no standard error, no interval
+    a, b = [2.0, 2.1, 2.2], [1.9, 2.0, 2.1]
+    for paired in (True, False):
+        ci = stats.diff_ci(a if paired else [2.0, 2.0, 2.0], b if paired else [1.9, 1.9, 1.9], paired)
+        assert not ci.estimable and ci.p_two_sided() is None and math.isnan(ci.lo) and math.isnan(ci.hi)
+        comp = stats.compare_less("a", a, "b", b, paired=paired) if paired else \
+            stats.compare_less("a", [2.0] * 3, "b", [1.9] * 3)
+        assert comp.verdict == stats.NOT_ESTIMABLE and comp.p is None and comp.p_holm is None and comp.mde is None
+    # rounding noise in the 16th digit is zero spread too (1.8 - 1.9 vs 1.81 - 1.91)
+    assert stats.compare_less("a", [1.8, 1.81, 1.79], "b", [1.9, 1.91, 1.89], paired=True).verdict == stats.NOT_ESTIMABLE
+    assert stats.combine([stats.REPRODUCED, stats.NOT_ESTIMABLE]) == stats.NOT_ESTIMABLE
+
+
+def test_fewer_than_three_seeds_is_not_judged_even_with_a_clear_interval():
+    a, b = [1.0, 2.0], [3.0, 4.1]  # differences -2.0, -2.1: the 95% interval (df 1) lies below 0
+    ci = stats.paired_diff_ci(a, b)
+    assert ci.hi < 0
+    comp = stats.compare_less("a", a, "b", b, paired=True)
+    assert comp.verdict == "not judged (2 seeds)" and comp.ci == ci
+    assert comp.p_holm is None and comp.family_size == 0
+    assert stats.compare_less("a", [1.0], "b", [2.0, 3.0]).verdict == "not judged (1 seed)"
+    assert stats.combine(["not judged (2 seeds)", stats.INCONCLUSIVE]) == "not judged (2 seeds)"
+    assert stats.combine(["not judged (2 seeds)", stats.CONTRADICTED]) == stats.CONTRADICTED
+
+
+def _pair_with_p(p: float, sign: float) -> tuple[list[float], list[float]]:
+    """Rows a, b over 3 seeds whose paired t test of a - b has two-sided p-value p (df 2)."""
+    from scipy.stats import t
+
+    e = 0.01
+    m = sign * t.isf(p / 2, 2) * e / math.sqrt(3)
+    b = [2.0, 3.0, 4.0]
+    return [x + m + d for x, d in zip(b, (-e, 0.0, e))], b
+
+
+def test_a_family_is_the_figure_not_the_row():
+    """Two comparisons at p = 0.03 and 0.04: alone each is called (p < 0.05); as one family
+    (one figure) Holm compares 0.03 with 0.05/2 and stops: both inconclusive."""
+    a, b = _pair_with_p(0.03, -1)
+    c, d = _pair_with_p(0.04, -1)
+    alone = [stats.judge_family([stats.Test("a", a, "b", b, True)])[0],
+             stats.judge_family([stats.Test("c", c, "d", d, True)])[0]]
+    assert [x.verdict for x in alone] == [stats.REPRODUCED, stats.REPRODUCED]
+    family = stats.judge_family([stats.Test("a", a, "b", b, True), stats.Test("c", c, "d", d, True)])
+    assert [x.verdict for x in family] == [stats.INCONCLUSIVE, stats.INCONCLUSIVE]
+    assert [x.p_holm for x in family] == [pytest.approx(0.06), pytest.approx(0.06)]
+    assert {x.family_size for x in family} == {2}
+    # a gated comparison is not tested: it does not count in the family
+    gated = stats.judge_family([stats.Test("a", a, "b", b, True),
+                                stats.Test("c", c, "d", d, True, gate=stats.not_judged("converged: x"))])
+    assert gated[0].verdict == stats.REPRODUCED and gated[0].family_size == 1
+    assert gated[1].verdict == "not judged (converged: x)" and gated[1].p_holm is None
+
+
+def test_one_sided_at_2_5_percent_agrees_with_the_printed_interval():
+    """Non-inferiority at a margin between the one-sided 95% and 97.5% upper bounds: the old
+    rule (one-sided 95%) called it reproduced while the printed 95% interval crossed the
+    margin; now the verdict and the interval agree. Then, on random data, reproduced exactly
+    when the two-sided interval lies below the margin (a family of one)."""
+    a, b = [1.01, 2.02, 3.03], [1.0, 2.0, 3.0]   # differences 0.01, 0.02, 0.03: se 0.01/sqrt(3), df 2
+    se = 0.01 / math.sqrt(3)
+    margin = 0.02 + 3.5 * se                      # t_{0.95,2} = 2.92 < 3.5 < t_{0.975,2} = 4.30
+    comp = stats.compare_noninferior("a", a, "b", b, margin=margin, paired=True)
+    assert comp.ci.hi > margin and comp.verdict == stats.INCONCLUSIVE
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        x, y = rng.normal(0, 1, 4), rng.normal(0.3, 1, 4)
+        less = stats.compare_less("x", x, "y", y, paired=True)
+        assert (less.verdict == stats.REPRODUCED) == (less.ci.hi < 0)
+        assert (less.verdict == stats.CONTRADICTED) == (less.ci.lo > 0)
+        ni = stats.compare_noninferior("x", x, "y", y, margin=0.5, paired=True)
+        assert (ni.verdict == stats.REPRODUCED) == (ni.ci.hi < 0.5)
+        assert (ni.verdict == stats.CONTRADICTED) == (ni.ci.lo > 0.5)
+
+
+def test_minimum_detectable_effect_hand_computed():
+    a, b = [1.01, 2.02, 3.03], [1.0, 2.0, 3.0]    # se = 0.01 / sqrt(3), df 2
+    se = 0.01 / math.sqrt(3)
+    comp = stats.compare_less("a", a, "b", b, paired=True)
+    assert comp.mde == pytest.approx((T975_DF2 + T80_DF2) * se, rel=1e-5)
+    from scipy.stats import t
+
+    # in a family of 3 the test runs at 0.025 / 3 one-sided: a larger MDE
+    three = stats.judge_family([stats.Test("a", a, "b", b, True)] * 3)
+    assert three[0].mde == pytest.approx((t.ppf(1 - 0.025 / 3, 2) + T80_DF2) * se, rel=1e-6)
+    assert three[0].mde > comp.mde
+
+
+def test_noninferiority_margin_is_a_fraction_of_the_nope_rope_gap():
+    nope, rope = [2.20, 2.21, 2.19], [2.000, 2.002, 1.998]   # gap 0.2 (differences 0.2, 0.208, 0.192)
+    margin, why = stats.noninferiority_margin(0.5, nope, rope, paired=True)
+    assert margin == pytest.approx(0.1) and "NoPE − RoPE" in why
+    # RoPE no better than NoPE at this scale: no margin, and the reason
+    margin, why = stats.noninferiority_margin(0.5, [2.0, 2.01, 1.99], [2.0, 1.99, 2.01], paired=True)
+    assert margin is None and "gains nothing" in why
+    # two seeds: a gap of 0.25 whose 95% interval (df 1) still reaches 0 is no established gain
+    margin, why = stats.noninferiority_margin(0.5, [2.2, 2.3], [2.0, 2.0], paired=True)
+    assert margin is None and "+0.2500" in why
+    with pytest.raises(ValueError):
+        stats.noninferiority_margin(1.5, nope, rope, paired=True)
+
+
+def test_loss_gate_on_constructed_curves():
+    steps = list(range(0, 101, 10))
+    falling = [3.0 - 0.001 * s for s in steps]        # drop over the last 20%: 0.001 x 20 = 0.02
+    g = gates.loss_converged(steps, falling, 0.2, 0.01)
+    assert not g.passed and "fell 0.0200" in g.why
+    flat = [3.0 - 0.0001 * s for s in steps]          # 0.002
+    assert gates.loss_converged(steps, flat, 0.2, 0.01).passed
+    rising = [3.0 + 0.001 * s for s in steps]         # overfitting is not "still falling"
+    assert gates.loss_converged(steps, rising, 0.2, 0.01).passed
+    few = gates.loss_converged([0, 50, 100], [3.0, 2.0, 1.0], 0.2, 0.01)
+    assert not few.passed and "1 val loss evaluation(s)" in few.why
+    assert gates.withheld([few]) == f"not judged (not converged: {few.why})"
+    assert gates.withheld([gates.gate("premise not met", True)]) is None
+    assert gates.apply(stats.REPRODUCED, [gates.gate("premise not met", False, "no weak bank")]) == \
+        "not judged (premise not met: no weak bank)"
+
+
+def test_parameter_travel_gate():
+    # tiny char schedule of the science notes: banks moving 0.21-0.29 against a limit of about 0.27
+    lrs = [2e-3] * 100 + [1e-3] * 70
+    travel = gates.adam_travel(lrs)
+    assert travel == pytest.approx(0.27)
+    assert not gates.params_converged([0.21, -0.29], travel, 0.5, "bank log-parameters").passed
+    ok = gates.params_converged([0.02, -0.08], travel, 0.5, "bank log-parameters")
+    assert ok.passed and "30%" in ok.why
+    assert not gates.params_converged([], travel, 0.5, "bank").passed
+    with pytest.raises(ValueError):
+        gates.thresholds({"gates": {"last_fraction": 0.2}})
+
+
+def test_bank_gate_reads_kernels_against_the_schedule():
+    """A bank read from analyze-gpa's kernels.csv: at its init every change is 0 (converged);
+    with tau moved by the whole of Adam's travel (tiny schedule: about 0.27, science notes) not."""
+    import pandas as pd
+
+    from kernattn.config import load_params
+    from kernattn.tracks.char import report_bankgate
+
+    p = load_params(PARAMS, "tiny")
+    travel = report_bankgate.adam_travel(p.train)
+    assert travel == pytest.approx(0.273, abs=2e-3)  # 2e-3 x 15.5 warm-up + 220 x 1.1e-3 cosine
+    options = {"n_kernels": 4, "kernel": "decay_periodic", "combine": "mult"}
+    tau0 = np.linspace(4.0, 192.0, 4)
+    at_init = pd.DataFrame({"layer": 1, "head": 1, "kernel": [1, 2, 3, 4], "sigma": 1.0, "length": 150.0,
+                            "alpha": 1.0, "tau": tau0})
+    g = report_bankgate.bank_gate(at_init, options, p.train, 0.5)
+    assert g.passed and "moved up to 0.000" in g.why
+    travelled = at_init.assign(tau=tau0 * np.exp(-0.26))
+    g = report_bankgate.bank_gate(travelled, options, p.train, 0.5)
+    assert not g.passed and "moved up to 0.260" in g.why
+    assert not report_bankgate.bank_gate(at_init.iloc[:0], options, p.train, 0.5).passed
