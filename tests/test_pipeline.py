@@ -224,14 +224,14 @@ def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(micro_dag):
     (workspace / "override.yaml").write_text("train:\n  lr: 0.5\n")
     jobs, proc = dry_run_jobs(workspace, "--configfile", "override.yaml", "-p")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert jobs == ["analyze_gpa@gpa_dp_m8-s0", "report", "train@gpa_dp_m8-s0", "train@rope-s0"]
+    assert jobs == ["analyze_gpa@gpa_dp_m8-s0", "extrapolate_char", "report", "train@gpa_dp_m8-s0", "train@rope-s0"]
     [overrides] = set(re.findall(r"--overrides (\S+)", proc.stdout))
     assert yaml.safe_load((workspace / overrides).read_text()) == {"train": {"lr": 0.5}}
     lr = load_params(workspace / "params.yaml").lm.lr
     jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr}}}")
     assert jobs == []  # the value it has: nothing changes
     jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr * 2}}}")
-    assert jobs == sorted(["bench", "prepare_lm", "report", *(f"{s}@{r}-s0" for s in ("train_lm", "eval_lm")
+    assert jobs == sorted(["bench", "extrapolate_lm", "prepare_lm", "report", *(f"{s}@{r}-s0" for s in ("train_lm", "eval_lm")
                                                  for r in ("base", "gka_tokens", "gka_flops"))])
 
 

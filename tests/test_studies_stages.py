@@ -108,8 +108,16 @@ def check_prune(ws: Path) -> None:
     decay = (1 - summary["lr"] * load_params(ws / "params.yaml").train.weight_decay) ** summary["fine_tune_steps"]
     torch.testing.assert_close(arms["pruned"][key][:, cols], base[key][:, cols] * decay, rtol=1e-6, atol=0)
     assert not torch.allclose(arms["control"][key][:, cols], base[key][:, cols] * decay, rtol=1e-4, atol=0)
-    for arm in ("pruned", "control"):
+    for arm in ("pruned", "control", "random"):
         assert _json(ws / f"results/micro/studies/prune/gpa_dp_m8-s0/{arm}/final.json")["steps"] == 3
+    # the random-head control: another head, its step-0 loss that head's zero-ablation cost above before
+    [other] = summary["random_removed"]
+    assert (other["layer"], other["head"]) != (head["layer"], head["head"])
+    zero = summary["heads"]["zero_cost"][other["layer"] - 1][other["head"] - 1]
+    assert summary["loss_random_after_removal"] - summary["loss_before"] == pytest.approx(zero, abs=1e-6)
+    assert summary["premise_met"] == summary["flagged_weak"] and "threshold 0.1" in summary["premise_why"]
+    rows = (ws / "results/micro/studies/prune/prune_rows.csv").read_text().splitlines()
+    assert rows[0].startswith("row,runs,premise_met,premise_why") and rows[1].startswith("gpa_dp_m8,1,")
 
 
 def check_gka_init(ws: Path) -> None:

@@ -5,8 +5,9 @@ run by `snakemake --cores all studies` (not by the main DAG).
       seeds: null                  # null: the matrix's seeds (the wrap and prune studies pair with its runs)
       wrap: {rows: [...], corpora: [rewrapped, unwrapped], width: 50, tol: 2.0}
       gka_init: {rows: [{track: char, row: gka}, {track: lm, row: gka_tokens}, {track: vision, row: gka}],
-                 inits: [1.0, sqrt_d_half, sqrt_d, median]}
+                 inits: [1.0, sqrt_d_half, sqrt_d, median], sign_test: sqrt_d}
       prune: {rows: null, k: 1, steps: 100, lr: null}
+      extrapolation: {factors: [1, 2, 4, 8], windows: 8, batch: 8}
       out_dir: results/{scale}/studies
 
 - wrap (seed 001, 3.2): the matrix's GPA `rows` trained again on each counterfactual corpus
@@ -15,13 +16,21 @@ run by `snakemake --cores all studies` (not by the main DAG).
   track's rows whose attention is gka: matrix.rows, lm.rows, vision.rows) trained once per
   init of `inits` (a number or a rule of kernattn.attention.gka.SIGMA_RULES) and seed: for
   the char track the studies' seeds, for lm and vision the seeds that track trains the row
-  with. A char row must be a gka row of matrix.rows; an LM or vision row that the scale's
+  with. The report's test is pre-specified: a one-sided sign test over every (track, seed)
+  pair that `sign_test` (an init's label) beats sigma = 1 -> supported / not supported.
+  A char row must be a gka row of matrix.rows; an LM or vision row that the scale's
   own lm.rows / vision.rows leave out is left out of the study (its summary lists it), a row
   they list whose attention is not gka is a one-line error.
 - prune (seed 001, 3.1 and 4): for each trained run of the GPA `rows` (null: every GPA row
   the scale trains), the weak heads (or the `k` weakest) removed and the model fine-tuned for
   `steps` steps at `lr` (null: train.lr x train.min_lr_ratio, where training's schedule ended),
   beside the same fine-tuning without removal.
+- extrapolation (the reviewers of every position scheme): every trained char and LM run
+  scored, without retraining, at each of `factors` times its training context, on the same
+  validation text: `windows` non-overlapping windows of the longest length (so windows x
+  max(factors) x context targets, the same at every length), `batch` windows per forward pass
+  at the training context (fewer at longer lengths: the same tokens per pass). Part of the
+  main DAG (kernattn.studies.extrapolation), not of the `studies` target.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ class InitRow:
 class GKAInitStudy:
     rows: tuple[InitRow, ...] = (InitRow(), InitRow("lm", "gka_tokens"), InitRow("vision", "gka"))
     inits: tuple[Any, ...] = (1.0, "sqrt_d_half", "sqrt_d", "median")  # checked in `check`
+    sign_test: str = "sqrt_d"  # the pre-specified init the sign test sets against sigma = 1 (an init's label)
 
 
 @dataclass(frozen=True)
@@ -64,12 +74,26 @@ class PruneStudy:
     lr: float | None = field(default=None, metadata=positive())
 
 
+def _factors_ok(factors) -> str | None:
+    if not factors or factors[0] != 1 or any(b <= a for a, b in zip(factors, factors[1:])):
+        return "must be increasing whole multiples of the training context starting at 1 (e.g. [1, 2, 4, 8])"
+    return None
+
+
+@dataclass(frozen=True)
+class ExtrapolationStudy:
+    factors: tuple[int, ...] = field(default=(1, 2, 4, 8), metadata={"check": _factors_ok})
+    windows: int = field(default=8, metadata=positive())
+    batch: int = field(default=8, metadata=positive())
+
+
 @dataclass(frozen=True)
 class StudiesParams:
     seeds: tuple[int, ...] | None = None
     wrap: WrapStudy = field(default_factory=WrapStudy)
     gka_init: GKAInitStudy = field(default_factory=GKAInitStudy)
     prune: PruneStudy = field(default_factory=PruneStudy)
+    extrapolation: ExtrapolationStudy = field(default_factory=ExtrapolationStudy)
     out_dir: str = "results/{scale}/studies"
 
 
@@ -135,6 +159,9 @@ def check(params, where: str) -> None:
     labels = [init_label(v) for v in s.gka_init.inits]
     if len(set(labels)) != len(labels):
         raise ParamsError(f"{where}studies.gka_init.inits lists one init twice ({', '.join(labels)})")
+    if s.gka_init.sign_test not in labels or s.gka_init.sign_test == init_label(1.0):
+        raise ParamsError(f"{where}studies.gka_init.sign_test is {s.gka_init.sign_test!r}: name an init of "
+                          f"studies.gka_init.inits other than 1 ({', '.join(x for x in labels if x != '1')})")
 
 
 TRACK_ROWS = {"char": "matrix.rows", "lm": "lm.rows", "vision": "vision.rows"}
