@@ -109,7 +109,7 @@ def test_dvc_yaml_is_generated_from_params():
     assert {"bench", "model", "matrix", "vision", "lm"} == sections_of(stages["bench"])
     assert "src/kernattn/tracks" in stages["bench"]["deps"]  # every track's code: the vision and LM models too
     # the studies (issue 17): their stages, their runs, and none of their outputs feeds the report
-    assert len(stages["train_wrap"]["foreach"]) == 12 and len(stages["train_gka_init"]["foreach"]) == 24  # 4 inits x 2 seeds x 3 tracks
+    assert len(stages["train_wrap"]["foreach"]) == 36 and len(stages["train_gka_init"]["foreach"]) == 24  # 4 inits x 2 seeds x 3 tracks
     assert sorted(stages["prune"]["foreach"]) == sorted(f"{r}-s{k}" for r in ("gpa_dp_m8", "gpa_m64", "gpa_m64_rope")
                                                         for k in (0, 1))
     assert "results/tiny/runs/gpa_m64_rope-s1/final.json" in stages["wrap_study"]["deps"]

@@ -278,3 +278,23 @@ def test_the_sign_test_hand_computed():
     tied = sign_test([(1.0, 1.0), (1.0, 2.0)])
     assert (tied["k"], tied["n"], tied["ties"]) == (1, 1, 1) and tied["p"] == pytest.approx(0.5)
     assert sign_test([])["verdict"] == "not supported" and sign_test([])["p"] == 1.0
+
+
+def test_the_wrap_premise_and_the_bank_at_initialisation():
+    """The original bump (69, 71: mean 70) sits within 2 lags of the newline peak 68 and moved
+    from the initial bank's (97, 95) by -26: premise met. A bump at 76.5 (the initial kernel's
+    period caught in flight) is 8.5 lags from the peak: not met, and the claim says so."""
+    from kernattn.studies.report import _wrap_claim, wrap_context
+    from kernattn.studies.wrap_study import premise
+
+    assert premise({0: 69.0, 1: 71.0}, {0: 97.0, 1: 95.0}, 68, 2.0) == (
+        True, "bump 70.0 vs newline peak 68 (tolerance 2); moved from initialisation by -26.0")
+    met, why = premise({0: 76.0, 1: 77.0}, {0: 97.0, 1: 96.0}, 68, 2.0)
+    assert not met and why.startswith("bump 76.5 vs newline peak 68")
+    assert premise({0: 69.0}, {0: 69.5}, 68, 2.0)[0] is False  # at the peak, but where it started
+    summary = wrap_summary("tiny")
+    summary["rows"][0] |= {"init_bumps": {"0": 97.0, "1": 96.0}, "premise_met": met, "premise_why": why}
+    part = wrap_context(summary)
+    assert part["table"][0]["corpus"] == "bank at initialisation" and part["table"][0]["bump"]["mean"] == 96.5
+    res = _wrap_claim({"id": "001-bump-paragraph-scale"}, part, "tiny")
+    assert res.verdict == f"premise not met (gpa_m64: {why})" and "tracks the line width" in res.ours

@@ -150,11 +150,19 @@ def check_gka_init(ws: Path) -> None:
 
 def check_studies(ws: Path) -> None:
     wrap = _json(ws / "results/micro/studies/wrap/summary.json")
-    assert wrap["corpora"] == ["original", "rewrapped", "unwrapped"] and [r["row"] for r in wrap["rows"]] == ["gpa_dp_m8"]
+    assert wrap["corpora"] == ["original", "rewrapped", "unwrapped", "planted_20"]
+    assert [r["row"] for r in wrap["rows"]] == ["gpa_dp_m8"]
+    # the planted period never votes: a control of its own, its newline peak the period + 1
+    assert [c["corpus"] for c in wrap["rows"][0]["corpora"]] == ["original", "rewrapped", "unwrapped"]
+    assert [c["corpus"] for c in wrap["rows"][0]["controls"]] == ["planted_20"]
+    assert wrap["peaks"]["planted_20"]["sharp"] == 21
     # hard-wrapped at 63-68 characters (peak 68 = line + 1); rewrapped at 50: a peak at most 50 + 1
     assert wrap["peaks"]["original"]["sharp"] == 68 and wrap["peaks"]["rewrapped"]["sharp"] <= wrap["width"] + 1
     assert wrap["verdict"] == "inconclusive"  # one seed: no interval, as the rule says
-    for corpus in ("rewrapped", "unwrapped"):
+    [row] = wrap["rows"]  # the controls: the bank at initialisation, the premise as data
+    assert set(row["init_bumps"]) == {"0"} and isinstance(row["premise_met"], bool) and row["premise_why"]
+    assert "gpa_dp_m8,initialisation,0," in (ws / "results/micro/studies/wrap/bumps.csv").read_text()
+    for corpus in ("rewrapped", "unwrapped", "planted_20"):
         data = ws / "results/micro/studies/wrap/data" / corpus
         assert (data / "vocab.json").read_text() == (ws / "results/micro/data/dickens/vocab.json").read_text()
         assert _json(ws / f"results/micro/studies/wrap/runs/gpa_dp_m8-{corpus}-s0/final.json")["steps"] == 6

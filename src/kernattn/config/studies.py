@@ -3,7 +3,7 @@ run by `snakemake --cores all studies` (not by the main DAG).
 
     studies:
       seeds: null                  # null: the matrix's seeds (the wrap and prune studies pair with its runs)
-      wrap: {rows: [...], corpora: [rewrapped, unwrapped], width: 50, tol: 2.0}
+      wrap: {rows: [...], corpora: [rewrapped, unwrapped, ...], width: 50, original_width: 67, tol: 2.0}
       gka_init: {rows: [{track: char, row: gka}, {track: lm, row: gka_tokens}, {track: vision, row: gka}],
                  inits: [1.0, sqrt_d_half, sqrt_d, median], sign_test: sqrt_d}
       prune: {rows: null, k: 1, steps: 100, lr: null}
@@ -11,7 +11,9 @@ run by `snakemake --cores all studies` (not by the main DAG).
       out_dir: results/{scale}/studies
 
 - wrap (seed 001, 3.2): the matrix's GPA `rows` trained again on each counterfactual corpus
-  (kernattn.tracks.char.analysis.wrap) at `width`; the bump verdict's tolerance `tol` in lags.
+  of `corpora` (kernattn.studies.wrap_layouts: rewrapped at `width`, rewrapped_<w>, unwrapped,
+  the positive control planted_<p>, the paragraph counterfactual paragraphs_<n> at
+  `original_width`); the bump verdict's tolerance `tol` in lags.
 - gka_init (seed 003): each row of `rows` (a track, char / lm / vision, and one of that
   track's rows whose attention is gka: matrix.rows, lm.rows, vision.rows) trained once per
   init of `inits` (a number or a rule of kernattn.attention.gka.SIGMA_RULES) and seed: for
@@ -35,13 +37,33 @@ run by `snakemake --cores all studies` (not by the main DAG).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ParamsError
 from .schema import nonneg, positive
 
-WRAP_CORPORA = ("rewrapped", "unwrapped")
+WRAP_CORPORA = ("rewrapped", "unwrapped")  # the two that vote on seed 001's reading (by name)
+# every corpus name the wrap study takes (kernattn.studies.wrap_layouts): the two above, other
+# widths, the planted-period positive control, the paragraph counterfactual at a fixed line width
+CORPUS_NAME = re.compile(r"(rewrapped)(?:_([1-9][0-9]*))?|(unwrapped)|(planted|paragraphs)_([1-9][0-9]*)")
+CONTROL_KINDS = ("planted",)  # positive controls: they must move, and never vote
+
+
+def wrap_layout(name: str, width: int) -> tuple[str, int | None]:
+    """(layout kind, its number) of a corpus name: rewrapped -> (rewrapped, width), rewrapped_30
+    -> (rewrapped, 30), unwrapped -> (unwrapped, None), planted_40 -> (planted, 40),
+    paragraphs_100 -> (paragraphs, 100); ValueError for any other name."""
+    m = CORPUS_NAME.fullmatch(name)
+    if m is None:
+        raise ValueError(f"unknown corpus {name!r}; names: rewrapped, rewrapped_<width>, unwrapped, "
+                         f"planted_<period>, paragraphs_<length>")
+    if m.group(1):
+        return "rewrapped", int(m.group(2)) if m.group(2) else width
+    if m.group(3):
+        return "unwrapped", None
+    return m.group(4), int(m.group(5))
 INIT_TRACKS = ("char", "lm", "vision")  # the tracks whose runs the gka_init study can train
 
 
@@ -50,6 +72,7 @@ class WrapStudy:
     rows: tuple[str, ...] = ("gpa_dp_m8", "gpa_m64", "gpa_m64_rope")
     corpora: tuple[str, ...] = WRAP_CORPORA
     width: int = field(default=50, metadata=positive())
+    original_width: int = field(default=67, metadata=positive())  # the paragraphs_<n> corpora's line width
     tol: float = field(default=2.0, metadata=nonneg())
 
 
@@ -142,8 +165,12 @@ def check(params, where: str) -> None:
                 raise ParamsError(f"{where}studies.{key} names {name!r}, whose attention is "
                                   f"{rows[name].variant!r}: it has no kernel banks; name a gpa row")
     for name in s.wrap.corpora:
-        if name not in WRAP_CORPORA:
-            raise ParamsError(f"{where}studies.wrap.corpora has {name!r}; allowed: {', '.join(WRAP_CORPORA)}")
+        try:
+            wrap_layout(name, s.wrap.width)
+        except ValueError as exc:
+            raise ParamsError(f"{where}studies.wrap.corpora has {name!r}: {exc}") from None
+    if len(set(s.wrap.corpora)) != len(s.wrap.corpora):
+        raise ParamsError(f"{where}studies.wrap.corpora lists a corpus twice ({', '.join(s.wrap.corpora)})")
     for i, row in enumerate(s.gka_init.rows):
         gka_rows = track_gka_rows(params, row.track)
         if row.row not in gka_rows and (row.track == "char" or row.row in track_row_names(params, row.track)):

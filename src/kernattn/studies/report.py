@@ -56,11 +56,17 @@ def wrap_context(summary: dict) -> dict:
     peaks = [{"corpus": c, **summary["peaks"][c]} for c in corpora]
     rows = []
     for r in summary["rows"]:
-        for c in r["corpora"]:
+        init = [b for b in r.get("init_bumps", {}).values()]
+        if init:  # the reference the trained bumps are read against
+            rows.append({"row": r["row"], "corpus": "bank at initialisation", "newline_peak": None,
+                         "bump": _ci(init), "bumps": init, "shift": None, "predicted": None,
+                         "verdict": "reference", "reason": r.get("premise_why", ""), "row_verdict": r["verdict"]})
+        for c in [*r["corpora"], *({**x, "control": True} for x in r.get("controls", []))]:
             bumps = [b for b in c["bumps"].values()]
             rows.append({"row": r["row"], "corpus": c["corpus"], "newline_peak": c["newline_peak"],
                          "bump": _ci(bumps), "bumps": bumps, "shift": c.get("shift"),
-                         "predicted": c.get("predicted_shift"), "verdict": c.get("verdict", "reference"),
+                         "predicted": c.get("predicted_shift"),
+                         "verdict": ("positive control: " if c.get("control") else "") + c.get("verdict", "reference"),
                          "reason": c.get("reason", ""), "row_verdict": r["verdict"]})
     return {"present": True, "summary": summary, "peaks": peaks, "table": rows}
 
@@ -357,8 +363,15 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
 
 def _wrap_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     s = part["summary"]
+    # the premise per row (a summary from before it was recorded: every row judged, as then)
+    unmet = [r for r in s["rows"] if not r.get("premise_met", True)]
+    if s["rows"] and len(unmet) == len(s["rows"]):
+        return ClaimResult(claim, "premise not met (" + "; ".join(f"{r['row']}: {r['premise_why']}" for r in unmet)
+                           + ")", scale=scale, ours=f"bump shift verdict without the premise: {s['verdict']}",
+                           detail="the original bump must sit at the newline peak and have moved from its "
+                                  "initial position")
     verdict = stats.reading_verdict(s["verdict"], bumpshift.STAYS, bumpshift.TRACKS)
-    voting = [r for r in part["table"] if r["shift"] is not None]
+    voting = [r for r in part["table"] if r["shift"] is not None and not r["verdict"].startswith("positive control")]
     ours = "; ".join(f"{r['row']} {r['corpus']}: shift {r['shift']['mean']:+.1f} [{r['shift']['lo']:+.1f}, "
                      f"{r['shift']['hi']:+.1f}] lags, line prediction {r['predicted']:+d}" for r in voting)
     res = ClaimResult(claim, verdict, scale=scale, ours=ours or f"no interval ({s['verdict']})",
