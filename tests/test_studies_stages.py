@@ -63,8 +63,8 @@ def test_rows_the_scale_does_not_train_are_left_out_of_the_studies(tmp_path):
     p = load_params(path, "tiny")
     assert studies.wrap_original_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
     assert studies.prune_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
-    assert sorted(studies.wrap_runs(p)) == sorted(f"gpa_m64-{c}-s{s}" for c in ("rewrapped", "unwrapped")
-                                                  for s in (0, 1))
+    corpora = ("rewrapped", "unwrapped", "rewrapped_30", "rewrapped_100", "planted_40", "paragraphs_100")
+    assert sorted(studies.wrap_runs(p)) == sorted(f"gpa_m64-{c}-s{s}" for c in corpora for s in (0, 1))
     # the study trains its own GKA runs, 4 inits x 2 seeds per track: not limited by matrix.only
     assert [r.track for r in studies.gka_runs(p).values()] == ["char"] * 8 + ["lm"] * 8 + ["vision"] * 8
 
