@@ -109,7 +109,7 @@ def test_dvc_yaml_is_generated_from_params():
     assert {"bench", "model", "matrix", "vision", "lm"} == sections_of(stages["bench"])
     assert "src/kernattn/tracks" in stages["bench"]["deps"]  # every track's code: the vision and LM models too
     # the studies (issue 17): their stages, their runs, and none of their outputs feeds the report
-    assert len(stages["train_wrap"]["foreach"]) == 12 and len(stages["train_gka_init"]["foreach"]) == 24  # 4 inits x 2 seeds x 3 tracks
+    assert len(stages["train_wrap"]["foreach"]) == 36 and len(stages["train_gka_init"]["foreach"]) == 24  # 4 inits x 2 seeds x 3 tracks
     assert sorted(stages["prune"]["foreach"]) == sorted(f"{r}-s{k}" for r in ("gpa_dp_m8", "gpa_m64", "gpa_m64_rope")
                                                         for k in (0, 1))
     assert "results/tiny/runs/gpa_m64_rope-s1/final.json" in stages["wrap_study"]["deps"]
@@ -224,14 +224,14 @@ def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(micro_dag):
     (workspace / "override.yaml").write_text("train:\n  lr: 0.5\n")
     jobs, proc = dry_run_jobs(workspace, "--configfile", "override.yaml", "-p")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert jobs == ["analyze_gpa@gpa_dp_m8-s0", "report", "train@gpa_dp_m8-s0", "train@rope-s0"]
+    assert jobs == ["analyze_gpa@gpa_dp_m8-s0", "extrapolate_char", "report", "train@gpa_dp_m8-s0", "train@rope-s0"]
     [overrides] = set(re.findall(r"--overrides (\S+)", proc.stdout))
     assert yaml.safe_load((workspace / overrides).read_text()) == {"train": {"lr": 0.5}}
     lr = load_params(workspace / "params.yaml").lm.lr
     jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr}}}")
     assert jobs == []  # the value it has: nothing changes
     jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr * 2}}}")
-    assert jobs == sorted(["bench", "prepare_lm", "report", *(f"{s}@{r}-s0" for s in ("train_lm", "eval_lm")
+    assert jobs == sorted(["bench", "extrapolate_lm", "prepare_lm", "report", *(f"{s}@{r}-s0" for s in ("train_lm", "eval_lm")
                                                  for r in ("base", "gka_tokens", "gka_flops"))])
 
 

@@ -240,3 +240,50 @@ def test_study_verdict_needs_a_moved_line_width_and_two_seeds():
     assert two["verdict"] == bumpshift.INCONCLUSIVE  # one counterfactual tracks, the other stays
     with pytest.raises(ValueError, match="no reference corpus"):
         bumpshift.study_verdict(corpora((69, 70), (52, 53)), reference="dickens")
+
+
+# ----------------------------------------------------------------------------- the wrap study's controls
+def test_corpus_names_parse_and_bad_ones_are_refused():
+    from kernattn.config.studies import wrap_layout
+
+    assert [wrap_layout(n, 50) for n in ("rewrapped", "rewrapped_30", "unwrapped", "planted_40", "paragraphs_100")] == [
+        ("rewrapped", 50), ("rewrapped", 30), ("unwrapped", None), ("planted", 40), ("paragraphs", 100)]
+    for bad in ("shuffled", "rewrapped_0", "planted", "planted_x", "rewrapped_30_1"):
+        with pytest.raises(ValueError, match="unknown corpus"):
+            wrap_layout(bad, 50)
+
+
+def test_the_planted_period_is_the_only_newline_structure():
+    """Every newline of planted_<p> is p + 1 characters after the previous one (the last line
+    may be shorter); the words are the original's, in order, single-spaced."""
+    from kernattn.studies.wrap_layouts import planted, relayout
+
+    text = hard_wrapped(6, 40, 5)
+    out = planted(text, 37)
+    ids, _, nl = ids_of(out)
+    pos = np.flatnonzero(ids == nl)
+    assert len(pos) > 10 and set(np.diff(pos).tolist()) == {38} and pos[0] == 37
+    assert out.replace("\n", "") == " ".join(text.split())
+    assert relayout(text, "planted_37", 50, 67) == out
+
+
+def test_the_paragraph_counterfactual_keeps_the_line_width():
+    """paragraphs_<n>: paragraphs of at most n characters (words of 5 letters: 95 holds 16
+    words), lines at most the original width, every word kept."""
+    from kernattn.studies.wrap_layouts import paragraphs
+
+    text = hard_wrapped(5, 50, 5)
+    out = paragraphs(text, 95, 30)
+    paras = out.strip("\n").split("\n\n")
+    assert all(len(p.replace("\n", " ")) <= 95 for p in paras) and len(paras) == -(-250 // 16)
+    assert all(len(line) <= 30 for p in paras for line in p.split("\n"))
+    assert " ".join(out.split()) == " ".join(text.split())
+
+
+def test_planted_corpora_are_controls_that_never_vote():
+    from kernattn.studies.wrap_study import split_controls
+
+    corpora = [bumpshift.CorpusBumps(n, 68) for n in ("original", "rewrapped", "planted_40", "rewrapped_30")]
+    voting, controls = split_controls(corpora, 50)
+    assert [c.name for c in voting] == ["original", "rewrapped", "rewrapped_30"]
+    assert [c.name for c in controls] == ["planted_40"]

@@ -63,8 +63,8 @@ def test_rows_the_scale_does_not_train_are_left_out_of_the_studies(tmp_path):
     p = load_params(path, "tiny")
     assert studies.wrap_original_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
     assert studies.prune_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
-    assert sorted(studies.wrap_runs(p)) == sorted(f"gpa_m64-{c}-s{s}" for c in ("rewrapped", "unwrapped")
-                                                  for s in (0, 1))
+    corpora = ("rewrapped", "unwrapped", "rewrapped_30", "rewrapped_100", "planted_40", "paragraphs_100")
+    assert sorted(studies.wrap_runs(p)) == sorted(f"gpa_m64-{c}-s{s}" for c in corpora for s in (0, 1))
     # the study trains its own GKA runs, 4 inits x 2 seeds per track: not limited by matrix.only
     assert [r.track for r in studies.gka_runs(p).values()] == ["char"] * 8 + ["lm"] * 8 + ["vision"] * 8
 
@@ -108,8 +108,16 @@ def check_prune(ws: Path) -> None:
     decay = (1 - summary["lr"] * load_params(ws / "params.yaml").train.weight_decay) ** summary["fine_tune_steps"]
     torch.testing.assert_close(arms["pruned"][key][:, cols], base[key][:, cols] * decay, rtol=1e-6, atol=0)
     assert not torch.allclose(arms["control"][key][:, cols], base[key][:, cols] * decay, rtol=1e-4, atol=0)
-    for arm in ("pruned", "control"):
+    for arm in ("pruned", "control", "random"):
         assert _json(ws / f"results/micro/studies/prune/gpa_dp_m8-s0/{arm}/final.json")["steps"] == 3
+    # the random-head control: another head, its step-0 loss that head's zero-ablation cost above before
+    [other] = summary["random_removed"]
+    assert (other["layer"], other["head"]) != (head["layer"], head["head"])
+    zero = summary["heads"]["zero_cost"][other["layer"] - 1][other["head"] - 1]
+    assert summary["loss_random_after_removal"] - summary["loss_before"] == pytest.approx(zero, abs=1e-6)
+    assert summary["premise_met"] == summary["flagged_weak"] and "threshold 0.1" in summary["premise_why"]
+    rows = (ws / "results/micro/studies/prune/prune_rows.csv").read_text().splitlines()
+    assert rows[0].startswith("row,runs,premise_met,premise_why") and rows[1].startswith("gpa_dp_m8,1,")
 
 
 def check_gka_init(ws: Path) -> None:
@@ -142,11 +150,19 @@ def check_gka_init(ws: Path) -> None:
 
 def check_studies(ws: Path) -> None:
     wrap = _json(ws / "results/micro/studies/wrap/summary.json")
-    assert wrap["corpora"] == ["original", "rewrapped", "unwrapped"] and [r["row"] for r in wrap["rows"]] == ["gpa_dp_m8"]
+    assert wrap["corpora"] == ["original", "rewrapped", "unwrapped", "planted_20"]
+    assert [r["row"] for r in wrap["rows"]] == ["gpa_dp_m8"]
+    # the planted period never votes: a control of its own, its newline peak the period + 1
+    assert [c["corpus"] for c in wrap["rows"][0]["corpora"]] == ["original", "rewrapped", "unwrapped"]
+    assert [c["corpus"] for c in wrap["rows"][0]["controls"]] == ["planted_20"]
+    assert wrap["peaks"]["planted_20"]["sharp"] == 21
     # hard-wrapped at 63-68 characters (peak 68 = line + 1); rewrapped at 50: a peak at most 50 + 1
     assert wrap["peaks"]["original"]["sharp"] == 68 and wrap["peaks"]["rewrapped"]["sharp"] <= wrap["width"] + 1
     assert wrap["verdict"] == "inconclusive"  # one seed: no interval, as the rule says
-    for corpus in ("rewrapped", "unwrapped"):
+    [row] = wrap["rows"]  # the controls: the bank at initialisation, the premise as data
+    assert set(row["init_bumps"]) == {"0"} and isinstance(row["premise_met"], bool) and row["premise_why"]
+    assert "gpa_dp_m8,initialisation,0," in (ws / "results/micro/studies/wrap/bumps.csv").read_text()
+    for corpus in ("rewrapped", "unwrapped", "planted_20"):
         data = ws / "results/micro/studies/wrap/data" / corpus
         assert (data / "vocab.json").read_text() == (ws / "results/micro/data/dickens/vocab.json").read_text()
         assert _json(ws / f"results/micro/studies/wrap/runs/gpa_dp_m8-{corpus}-s0/final.json")["steps"] == 6

@@ -56,6 +56,9 @@ STAGES: dict[str, tuple[str, str]] = {
     "gka-init-study": ("kernattn.studies.gka_study", "GKA init study: final loss per init, sigma over training, diagonal weight at start and end"),
     "prune": ("kernattn.studies.prune_run", "prune study: remove one GPA run's weak heads, fine-tune beside a no-removal control"),
     "prune-study": ("kernattn.studies.prune_study", "prune study: every pruned run's losses and savings in one table"),
+    # length extrapolation (main DAG): every trained run scored at 1x..8x its training context
+    "extrapolate-char": ("kernattn.studies.extrapolate", "char track: every run's validation loss at 1x, 2x, 4x, 8x its training context, not retrained"),
+    "extrapolate-lm": ("kernattn.studies.extrapolate", "LM track: every run's validation loss and BPB at 1x, 2x, 4x, 8x its training context, not retrained"),
 }
 
 

@@ -3,36 +3,67 @@ run by `snakemake --cores all studies` (not by the main DAG).
 
     studies:
       seeds: null                  # null: the matrix's seeds (the wrap and prune studies pair with its runs)
-      wrap: {rows: [...], corpora: [rewrapped, unwrapped], width: 50, tol: 2.0}
+      wrap: {rows: [...], corpora: [rewrapped, unwrapped, ...], width: 50, original_width: 67, tol: 2.0}
       gka_init: {rows: [{track: char, row: gka}, {track: lm, row: gka_tokens}, {track: vision, row: gka}],
-                 inits: [1.0, sqrt_d_half, sqrt_d, median]}
+                 inits: [1.0, sqrt_d_half, sqrt_d, median], sign_test: sqrt_d}
       prune: {rows: null, k: 1, steps: 100, lr: null}
+      extrapolation: {factors: [1, 2, 4, 8], windows: 8, batch: 8}
       out_dir: results/{scale}/studies
 
 - wrap (seed 001, 3.2): the matrix's GPA `rows` trained again on each counterfactual corpus
-  (kernattn.tracks.char.analysis.wrap) at `width`; the bump verdict's tolerance `tol` in lags.
+  of `corpora` (kernattn.studies.wrap_layouts: rewrapped at `width`, rewrapped_<w>, unwrapped,
+  the positive control planted_<p>, the paragraph counterfactual paragraphs_<n> at
+  `original_width`); the bump verdict's tolerance `tol` in lags.
 - gka_init (seed 003): each row of `rows` (a track, char / lm / vision, and one of that
   track's rows whose attention is gka: matrix.rows, lm.rows, vision.rows) trained once per
   init of `inits` (a number or a rule of kernattn.attention.gka.SIGMA_RULES) and seed: for
   the char track the studies' seeds, for lm and vision the seeds that track trains the row
-  with. A char row must be a gka row of matrix.rows; an LM or vision row that the scale's
+  with. The report's test is pre-specified: a one-sided sign test over every (track, seed)
+  pair that `sign_test` (an init's label) beats sigma = 1 -> supported / not supported.
+  A char row must be a gka row of matrix.rows; an LM or vision row that the scale's
   own lm.rows / vision.rows leave out is left out of the study (its summary lists it), a row
   they list whose attention is not gka is a one-line error.
 - prune (seed 001, 3.1 and 4): for each trained run of the GPA `rows` (null: every GPA row
   the scale trains), the weak heads (or the `k` weakest) removed and the model fine-tuned for
   `steps` steps at `lr` (null: train.lr x train.min_lr_ratio, where training's schedule ended),
   beside the same fine-tuning without removal.
+- extrapolation (the reviewers of every position scheme): every trained char and LM run
+  scored, without retraining, at each of `factors` times its training context, on the same
+  validation text: `windows` non-overlapping windows of the longest length (so windows x
+  max(factors) x context targets, the same at every length), `batch` windows per forward pass
+  at the training context (fewer at longer lengths: the same tokens per pass). Part of the
+  main DAG (kernattn.studies.extrapolation), not of the `studies` target.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ParamsError
 from .schema import nonneg, positive
 
-WRAP_CORPORA = ("rewrapped", "unwrapped")
+WRAP_CORPORA = ("rewrapped", "unwrapped")  # the two that vote on seed 001's reading (by name)
+# every corpus name the wrap study takes (kernattn.studies.wrap_layouts): the two above, other
+# widths, the planted-period positive control, the paragraph counterfactual at a fixed line width
+CORPUS_NAME = re.compile(r"(rewrapped)(?:_([1-9][0-9]*))?|(unwrapped)|(planted|paragraphs)_([1-9][0-9]*)")
+CONTROL_KINDS = ("planted",)  # positive controls: they must move, and never vote
+
+
+def wrap_layout(name: str, width: int) -> tuple[str, int | None]:
+    """(layout kind, its number) of a corpus name: rewrapped -> (rewrapped, width), rewrapped_30
+    -> (rewrapped, 30), unwrapped -> (unwrapped, None), planted_40 -> (planted, 40),
+    paragraphs_100 -> (paragraphs, 100); ValueError for any other name."""
+    m = CORPUS_NAME.fullmatch(name)
+    if m is None:
+        raise ValueError(f"unknown corpus {name!r}; names: rewrapped, rewrapped_<width>, unwrapped, "
+                         f"planted_<period>, paragraphs_<length>")
+    if m.group(1):
+        return "rewrapped", int(m.group(2)) if m.group(2) else width
+    if m.group(3):
+        return "unwrapped", None
+    return m.group(4), int(m.group(5))
 INIT_TRACKS = ("char", "lm", "vision")  # the tracks whose runs the gka_init study can train
 
 
@@ -41,6 +72,7 @@ class WrapStudy:
     rows: tuple[str, ...] = ("gpa_dp_m8", "gpa_m64", "gpa_m64_rope")
     corpora: tuple[str, ...] = WRAP_CORPORA
     width: int = field(default=50, metadata=positive())
+    original_width: int = field(default=67, metadata=positive())  # the paragraphs_<n> corpora's line width
     tol: float = field(default=2.0, metadata=nonneg())
 
 
@@ -54,6 +86,7 @@ class InitRow:
 class GKAInitStudy:
     rows: tuple[InitRow, ...] = (InitRow(), InitRow("lm", "gka_tokens"), InitRow("vision", "gka"))
     inits: tuple[Any, ...] = (1.0, "sqrt_d_half", "sqrt_d", "median")  # checked in `check`
+    sign_test: str = "sqrt_d"  # the pre-specified init the sign test sets against sigma = 1 (an init's label)
 
 
 @dataclass(frozen=True)
@@ -64,12 +97,26 @@ class PruneStudy:
     lr: float | None = field(default=None, metadata=positive())
 
 
+def _factors_ok(factors) -> str | None:
+    if not factors or factors[0] != 1 or any(b <= a for a, b in zip(factors, factors[1:])):
+        return "must be increasing whole multiples of the training context starting at 1 (e.g. [1, 2, 4, 8])"
+    return None
+
+
+@dataclass(frozen=True)
+class ExtrapolationStudy:
+    factors: tuple[int, ...] = field(default=(1, 2, 4, 8), metadata={"check": _factors_ok})
+    windows: int = field(default=8, metadata=positive())
+    batch: int = field(default=8, metadata=positive())
+
+
 @dataclass(frozen=True)
 class StudiesParams:
     seeds: tuple[int, ...] | None = None
     wrap: WrapStudy = field(default_factory=WrapStudy)
     gka_init: GKAInitStudy = field(default_factory=GKAInitStudy)
     prune: PruneStudy = field(default_factory=PruneStudy)
+    extrapolation: ExtrapolationStudy = field(default_factory=ExtrapolationStudy)
     out_dir: str = "results/{scale}/studies"
 
 
@@ -118,8 +165,12 @@ def check(params, where: str) -> None:
                 raise ParamsError(f"{where}studies.{key} names {name!r}, whose attention is "
                                   f"{rows[name].variant!r}: it has no kernel banks; name a gpa row")
     for name in s.wrap.corpora:
-        if name not in WRAP_CORPORA:
-            raise ParamsError(f"{where}studies.wrap.corpora has {name!r}; allowed: {', '.join(WRAP_CORPORA)}")
+        try:
+            wrap_layout(name, s.wrap.width)
+        except ValueError as exc:
+            raise ParamsError(f"{where}studies.wrap.corpora has {name!r}: {exc}") from None
+    if len(set(s.wrap.corpora)) != len(s.wrap.corpora):
+        raise ParamsError(f"{where}studies.wrap.corpora lists a corpus twice ({', '.join(s.wrap.corpora)})")
     for i, row in enumerate(s.gka_init.rows):
         gka_rows = track_gka_rows(params, row.track)
         if row.row not in gka_rows and (row.track == "char" or row.row in track_row_names(params, row.track)):
@@ -135,6 +186,9 @@ def check(params, where: str) -> None:
     labels = [init_label(v) for v in s.gka_init.inits]
     if len(set(labels)) != len(labels):
         raise ParamsError(f"{where}studies.gka_init.inits lists one init twice ({', '.join(labels)})")
+    if s.gka_init.sign_test not in labels or s.gka_init.sign_test == init_label(1.0):
+        raise ParamsError(f"{where}studies.gka_init.sign_test is {s.gka_init.sign_test!r}: name an init of "
+                          f"studies.gka_init.inits other than 1 ({', '.join(x for x in labels if x != '1')})")
 
 
 TRACK_ROWS = {"char": "matrix.rows", "lm": "lm.rows", "vision": "vision.rows"}

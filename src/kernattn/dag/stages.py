@@ -1,6 +1,7 @@
 """The stage table: every stage of every track, from params (the DAG as data).
 
     each track's stages (kernattn.tracks.<t>.stages.stages, for t in TRACKS)
+    length extrapolation (kernattn.studies.extrapolation: every char and LM run at 1x..8x its context)
     bench (every track's models);  all of them -> report
     the studies (kernattn.studies.stages), outside `all` (the Snakefile's `studies` target)
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from ..config import Params
 from ..stage import Stage
+from ..studies import extrapolation
 from ..studies import stages as studies
 from ..tracks import TRACKS, track_module
 
@@ -40,7 +42,7 @@ def shared_stages(p: Params) -> list[Stage]:
     bench = Stage("bench", ("bench", *(s for m in modules for s in m.MODEL_SECTIONS)),
                   ("bench", "attention", "tracks"), lambda _: [bench_output(p)],
                   dvc_outs=lambda _: [p.bench.out_dir], threads="all")
-    report_inputs = [*(f for m in modules for f in m.report_inputs(p)), bench_output(p)]
+    report_inputs = [*(f for m in modules for f in m.report_inputs(p)), *extrapolation.outputs(p), bench_output(p)]
     report = Stage("report", ("report", "bench", *(s for m in modules for s in m.REPORT_SECTIONS)),
                    ("report", "tracks"), lambda _: [report_output(p)], inputs=lambda _: report_inputs,
                    dvc_outs=lambda _: [p.report.out_dir])
@@ -54,5 +56,5 @@ def studies_outputs(stages: dict[str, Stage]) -> list[str]:
 
 def stage_table(params: Params) -> dict[str, Stage]:
     """Every stage, in an order that runs (upstream first), by name; the studies last."""
-    stages = [*track_stages(params), *shared_stages(params), *studies.stages(params)]
+    stages = [*track_stages(params), *extrapolation.stages(params), *shared_stages(params), *studies.stages(params)]
     return {s.name: s for s in stages}

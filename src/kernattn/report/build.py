@@ -54,7 +54,8 @@ from .part import ClaimKind, ReportContext, ReportError, merge, num
 DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
 # the parts that are no track's, after the tracks': (key, module, template); a part's template
 # sits beside its module ("<key>/report.html.j2") unless the module is the report's own
-PAGE_PARTS = (("studies", "kernattn.studies.report", "studies/report.html.j2"),
+PAGE_PARTS = (("extrapolation", "kernattn.studies.extrapolation_report", "studies/extrapolation.html.j2"),
+              ("studies", "kernattn.studies.report", "studies/report.html.j2"),
               ("bench_models", "kernattn.report.bench_models", "bench_models.html.j2"),
               ("plan", "kernattn.report.plan", "plan.html.j2"))
 # The page's own claims: seed 002's and seed 000's properties of the attention library that the

@@ -13,7 +13,7 @@ Everything lands under studies.out_dir (results/<scale>/studies/):
     wrap/summary.json              bumps per corpus and seed, newline peaks, the verdict
     gka_init/runs/<run>/           a GKA run per track, init and seed (metrics.jsonl holds sigma per head)
     gka_init/summary.json          final loss per init, sigma over training, mean diagonal weight
-    prune/<run>/{pruned,control}/  the two fine-tunings of one trained GPA run (engine run folders)
+    prune/<run>/{pruned,control,random}/  the three fine-tunings of one trained GPA run (engine run folders)
     prune/<run>/summary.json       losses before/after removal and fine-tuning, ablations, costs
     prune/summary.json             every pruned run in one table
 Run ids keep the `<row>-s<seed>` form, the row naming the study's variation. The paths and
@@ -34,7 +34,7 @@ from ..tracks.lm.stages import lm_runs
 from ..tracks.vision.stages import vision_runs
 
 SUMMARY = "summary.json"
-ARMS = ("pruned", "control")
+ARMS = ("pruned", "control", "random")  # the weak heads removed; none; as many random other heads removed
 
 
 def root(p: Params) -> Path:

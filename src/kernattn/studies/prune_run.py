@@ -16,7 +16,11 @@ Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corp
    <studies.out_dir>/prune/<run>/{pruned,control}/ (resumable, MLflow runs <run>-pruned and
    <run>-control). The engine's step-0 evaluation of `control` is the loss before removal, of
    `pruned` the loss right after it; their final ones are after fine-tuning;
-4. writes <studies.out_dir>/prune/<run>/summary.json (kernattn.tracks.char.analysis.prune.removal_record,
+   A third copy, `random`, has as many other heads removed, drawn at random (seeded from the
+   run's seed): the control that shows whether bank strength predicts removability;
+4. records seed 001's premise (`premise_met`, `premise_why`: is any bank below the threshold,
+   and the weakest strength);
+5. writes <studies.out_dir>/prune/<run>/summary.json (kernattn.tracks.char.analysis.prune.removal_record,
    the ablation costs, params and FLOPs saved), atomically, last.
 """
 
@@ -43,7 +47,8 @@ def fine_tune_lr(params: Params) -> float:
 
 class PruneTrack(CharTrack):
     """The char track continuing a trained model: its weights loaded, `remove` heads removed
-    (the pruned arm), a constant learning rate, studies.prune.steps steps."""
+    (the pruned and random arms; none in the control), a constant learning rate,
+    studies.prune.steps steps."""
 
     def __init__(self, params: Params, spec, arm: str, remove: list[tuple[int, int]], base_state: dict,
                  base_fingerprint: str | None):
@@ -72,7 +77,7 @@ class PruneTrack(CharTrack):
         super().build(device)
         self.model.load_state_dict(self.base_state)
         self.batch_gen.manual_seed(derive_seed(self.seed, "prune"))
-        if self.arm == "pruned":  # hooks, not weights: the checkpoint keeps the model's shapes
+        if self.remove:  # pruned and random arms; hooks, not weights: the checkpoint keeps the model's shapes
             self._hooks.enter_context(removed(self.model, self.remove))
 
     def set_lr(self, step: int) -> float:
@@ -93,45 +98,87 @@ def val_losses(run_dir) -> tuple[float, float]:
     return float(start), float(final["val_loss"])
 
 
+def random_heads(shape: tuple[int, int], exclude: list[tuple[int, int]], seed: int) -> list[tuple[int, int]]:
+    """The random-head control: as many heads as `exclude` holds, drawn uniformly without
+    replacement among the others (a generator seeded from the run's seed and "prune-random"),
+    in (layer, head) order; [] when no other head exists."""
+    import torch
+
+    others = [(l, h) for l in range(shape[0]) for h in range(shape[1]) if (l, h) not in set(exclude)]
+    gen = torch.Generator().manual_seed(derive_seed(seed, "prune-random"))
+    pick = torch.randperm(len(others), generator=gen)[:len(exclude)].tolist()
+    return sorted(others[i] for i in pick)
+
+
+def premise(strength, threshold: float) -> tuple[bool, str]:
+    """(met, why) of seed 001's premise: a bank "effectively zero", i.e. below the threshold."""
+    import numpy as np
+
+    s = np.asarray(strength, dtype=np.float64)
+    weakest = np.unravel_index(int(np.argmin(s)), s.shape)
+    where = f"L{weakest[0] + 1}H{weakest[1] + 1}"
+    below = int((s < threshold).sum())
+    if below:
+        return True, f"{below} bank(s) below threshold {threshold:g}; weakest {s.min():.3g} ({where})"
+    return False, f"no bank below threshold {threshold:g}; weakest {s.min():.3g} ({where})"
+
+
+def _fine_tune(params: Params, spec, final: dict, state: dict, arms: dict, progress: bool) -> int:
+    tracked = study_params(params, None, str(prune_dir(params, spec.run_id)))  # the studies' MLflow experiment
+    for arm, heads in arms.items():
+        code = train_run(PruneTrack(tracked, spec, arm, heads, state, final.get("fingerprint")), stale="archive",
+                         progress=progress)
+        if code:
+            return code
+    return 0
+
+
 def prune_one(params: Params, run_id: str, params_file: str = "params.yaml", progress: bool = False) -> int:
     """The stage for one run (module docstring); returns the exit status."""
+    from ..engine import resolve_device
     from ..tracks.char.analysis import banks, heads, prune
     from ..tracks.char.analysis.analyze_gpa import removal_costs
-    from ..engine import resolve_device
 
     spec = find_run(params, run_id)
     device = resolve_device(params.train.device)
     model, final, data = trained_model(params, spec, device, params_file)
     strength = banks.strength(banks.bank_biases(model, params.model.context))
-    remove = prune.heads_to_remove(strength, params.analysis.strength_threshold, params.studies.prune.k)
+    threshold = params.analysis.strength_threshold
+    remove = prune.heads_to_remove(strength, threshold, params.studies.prune.k)
+    control_heads = random_heads(tuple(strength.shape), remove, spec.seed)
     base, zero_costs, mean_costs = removal_costs(model, data, params, device)
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    tracked = study_params(params, None, str(prune_dir(params, run_id)))  # the studies' MLflow experiment
-    for arm in ("control", "pruned"):
-        track = PruneTrack(tracked, spec, arm, remove, state, final.get("fingerprint"))
-        code = train_run(track, stale="archive", progress=progress)
-        if code:
-            return code
-    (before, control), (after_removal, after_ft) = (val_losses(prune_dir(params, run_id) / a) for a in ARMS[::-1])
+    code = _fine_tune(params, spec, final, state, {"control": [], "pruned": remove, "random": control_heads}, progress)
+    if code:
+        return code
+    (after_removal, after_ft), (before, control), (random_removal, random_ft) = (
+        val_losses(prune_dir(params, run_id) / a) for a in ARMS)
     record = prune.removal_record(model, remove, {
         "loss_before": before, "loss_after_removal": after_removal, "loss_after_fine_tune": after_ft,
         "loss_control_fine_tune": control}, params.studies.prune.steps)
+    met, why = premise(strength, threshold)
     summary = {"run_id": run_id, "row": spec.row, "seed": spec.seed, "label": spec.label, "scale": params.scale,
                "params_digest": params.digest(), "fingerprint": final.get("fingerprint"),
                "final_val_loss": final.get("val_loss"), "ablation_base_loss": base, "lr": fine_tune_lr(params),
-               "threshold": params.analysis.strength_threshold, "k": params.studies.prune.k,
-               "flagged_weak": bool((strength < params.analysis.strength_threshold).any()),
+               "threshold": threshold, "k": params.studies.prune.k,
+               "flagged_weak": bool((strength < threshold).any()), "premise_met": met, "premise_why": why,
+               "weakest_strength": float(strength.min()),
                **record,
                "zero_ablation": [float(zero_costs[l, h]) for l, h in remove],
                "mean_ablation": [float(mean_costs[l, h]) for l, h in remove],
                "strength": [float(strength[l, h]) for l, h in remove],
+               "random_removed": [{"layer": l + 1, "head": h + 1} for l, h in control_heads],
+               "random_strength": [float(strength[l, h]) for l, h in control_heads],
+               "loss_random_after_removal": random_removal, "loss_random_after_fine_tune": random_ft,
+               "cost_random_after_removal": random_removal - before, "cost_random_after_fine_tune": random_ft - control,
                "heads": {"strength": strength.tolist(), "zero_cost": zero_costs.tolist(),
                          "mean_cost": mean_costs.tolist(),
                          "zero_mean_rho": heads.rank_correlation(zero_costs, mean_costs)[0]}}
     atomic_write_json(prune_dir(params, run_id) / SUMMARY, summary)
-    print(f"kernattn prune: {run_id}: removed {record['removed']}; loss {before:.4f} -> {after_removal:.4f} "
-          f"(removed) -> {after_ft:.4f} (fine-tuned), control {control:.4f}; "
-          f"params saved {record['params_saved']:,} ({record['params_saved_fraction']:.1%})")
+    print(f"kernattn prune: {run_id}: {why}; removed {record['removed']}; loss {before:.4f} -> {after_removal:.4f} "
+          f"(removed) -> {after_ft:.4f} (fine-tuned), control {control:.4f}; random heads {control_heads}: "
+          f"{random_removal:.4f} -> {random_ft:.4f}; params saved {record['params_saved']:,} "
+          f"({record['params_saved_fraction']:.1%})")
     return 0
 
 

@@ -3,9 +3,11 @@
     kernattn prune-study --params params.yaml [--scale S]
 
 Reads <studies.out_dir>/prune/<run>/summary.json of every run of the study (kernattn prune)
-and writes <studies.out_dir>/prune/summary.json ({"runs": [...]}) and prune.csv (one row per
-run: the removed heads, the four losses, the costs, params and FLOPs saved), atomically. The
-report pools the runs (kernattn.studies.report).
+and writes <studies.out_dir>/prune/summary.json ({"runs": [...]}), prune.csv (one row per
+run: seed 001's premise, the removed heads, the losses with and without fine-tuning, the
+random-head control's, params and FLOPs saved) and prune_rows.csv (one row per architecture:
+its premise, met when every run has a bank below analysis.strength_threshold, and its mean
+costs), atomically. The report judges per architecture (kernattn.studies.report).
 """
 
 from __future__ import annotations
@@ -17,9 +19,39 @@ from ..config import load_params
 from ..io import atomic_write_json, atomic_write_text
 from . import SUMMARY, prune_output, prune_runs, root
 
-COLUMNS = ("run_id", "row", "seed", "removed", "loss_before", "loss_after_removal", "loss_after_fine_tune",
-           "loss_control_fine_tune", "cost_after_removal", "cost_after_fine_tune", "params_saved",
-           "params_saved_fraction", "flops_saved_per_token", "flops_saved_fraction", "fine_tune_steps")
+COLUMNS = ("run_id", "row", "seed", "premise_met", "premise_why", "weakest_strength", "removed", "loss_before",
+           "loss_after_removal", "loss_after_fine_tune", "loss_control_fine_tune", "cost_after_removal",
+           "cost_after_fine_tune", "random_removed", "loss_random_after_removal", "loss_random_after_fine_tune",
+           "cost_random_after_removal", "cost_random_after_fine_tune", "params_saved", "params_saved_fraction",
+           "flops_saved_per_token", "flops_saved_fraction", "fine_tune_steps")
+ROW_COLUMNS = ("row", "runs", "premise_met", "premise_why", "cost_after_removal", "cost_after_fine_tune",
+               "cost_random_after_removal", "cost_random_after_fine_tune")
+
+
+def row_premise(runs: list[dict], threshold: float) -> tuple[bool, str]:
+    """An architecture meets seed 001's premise when every one of its runs has a bank below
+    the threshold (the claim is about such a bank, in every trained model)."""
+    # a summary from before the premise was recorded: flagged_weak, and the k weakest removed
+    missing = [r for r in runs if not r.get("premise_met", r.get("flagged_weak", False))]
+    weakest = min(r.get("weakest_strength", min(r["strength"])) for r in runs)
+    if not missing:
+        return True, f"every run has a bank below threshold {threshold:g}; weakest {weakest:.3g}"
+    return False, (f"no bank below threshold {threshold:g} in {len(missing)} of {len(runs)} runs; "
+                   f"weakest {weakest:.3g}")
+
+
+def by_row(summary: dict) -> list[dict]:
+    """One line per architecture (row): its premise and its mean costs over seeds (the report
+    gives their intervals)."""
+    import statistics
+
+    out = []
+    for row in dict.fromkeys(r["row"] for r in summary["runs"]):
+        runs = [r for r in summary["runs"] if r["row"] == row]
+        met, why = row_premise(runs, summary["threshold"])
+        out.append({"row": row, "runs": len(runs), "premise_met": met, "premise_why": why,
+                    **{k: statistics.fmean(r[k] for r in runs) for k in ROW_COLUMNS[4:]}})
+    return out
 
 
 def read_study(params) -> dict:
@@ -47,8 +79,13 @@ def run(args: argparse.Namespace) -> int:
     table = pd.DataFrame([{k: (str(r[k]) if k == "removed" else r[k]) for k in COLUMNS} for r in summary["runs"]],
                          columns=list(COLUMNS))
     atomic_write_text(out / "prune.csv", table.to_csv(index=False))
+    rows = pd.DataFrame(by_row(summary), columns=list(ROW_COLUMNS))
+    atomic_write_text(out / "prune_rows.csv", rows.to_csv(index=False))
     atomic_write_json(out / SUMMARY, summary)
-    cost = table["cost_after_fine_tune"]
-    print(f"kernattn prune-study: {len(table)} runs; cost after fine-tuning (pruned - control) mean "
-          f"{cost.mean():+.4f}, range [{cost.min():+.4f}, {cost.max():+.4f}]; wrote {out / SUMMARY}")
+    for r in rows.to_dict("records"):
+        print(f"kernattn prune-study: {r['row']}: premise {'met' if r['premise_met'] else 'not met'} "
+              f"({r['premise_why']}); mean cost without fine-tuning {r['cost_after_removal']:+.4f} "
+              f"(random heads {r['cost_random_after_removal']:+.4f}), after fine-tuning "
+              f"{r['cost_after_fine_tune']:+.4f} (random heads {r['cost_random_after_fine_tune']:+.4f})")
+    print(f"kernattn prune-study: {len(table)} runs; wrote {out / SUMMARY}, prune.csv, prune_rows.csv")
     return 0

@@ -56,11 +56,17 @@ def wrap_context(summary: dict) -> dict:
     peaks = [{"corpus": c, **summary["peaks"][c]} for c in corpora]
     rows = []
     for r in summary["rows"]:
-        for c in r["corpora"]:
+        init = [b for b in r.get("init_bumps", {}).values()]
+        if init:  # the reference the trained bumps are read against
+            rows.append({"row": r["row"], "corpus": "bank at initialisation", "newline_peak": None,
+                         "bump": _ci(init), "bumps": init, "shift": None, "predicted": None,
+                         "verdict": "reference", "reason": r.get("premise_why", ""), "row_verdict": r["verdict"]})
+        for c in [*r["corpora"], *({**x, "control": True} for x in r.get("controls", []))]:
             bumps = [b for b in c["bumps"].values()]
             rows.append({"row": r["row"], "corpus": c["corpus"], "newline_peak": c["newline_peak"],
                          "bump": _ci(bumps), "bumps": bumps, "shift": c.get("shift"),
-                         "predicted": c.get("predicted_shift"), "verdict": c.get("verdict", "reference"),
+                         "predicted": c.get("predicted_shift"),
+                         "verdict": ("positive control: " if c.get("control") else "") + c.get("verdict", "reference"),
                          "reason": c.get("reason", ""), "row_verdict": r["verdict"]})
     return {"present": True, "summary": summary, "peaks": peaks, "table": rows}
 
@@ -113,9 +119,37 @@ def _init_row(init: str, runs: list[dict], track: str, comp) -> dict:
                                   zip(r["grad_log_sigma_start"], r["grad_w_o_start"]) if w > 0])}
 
 
-def gka_context(summary: dict) -> dict:
+SUPPORTED, NOT_SUPPORTED = "supported", "not supported"
+
+
+def sign_test(pairs: list[tuple[float, float]], alpha: float = stats.ALPHA) -> dict:
+    """The pre-specified test of the GKA-init study: over (test, baseline) pairs of one seed and
+    track (lower is better), k = the pairs where the test init is lower, n = the pairs that
+    differ (ties carry no sign); one-sided binomial p = P(X >= k | n, 1/2). "supported" when
+    p < alpha, else "not supported" (also with no pair)."""
+    from scipy.stats import binomtest
+
+    n = sum(1 for a, b in pairs if a != b)
+    k = sum(1 for a, b in pairs if a < b)
+    p = float(binomtest(k, n, 0.5, alternative="greater").pvalue) if n else 1.0
+    return {"k": k, "n": n, "ties": len(pairs) - n, "p": p, "alpha": alpha,
+            "verdict": SUPPORTED if n and p < alpha else NOT_SUPPORTED}
+
+
+def sign_pairs(by_track: dict, init: str) -> dict[str, list[tuple[float, float]]]:
+    """Per track: (init's metric, sigma = 1's metric) of every seed that has both."""
+    out = {}
+    for track, by_init in by_track.items():
+        if init in by_init and BASELINE_INIT in by_init:
+            base = {r["seed"]: _metric(r, track) for r in by_init[BASELINE_INIT]}
+            out[track] = [(_metric(r, track), base[r["seed"]]) for r in by_init[init] if r["seed"] in base]
+    return out
+
+
+def gka_context(summary: dict, sign_init: str = "sqrt_d") -> dict:
     """Per track: each init's metric with its interval and its paired difference from sigma = 1;
-    one verdict for the study, Holm across every init of every track."""
+    the pre-specified sign test (`sign_init` against sigma = 1 over every track and seed); and
+    Holm across every init of every track, shown beside it."""
     by_track = _by_track(summary)
     families, baselines = {}, {}
     for track, by_init in by_track.items():
@@ -134,7 +168,12 @@ def gka_context(summary: dict) -> dict:
                        "verdict": stats.init_verdict(own), "seeds": sorted({r["seed"] for v in by_init.values() for r in v}),
                        "table": [_init_row(init, runs, track, found.get(f"{track}: {init}"))
                                  for init, runs in by_init.items()]})
-    return {"present": True, "summary": summary, "verdict": verdict, "comparisons": comps, "tracks": tracks}
+    pairs = sign_pairs(by_track, sign_init)
+    sign = {**sign_test([x for v in pairs.values() for x in v]), "init": sign_init,
+            "per_track": {t: sum(a < b for a, b in v) for t, v in pairs.items()},
+            "pairs_per_track": {t: len(v) for t, v in pairs.items()}}
+    return {"present": True, "summary": summary, "verdict": verdict, "comparisons": comps, "tracks": tracks,
+            "sign": sign}
 
 
 def sigma_figure(path: Path, summary: dict, scale: str) -> None:
@@ -173,16 +212,49 @@ def _sigma_lines(ax, run: dict, solid: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- prune
+def _arch(row: str, runs: list[dict], threshold: float, margin: float | None) -> dict:
+    """One architecture's judgement: the premise, the cost without fine-tuning (the paper's
+    "without any loss of performance in inference") and after it (against the control), each
+    non-inferior at `margin`, and the random-head control (weak cost < random cost)."""
+    from .prune_study import row_premise
+
+    met, why = row_premise(runs, threshold)
+    col = {k: [r.get(k) for r in runs] for k in ("loss_before", "loss_after_removal", "loss_after_fine_tune",
+                                                  "loss_control_fine_tune", "cost_after_removal",
+                                                  "cost_after_fine_tune", "cost_random_after_removal",
+                                                  "cost_random_after_fine_tune")}
+    has_random = all(v is not None for v in col["cost_random_after_removal"])
+    comps = {}
+    if margin is not None:
+        comps["no_fine_tune"] = stats.compare_noninferior(
+            f"{row}: removed, no fine-tuning", col["loss_after_removal"], f"{row}: before removal",
+            col["loss_before"], margin, paired=True)
+        comps["fine_tuned"] = stats.compare_noninferior(
+            f"{row}: removed + fine-tuned", col["loss_after_fine_tune"], f"{row}: control fine-tuned",
+            col["loss_control_fine_tune"], margin, paired=True)
+    if has_random:
+        for key, weak, rand in (("random_no_fine_tune", "cost_after_removal", "cost_random_after_removal"),
+                                ("random_fine_tuned", "cost_after_fine_tune", "cost_random_after_fine_tune")):
+            comps[key] = stats.compare_less(f"{row}: weakest-bank cost", col[weak], f"{row}: random-head cost",
+                                            col[rand], paired=True)
+    return {"row": row, "runs": len(runs), "seeds": sorted(r["seed"] for r in runs), "premise_met": met,
+            "premise_why": why, "comparisons": comps,
+            "cost_no_ft": stats.paired_diff_ci(col["loss_after_removal"], col["loss_before"]),
+            "cost_ft": stats.paired_diff_ci(col["loss_after_fine_tune"], col["loss_control_fine_tune"]),
+            "random_no_ft": _ci(col["cost_random_after_removal"]) if has_random else None,
+            "random_ft": _ci(col["cost_random_after_fine_tune"]) if has_random else None}
+
+
 def prune_context(summary: dict, margin: float | None) -> dict:
     runs = summary["runs"]
     pruned = [r["loss_after_fine_tune"] for r in runs]
     control = [r["loss_control_fine_tune"] for r in runs]
     removal = stats.paired_diff_ci([r["loss_after_removal"] for r in runs], [r["loss_before"] for r in runs])
     tuned = stats.paired_diff_ci(pruned, control)
-    comp = (stats.compare_noninferior("pruned + fine-tuned", pruned, "control fine-tuned", control, margin,
-                                      paired=True) if margin is not None and runs else None)
+    archs = [_arch(row, [r for r in runs if r["row"] == row], summary["threshold"], margin)
+             for row in dict.fromkeys(r["row"] for r in runs)]
     return {"present": True, "summary": summary, "runs": runs, "removal": removal, "tuned": tuned,
-            "comparison": comp, "margin": margin,
+            "architectures": archs, "margin": margin,
             "params_saved": _ci(r["params_saved_fraction"] for r in runs),
             "flops_saved": _ci(r["flops_saved_fraction"] for r in runs)}
 
@@ -194,7 +266,7 @@ def section(ctx: ReportContext) -> dict:
     params = ctx.params
     margin = next((float(c["margin"]) for c in ctx.claims_of(["study_prune"])), None)
     out = {"command": paths.command(), "params": params.studies}
-    for key, study, build in (("wrap", "wrap", wrap_context), ("gka", "gka_init", gka_context),
+    for key, study, build in (("wrap", "wrap", wrap_context), ("gka", "gka_init", lambda s: gka_context(s, params.studies.gka_init.sign_test)),
                               ("prune", "prune", lambda s: prune_context(s, margin))):
         path = paths.summary_path(params, study)
         summary = _read(path)
@@ -242,15 +314,34 @@ def tables(section: dict) -> dict[str, "pd.DataFrame"]:
              "diag_end": " ".join(f"{v:.4g}" for v in r["diag_end"]), "grad_ratio_start": r["grad_ratio"]}
             for t in section["gka"]["tracks"] for r in t["table"]])
     if section.get("prune", {}).get("present"):
-        keep = ("run_id", "flagged_weak", "loss_before", "loss_after_removal", "loss_after_fine_tune",
-                "loss_control_fine_tune", "cost_after_fine_tune", "params_saved", "params_saved_fraction",
+        keep = ("run_id", "row", "seed", "flagged_weak", "premise_met", "premise_why", "loss_before",
+                "loss_after_removal", "loss_after_fine_tune", "loss_control_fine_tune", "cost_after_removal",
+                "cost_after_fine_tune", "loss_random_after_removal", "loss_random_after_fine_tune",
+                "cost_random_after_removal", "cost_random_after_fine_tune", "params_saved", "params_saved_fraction",
                 "flops_saved_per_token", "flops_saved_fraction")
         out["study-prune.csv"] = pd.DataFrame([
-            {**{k: r.get(k) for k in keep}, "removed": " ".join(f"L{h['layer']}H{h['head']}" for h in r["removed"]),
+            {**{k: r.get(k) for k in keep}, "removed": _heads(r["removed"]),
+             "random_removed": _heads(r.get("random_removed", [])),
              "strength": " ".join(f"{v:.4g}" for v in r["strength"]),
              "zero_ablation": " ".join(f"{v:.6g}" for v in r["zero_ablation"]),
              "mean_ablation": " ".join(f"{v:.6g}" for v in r["mean_ablation"])} for r in section["prune"]["runs"]])
+        out["study-prune-rows.csv"] = pd.DataFrame([_arch_columns(a) for a in section["prune"]["architectures"]])
     return out
+
+
+def _heads(heads: list[dict]) -> str:
+    return " ".join(f"L{h['layer']}H{h['head']}" for h in heads)
+
+
+def _arch_columns(a: dict) -> dict:
+    """One architecture's line of study-prune-rows.csv: its premise, costs and tests."""
+    line = {"row": a["row"], "runs": a["runs"], "premise_met": a["premise_met"], "premise_why": a["premise_why"],
+            **_ci_cols("cost_no_fine_tune", a["cost_no_ft"]), **_ci_cols("cost_fine_tuned", a["cost_ft"]),
+            **_ci_cols("random_cost_no_fine_tune", a["random_no_ft"]),
+            **_ci_cols("random_cost_fine_tuned", a["random_ft"])}
+    for key, comp in a["comparisons"].items():
+        line[f"test_{key}"] = comp.verdict
+    return line
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
@@ -272,8 +363,15 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
 
 def _wrap_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     s = part["summary"]
+    # the premise per row (a summary from before it was recorded: every row judged, as then)
+    unmet = [r for r in s["rows"] if not r.get("premise_met", True)]
+    if s["rows"] and len(unmet) == len(s["rows"]):
+        return ClaimResult(claim, "premise not met (" + "; ".join(f"{r['row']}: {r['premise_why']}" for r in unmet)
+                           + ")", scale=scale, ours=f"bump shift verdict without the premise: {s['verdict']}",
+                           detail="the original bump must sit at the newline peak and have moved from its "
+                                  "initial position")
     verdict = stats.reading_verdict(s["verdict"], bumpshift.STAYS, bumpshift.TRACKS)
-    voting = [r for r in part["table"] if r["shift"] is not None]
+    voting = [r for r in part["table"] if r["shift"] is not None and not r["verdict"].startswith("positive control")]
     ours = "; ".join(f"{r['row']} {r['corpus']}: shift {r['shift']['mean']:+.1f} [{r['shift']['lo']:+.1f}, "
                      f"{r['shift']['hi']:+.1f}] lags, line prediction {r['predicted']:+d}" for r in voting)
     res = ClaimResult(claim, verdict, scale=scale, ours=ours or f"no interval ({s['verdict']})",
@@ -284,27 +382,52 @@ def _wrap_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
 
 
 def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
+    """Our hypothesis (seed 003 gives no init), judged by the pre-specified sign test:
+    supported / not supported. The Holm family over every init is shown beside it."""
+    sign = part["sign"]
+    per = ", ".join(f"{t} {k}/{sign['pairs_per_track'][t]}" for t, k in sign["per_track"].items())
+    tied = f"; {sign['ties']} tied" if sign["ties"] else ""
+    ours = (f"sigma init {sign['init']} below sigma = 1 in {sign['k']} of {sign['n']} seed pairs ({per}{tied}); "
+            f"one-sided sign test p = {sign['p']:.3g}")
     comps = [c for c in part["comparisons"] if c.ci is not None]
-    ours = "; ".join(f"{c.a} − {c.b.rpartition(': ')[2]}: {fmt_diff(c.ci)}" for c in comps) or "1 seed: no interval"
+    holm = "; ".join(f"{c.a} − {c.b.rpartition(': ')[2]}: {fmt_diff(c.ci)}" for c in comps)
     units = "; ".join(f"{t['track']}: {t['metric_label']}" for t in part["tracks"])
-    res = ClaimResult(claim, part["verdict"], part["comparisons"], scale=scale, ours=ours,
-                      detail=f"lower is better ({units})",
-                      interval="95% paired t over seeds, Holm across the inits of every track" if comps else "")
-    if len(part["tracks"]) == 1 and comps:  # one track: the best init's difference in one unit
-        best = min(comps, key=lambda c: c.ci.diff)
-        res.estimate, res.lo, res.hi = best.ci.diff, best.ci.lo, best.ci.hi
+    res = ClaimResult(claim, sign["verdict"], part["comparisons"], scale=scale, ours=ours,
+                      detail=f"pre-specified sign test at {sign['alpha']:g}, lower is better ({units}); "
+                             f"Holm across every init: {part['verdict']}" + (f" ({holm})" if holm else ""))
+    own = [c for c in comps if c.a.endswith(f": {sign['init']}")]
+    if len(part["tracks"]) == 1 and own:  # one track: the tested init's paired difference, in its unit
+        res.estimate, res.lo, res.hi = own[0].ci.diff, own[0].ci.lo, own[0].ci.hi
+        res.interval = "95% paired t over seeds (beside the sign test)"
     return res
 
 
+def premise_not_met(threshold: float, weakest: float) -> str:
+    """The claim row's words when no architecture has a bank below the threshold."""
+    return f"premise not met (no bank below threshold {threshold:g}; weakest {weakest:.3g})"
+
+
 def _prune_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
-    comp = part["comparison"]
-    if comp is None:
+    """Judged on the architectures whose every run has a bank below the threshold (seed 001's
+    premise); their no-fine-tuning and fine-tuned costs, each non-inferior at the margin."""
+    archs = part["architectures"]
+    if not archs:
         return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no pruned run")
-    res = ClaimResult(claim, comp.verdict, [comp], scale=scale, interval="95% paired t over the pruned runs")
-    if comp.ci is not None:
-        res.ours = f"pruned − control after fine-tuning: {fmt_diff(comp.ci)}; margin {comp.margin:.4f}"
-        res.estimate, res.lo, res.hi = comp.ci.diff, comp.ci.lo, comp.ci.hi
-    else:
-        r = part["runs"][0]
-        res.ours = f"{r['cost_after_fine_tune']:+.4f} (1 run, no interval)"
+    s = part["summary"]
+    judged = [a for a in archs if a["premise_met"]]
+    if not judged:
+        weakest = min(r.get("weakest_strength", min(r["strength"])) for r in part["runs"])
+        return ClaimResult(claim, premise_not_met(s["threshold"], weakest), scale=scale,
+                           ours="; ".join(f"{a['row']}: {a['premise_why']}" for a in archs),
+                           detail="the k weakest heads were removed anyway; their costs are in the section")
+    comps = [a["comparisons"][k] for a in judged for k in ("no_fine_tune", "fine_tuned") if k in a["comparisons"]]
+    ours = "; ".join(f"{c.a} − {c.b.rpartition(': ')[2]}: {fmt_diff(c.ci) if c.ci else 'no interval'}"
+                     for c in comps)
+    skipped = [a["row"] for a in archs if not a["premise_met"]]
+    detail = f"margin {part['margin']}" + (f"; premise not met, not judged: {', '.join(skipped)}" if skipped else "")
+    res = ClaimResult(claim, stats.combine([c.verdict for c in comps]), comps, scale=scale, ours=ours,
+                      detail=detail, interval="95% paired t over seeds of the cost without fine-tuning")
+    first = judged[0]["comparisons"].get("no_fine_tune")
+    if len(judged) == 1 and first is not None and first.ci is not None:  # the paper's "in inference" cost
+        res.estimate, res.lo, res.hi = first.ci.diff, first.ci.lo, first.ci.hi
     return res

@@ -91,6 +91,7 @@ def stages(p: Params) -> list[Stage]:
               dvc_outs=lambda r: [str(prune_dir(p, r))], runs=prune, persist=True,
               threads=p.train.threads or 4, narrow=lambda r: {"matrix": char.run_spec(p, r)}),
         Stage("prune_study", ("analysis", "studies"), ("studies",),
-              lambda _: [str(summary_path(p, "prune")), str(root(p) / "prune" / "prune.csv")],
+              lambda _: [str(summary_path(p, "prune")),
+                         *(str(root(p) / "prune" / f) for f in ("prune.csv", "prune_rows.csv"))],
               inputs=lambda _: [prune_output(p, r) for r in prune]),
     ]

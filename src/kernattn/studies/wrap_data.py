@@ -5,7 +5,8 @@
 Reads the prepared corpus (data.out_dir: train.npy, val.npy, vocab.json, meta.json, as
 `kernattn prepare` writes them) and writes, per corpus of studies.wrap.corpora, the same four
 files under <studies.out_dir>/wrap/data/<corpus>/ (one atomic folder each): the text re-laid
-out by kernattn.tracks.char.analysis.wrap (rewrapped at studies.wrap.width, or one line per paragraph),
+out by kernattn.studies.wrap_layouts (rewrapped at studies.wrap.width or another width, one line
+per paragraph, the planted-period control, the paragraph counterfactual),
 each split on its own, encoded with the original vocabulary (vocab.json copied unchanged).
 Then each corpus's newline, line and paragraph histograms (kernattn analyze-corpus's
 analysis, on that corpus) under <studies.out_dir>/wrap/analysis/<corpus>/corpus/.
@@ -22,8 +23,9 @@ import time
 import numpy as np
 
 from ..config import load_params
+from ..config.studies import wrap_layout
 from ..io import atomic_dir
-from . import wrap_analysis_dir, wrap_data_dir
+from . import wrap_analysis_dir, wrap_data_dir, wrap_layouts
 
 
 
@@ -37,7 +39,6 @@ def corpus_params(params, corpus: str):
 
 def write_corpus(params, corpus: str) -> dict:
     """One counterfactual corpus's folder; returns its meta.json content."""
-    from ..tracks.char.analysis import wrap
     from ..tracks.char.data import load_meta, load_split, load_vocab
     from ..tracks.char.stages import data_dir
     from ..errors import UsageError
@@ -49,9 +50,11 @@ def write_corpus(params, corpus: str) -> dict:
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(f"{src}: cannot read the prepared corpus ({exc}); run kernattn prepare first") from None
     t0 = time.perf_counter()
-    width = params.studies.wrap.width
-    new_train, new_val = wrap.transform_split(train, val, chars, corpus, width)
-    meta = {"corpus": corpus, "layout": {"kind": corpus, "width": width if corpus == "rewrapped" else None},
+    w = params.studies.wrap
+    kind, value = wrap_layout(corpus, w.width)
+    new_train, new_val = wrap_layouts.transform_split(train, val, chars, corpus, w.width, w.original_width)
+    meta = {"corpus": corpus, "layout": {"kind": kind, "value": value,
+                                         "line_width": w.original_width if kind == "paragraphs" else None},
             "source_dir": str(src), "source_cleaned_sha256": original.get("cleaned_sha256"),
             "vocab_size": len(chars), "n_train": int(new_train.size), "n_val": int(new_val.size),
             "n_chars": int(new_train.size + new_val.size),

@@ -9,6 +9,12 @@ banks read at lags 0..context as kernattn analyze-gpa reads them), the corpus's 
 (its training split's sharp peak, kernattn analyze-corpus; None without line structure), and
 bumpshift's verdict per row (seed-paired shift interval, tolerance studies.wrap.tol). The
 original corpus's runs are the main DAG's (train.out_dir/<row>-s<seed>), not retrained.
+Controls recorded beside the verdict: the bump of each run's bank at initialisation (the same
+seed and constructor as its training: `init_bumps`, and "initialisation" lines in bumps.csv)
+and the study's premise per row (`premise_met`, `premise_why`: the original bump at the
+newline peak, moved from its initial position, and, with a planted_<p> corpus, the positive
+control found: its bump moved with the planted period). The planted corpora never vote: their
+shift verdicts are the row's `controls`.
 
 Writes <studies.out_dir>/wrap/summary.json (and bumps.csv: row, corpus, seed, bump), atomically.
 Overall: every row's verdict the same -> that verdict; otherwise inconclusive.
@@ -27,6 +33,7 @@ from . import SUMMARY, root, wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wra
 from .train import study_params, trained_model
 
 REFERENCE = "original"
+INIT = "initialisation"  # bumps.csv's "corpus" of the banks at initialisation (same seed, same constructor)
 
 
 def newline_peak(summary_file: Path) -> dict:
@@ -42,12 +49,57 @@ def newline_peak(summary_file: Path) -> dict:
             "line_peak": train["lines"]["peak"], "paragraph_median": train["paragraphs"]["median"]}
 
 
-def first_layer_bump(params, spec, device, params_file: str) -> float | None:
+def model_bump(params, model) -> float | None:
+    """The first-layer bump of one model (bumpshift.run_bump on its banks at lags 0..context)."""
     from ..tracks.char.analysis import banks, bumpshift
 
-    model, _, _ = trained_model(params, spec, device, params_file)
     shapes = banks.bank_shapes(model, params.model.context + 1)
     return bumpshift.run_bump(shapes[0], params.analysis.bump_min_lag)
+
+
+def first_layer_bump(params, spec, device, params_file: str) -> float | None:
+    model, _, _ = trained_model(params, spec, device, params_file)
+    return model_bump(params, model)
+
+
+def init_and_trained_bumps(params, spec, device, params_file: str) -> tuple[float | None, float | None]:
+    """(bump of the bank at initialisation, bump of the trained bank) of a main-DAG run: the
+    reference a trained bump is read against (a bump that is where the initial bank put it,
+    e.g. an initial kernel's period pi x tau, says nothing about the corpus)."""
+    from ..tracks.char.analysis.analyze_gpa import load_models
+    from ..tracks.char.data import load_data
+    from ..tracks.char.stages import data_dir
+
+    init, model, _ = load_models(params, spec, load_data(data_dir(params), params.model.context), device, params_file)
+    return model_bump(params, init), model_bump(params, model)
+
+
+def split_controls(corpora: list, width: int) -> tuple[list, list]:
+    """(the original and the corpora that vote, the positive controls: planted_<p>), in order."""
+    from ..config.studies import CONTROL_KINDS, wrap_layout
+
+    def is_control(c) -> bool:
+        return c.name != REFERENCE and wrap_layout(c.name, width)[0] in CONTROL_KINDS
+    return [c for c in corpora if not is_control(c)], [c for c in corpora if is_control(c)]
+
+
+def premise(bumps: dict, init_bumps: dict, newline_peak, tol: float) -> tuple[bool, str]:
+    """The wrap study's premise, per row: the original bump sits at the corpus newline peak
+    (|mean bump - peak| <= tol) and it moved from the bank at initialisation (|mean of the
+    seed-paired shift| > tol). Without it, whether the bump "follows" a rewrap says nothing
+    about seed 001's reading."""
+    import statistics
+
+    found = [b for b in bumps.values() if b is not None]
+    pairs = [bumps[s] - init_bumps[s] for s in bumps if bumps[s] is not None and init_bumps.get(s) is not None]
+    if not found or newline_peak is None:
+        return False, "no bump or no sharp newline peak on the original corpus"
+    at_peak = abs(statistics.fmean(found) - newline_peak) <= tol
+    moved = bool(pairs) and abs(statistics.fmean(pairs)) > tol
+    why = (f"bump {statistics.fmean(found):.1f} vs newline peak {newline_peak} (tolerance {tol:g}); "
+           f"moved from initialisation by {statistics.fmean(pairs):+.1f}" if pairs else
+           f"bump {statistics.fmean(found):.1f} vs newline peak {newline_peak}; no bump at initialisation to compare")
+    return at_peak and moved, why
 
 
 def read_study(params, params_file: str = "params.yaml") -> dict:
@@ -63,7 +115,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
     runs = wrap_runs(params)
     rows, records = [], []
     for row in wrap_rows(params):
-        corpora = []
+        corpora, init_bumps = [], {}
         for corpus in (REFERENCE, *w.corpora):
             cb = bumpshift.CorpusBumps(corpus, peaks[corpus]["sharp"])
             for run_id, (c, spec) in runs.items():
@@ -74,10 +126,18 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
             if corpus == REFERENCE:
                 for seed in sorted({s.seed for c, s in runs.values() if s.row == row}):
                     spec = find_run(params, f"{row}-s{seed}")
-                    cb.bumps[seed] = first_layer_bump(params, spec, device, params_file)
+                    init_bumps[seed], cb.bumps[seed] = init_and_trained_bumps(params, spec, device, params_file)
+                records += [{"row": row, "corpus": INIT, "seed": s, "bump": b} for s, b in sorted(init_bumps.items())]
             records += [{"row": row, "corpus": corpus, "seed": s, "bump": b} for s, b in sorted(cb.bumps.items())]
             corpora.append(cb)
-        rows.append({"row": row, **bumpshift.study_verdict(corpora, REFERENCE, w.tol)})
+        voting, controls = split_controls(corpora, w.width)
+        found = [bumpshift.study_verdict([corpora[0], c], REFERENCE, w.tol)["corpora"][1] for c in controls]
+        met, why = premise(corpora[0].bumps, init_bumps, peaks[REFERENCE]["sharp"], w.tol)
+        if found:  # the positive control must move with its planted period
+            moved = all(c["verdict"] == bumpshift.TRACKS for c in found)
+            met, why = met and moved, f"{why}; positive control {'found' if moved else 'not found'}"
+        rows.append({"row": row, **bumpshift.study_verdict(voting, REFERENCE, w.tol), "init_bumps": init_bumps,
+                     "controls": found, "premise_met": met, "premise_why": why})
     verdicts = {r["verdict"] for r in rows}
     overall = verdicts.pop() if len(verdicts) == 1 else bumpshift.INCONCLUSIVE
     return {"study": "wrap", "scale": params.scale, "params_digest": params.digest(), "width": w.width,
