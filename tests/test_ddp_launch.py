@@ -35,7 +35,7 @@ def test_install_profile_gives_a_stage_gpus_and_nodes(tmp_path, capsys):
     assert "gpu" not in lm and "gpu_model" not in lm  # --gpus would count the job's GPUs, not each node's
     assert (vit["gpu"], vit["gpu_model"], vit["ranks"], vit["nodes"]) == (4, "h100", 4, 1) and "tasks" not in vit
     assert (char["gpu"], char["ranks"], char["nodes"]) == (1, 1, 1)
-    assert lm["runtime"] == 1440 and lm["slurm_extra"] == "--signal=TERM@120"  # the rest of the entry kept
+    assert lm["runtime"] == 1488 and lm["slurm_extra"] == "--signal=TERM@120"  # the rest of the entry kept
     capsys.readouterr()
     assert main(["install-profile", "--partition", "cpu", "--gpus", "report=2", "--source",
                  str(REPO / "profiles/slurm"), "--dest", str(dest)]) == 2

@@ -44,6 +44,7 @@ def test_extra_params_per_row():
     L, H, dh = SMALL.n_layer, SMALL.n_head, SMALL.d_model // SMALL.n_head
     expected = {
         "rope": 0,
+        "no_pos": 0,                              # softmax without positions
         "alibi": 0,
         "learned_rope": L * dh // 2,              # frequencies shared by the heads of a layer
         "gpa_decay_m8": 2 * 8 * H * L,            # sigma, l per kernel

@@ -47,5 +47,12 @@ def tracking_for(tracking: Any, experiment: str) -> Any:
 
 
 def mlflow_params(config: dict[str, Any]) -> dict[str, str]:
-    """The MLflow params of a run, from its config.json (training and sync-mlflow agree)."""
+    """The MLflow params of a run, from its config.json (training and sync-mlflow agree).
+
+    Read through JSON as config.json holds it: a tuple nested in a list (a row's `paper`
+    references) is a list there, and training (the in-memory config) must log the same text
+    as sync-mlflow (the file)."""
+    import json
+
+    config = json.loads(json.dumps(config))
     return flatten({k: v for k, v in config.items() if k not in SESSION_KEYS})
