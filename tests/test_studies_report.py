@@ -308,3 +308,30 @@ def test_the_wrap_premise_and_the_bank_at_initialisation():
     assert part["table"][0]["corpus"] == "bank at initialisation" and part["table"][0]["bump"]["mean"] == 96.5
     res = _wrap_claim({"id": "001-bump-paragraph-scale"}, part, "tiny")
     assert res.verdict == f"premise not met (gpa_m64: {why})" and "tracks the line width" in res.ours
+
+
+def test_a_row_without_the_wrap_premise_has_no_vote():
+    """Two rows: gpa_m64 meets the premise and its bump tracks the width (shift -19); gpa_dp_m8's
+    bump sits at its initial kernel's period (premise not met) and stays. The study's verdict is
+    gpa_m64's alone ("tracks", not the "inconclusive" of a split vote), and the claim names the
+    row it did not judge."""
+    import copy
+
+    from kernattn.studies.report import _wrap_claim, wrap_context
+    from kernattn.studies.wrap_study import overall_verdict
+
+    summary = wrap_summary("tiny")
+    met = summary["rows"][0] | {"premise_met": True, "premise_why": "bump 70.0 vs newline peak 68"}
+    stays = [bumpshift.CorpusBumps("original", 68, {0: 76.0, 1: 77.0}),
+             bumpshift.CorpusBumps("rewrapped", 49, {0: 76.0, 1: 77.0})]
+    unmet = {"row": "gpa_dp_m8", **bumpshift.study_verdict(stays, "original", 2.0), "premise_met": False,
+             "premise_why": "bump 76.5 vs newline peak 68 (tolerance 2)"}
+    assert (met["verdict"], unmet["verdict"]) == (bumpshift.TRACKS, bumpshift.STAYS)
+    assert overall_verdict([met, unmet]) == bumpshift.TRACKS
+    assert overall_verdict([met | {"premise_met": False}, unmet]) == bumpshift.INCONCLUSIVE  # none met: all, split
+    assert overall_verdict([met, unmet | {"premise_met": True}]) == bumpshift.INCONCLUSIVE
+    summary["rows"], summary["verdict"] = [met, unmet], overall_verdict([met, unmet])
+    res = _wrap_claim({"id": "001-bump-paragraph-scale"}, wrap_context(copy.deepcopy(summary)), "tiny")
+    assert res.verdict == stats.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS)
+    assert "premise not met, not judged: gpa_dp_m8" in res.detail
+    assert "gpa_dp_m8" not in res.ours and "gpa_m64 rewrapped: shift -19.0" in res.ours

@@ -371,11 +371,15 @@ def _wrap_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
                            detail="the original bump must sit at the newline peak and have moved from its "
                                   "initial position")
     verdict = stats.reading_verdict(s["verdict"], bumpshift.STAYS, bumpshift.TRACKS)
-    voting = [r for r in part["table"] if r["shift"] is not None and not r["verdict"].startswith("positive control")]
+    skipped = {r["row"] for r in unmet}  # their shifts are shown, the verdict is the others'
+    voting = [r for r in part["table"] if r["shift"] is not None and not r["verdict"].startswith("positive control")
+              and r.get("row") not in skipped]
     ours = "; ".join(f"{r['row']} {r['corpus']}: shift {r['shift']['mean']:+.1f} [{r['shift']['lo']:+.1f}, "
                      f"{r['shift']['hi']:+.1f}] lags, line prediction {r['predicted']:+d}" for r in voting)
     res = ClaimResult(claim, verdict, scale=scale, ours=ours or f"no interval ({s['verdict']})",
-                      detail=s["verdict"], interval="95% paired t over seeds of the bump's shift, ± tol lags")
+                      detail=s["verdict"] + (f"; premise not met, not judged: {', '.join(sorted(skipped))}"
+                                             if skipped else ""),
+                      interval="95% paired t over seeds of the bump's shift, ± tol lags")
     if len(voting) == 1:
         res.estimate, res.lo, res.hi = voting[0]["shift"]["mean"], voting[0]["shift"]["lo"], voting[0]["shift"]["hi"]
     return res

@@ -102,6 +102,17 @@ def premise(bumps: dict, init_bumps: dict, newline_peak, tol: float) -> tuple[bo
     return at_peak and moved, why
 
 
+def overall_verdict(rows: list[dict]) -> str:
+    """The study's verdict from the rows whose premise holds (a bank that has not settled at the
+    newline peak says nothing about line width): their common verdict, else inconclusive. With
+    no such row, every row's, for the record: the report then says the premise is not met."""
+    from ..tracks.char.analysis import bumpshift
+
+    judged = [r for r in rows if r.get("premise_met", True)] or rows
+    verdicts = {r["verdict"] for r in judged}
+    return verdicts.pop() if len(verdicts) == 1 else bumpshift.INCONCLUSIVE
+
+
 def read_study(params, params_file: str = "params.yaml") -> dict:
     """summary.json's content (module docstring)."""
     from ..tracks.char.analysis import bumpshift
@@ -138,13 +149,11 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
             met, why = met and moved, f"{why}; positive control {'found' if moved else 'not found'}"
         rows.append({"row": row, **bumpshift.study_verdict(voting, REFERENCE, w.tol), "init_bumps": init_bumps,
                      "controls": found, "premise_met": met, "premise_why": why})
-    verdicts = {r["verdict"] for r in rows}
-    overall = verdicts.pop() if len(verdicts) == 1 else bumpshift.INCONCLUSIVE
     return {"study": "wrap", "scale": params.scale, "params_digest": params.digest(), "width": w.width,
             "tol": w.tol, "bump_min_lag": params.analysis.bump_min_lag, "reference": REFERENCE,
             "corpora": [REFERENCE, *w.corpora], "peaks": peaks, "rows": rows, "bumps": records,
             "rows_not_trained": [r for r in w.rows if r not in wrap_rows(params)],
-            "verdict": overall}
+            "verdict": overall_verdict(rows)}
 
 
 def run(args: argparse.Namespace) -> int:
