@@ -285,3 +285,19 @@ def test_install_profile_sets_the_planned_stages_time_limits(tmp_path, monkeypat
                     "eval_lm": 3 * 180 + pl.MARGIN_MIN, "train_vision": 3 * 180 + pl.MARGIN_MIN}
     assert {s: resources[s]["runtime"] for s in want} == want
     assert resources["bench"] == {**shipped["bench"], "slurm_partition": "p", "gpu_model": "a100"}  # not planned: kept
+
+
+def test_paper_tables_of_a_row_and_their_hours():
+    """A row's tables come from its `paper:` references; a row two tables name counts in both,
+    a row of no document under "no paper table" (hand-summed hours)."""
+    import pandas as pd
+
+    p = load_params(PARAMS, "paper")
+    assert pl.paper_tables(p, "char", "rope") == "000 Figure 2; 001 Figure 2"
+    assert pl.paper_tables(p, "vision", "gka") == "003 Table 5"
+    assert pl.paper_tables(p, "lm", "gka_paper") == "003 Table 8"
+    assert pl.paper_tables(p, "char", "alibi") == ""
+    frame = pd.DataFrame({"paper": ["000 Figure 2; 001 Figure 2", "003 Table 5", "", "003 Table 5"],
+                          "gpu_hours": [1.0, 2.0, 4.0, 8.0]})
+    assert pl.hours_by_paper_table(frame) == {"000 Figure 2": 1.0, "001 Figure 2": 1.0, "003 Table 5": 10.0,
+                                              "no paper table": 4.0}

@@ -83,8 +83,29 @@ def plan_jobs(p: Params, table: dict[str, Stage], gpus_of) -> list[Job]:
         work = cache[key]
         out.append(Job(jid, stage, deps, work.total, gpus_of(stage),
                        {"track": pf.WORK[stage][0], "run": run, "source": spec.source or "",
+                        "paper": paper_tables(p, pf.WORK[stage][0], spec.row),
                         "flops_per_step": work.flops_per_step, "steps": work.steps}))
     return out
+
+
+def paper_tables(p: Params, track: str, row: str) -> str:
+    """The tables and figures of the documents that `row` trains a model of (its `paper:`
+    references), e.g. "003 Table 5"; "; " between several; "" for a row of no document's."""
+    rows = {"char": p.matrix.rows, "lm": p.lm.rows, "vision": p.vision.rows}[track]
+    refs = next((r.paper for r in rows if r.name == row), ())
+    return "; ".join(dict.fromkeys(
+        f"{ref.seed} " + (f"Table {ref.table}" if ref.table is not None else f"Figure {ref.figure}") for ref in refs))
+
+
+def hours_by_paper_table(frame) -> dict[str, float]:
+    """GPU-hours each document's table or figure needs: the jobs of every row it names. A row
+    that two of them name (the RoPE baseline of seeds 000 and 001) counts in both, so these do
+    not sum to the total; the jobs no table names are under "no paper table"."""
+    out: dict[str, float] = {}
+    for tables, hours in zip(frame["paper"], frame["gpu_hours"]):
+        for key in (tables.split("; ") if tables else ["no paper table"]):
+            out[key] = out.get(key, 0.0) + float(hours)
+    return dict(sorted(out.items()))
 
 
 # ----------------------------------------------------------------------------- times
@@ -259,6 +280,7 @@ def table(plan: Plan, safety: float = SAFETY):
     import pandas as pd
 
     rows = [{"stage": j.stage, "run": j.info["run"], "track": j.info["track"], "source": j.info["source"],
+             "paper": j.info.get("paper", ""),
              "steps": j.info["steps"], "flops_per_step": j.info["flops_per_step"], "flops": j.flops,
              "gpus": j.gpus, "mfu": plan.device.mfu_for(j.info["track"]), "gpu_hours": plan.hours[j.id], "wall_h": plan.wall[j.id],
              "slurm_minutes": slurm_minutes(plan.wall[j.id], safety)} for j in plan.jobs if j.id in plan.wall]
@@ -269,8 +291,10 @@ def summary(plan: Plan) -> dict:
     frame = table(plan)
     by_track = frame.groupby("track")["gpu_hours"].sum().to_dict() if len(frame) else {}
     by_source = frame.groupby("source")["gpu_hours"].sum().to_dict() if len(frame) else {}
+    by_table = hours_by_paper_table(frame) if len(frame) else {}
     return {"scale": plan.scale, "gpu": plan.device.kind, "peak_flops": plan.device.peak, "mfu": plan.device.mfu,
             "mfu_source": plan.device.mfu_source, "gpus": plan.n_gpus, "jobs": len(plan.wall),
             "flops": float(frame["flops"].sum()) if len(frame) else 0.0, "gpu_hours": plan.gpu_hours,
-            "gpu_hours_by_track": by_track, "gpu_hours_by_source": by_source, "critical_path_h": plan.critical_h,
+            "gpu_hours_by_track": by_track, "gpu_hours_by_source": by_source,
+            "gpu_hours_by_paper_table": by_table, "critical_path_h": plan.critical_h,
             "critical_path": [j for j in plan.critical if j in plan.wall], "wall_h": plan.makespan_h}
