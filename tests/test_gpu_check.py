@@ -133,3 +133,21 @@ def test_train_part_kills_and_resumes_without_optional_packages(tmp_path):
     for name in BLOCKED:  # the blockers were in force: importing them fails in that environment
         probe = subprocess.run([sys.executable, "-c", f"import {name}"], env=env, capture_output=True, text=True)
         assert "is not installed on this node" in probe.stderr
+
+
+def test_ddp_part_two_gloo_ranks_train_what_one_process_trains(tmp_path):
+    """On a CPU the ddp part runs `kernattn train --nproc 2` (gloo) against one process with the
+    same global batch and micro-batch (accumulating 2 a step): the validation losses agree to
+    float32 summation order, and the row records both runs' throughput."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    assert main(["gpu-check", "--part", "ddp", "--rows", "rope", "--out-dir", str(out), "--work-dir", str(work),
+                 "--corpus", str(DICKENS), "--params", str(ROOT / "params.yaml")]) == 0
+    (row,) = _rows(out / "ddp.csv")
+    assert (row["status"], row["ranks"], row["backend"]) == ("ok", "2", "gloo")
+    assert int(row["micro_batch"]) * 2 == int(row["global_batch"]) and int(row["steps"]) == 6
+    assert float(row["max_val_diff"]) <= float(row["tolerance"]) == 1e-4
+    assert float(row["tokens_per_s_one"]) > 0 and float(row["tokens_per_s_many"]) > 0
+    assert "| rope-s0 | 2 (gloo) |" in (out / "ddp.md").read_text()
+    for n in (1, 2):  # each run wrote its own run folder, one rank's worth of files
+        runs = list((work / "ddp" / f"ranks{n}" / "runs").glob("*/final.json"))
+        assert len(runs) == 1, runs

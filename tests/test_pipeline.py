@@ -100,7 +100,7 @@ def test_dvc_yaml_is_generated_from_params():
     assert all(s.get("do", s)["cmd"].startswith("kernattn ") for s in stages.values())
     # the tiny LM and vision rows (issue 15), two seeds each; section 7 for DeiT and GKA
     assert stages["train_lm"]["foreach"] == [f"{r}-s{k}" for r in ("base", "gka_tokens", "gka_flops", "gka_paper",
-                                                                    "gpa64_rope", "alibi", "no_pos") for k in (0, 1)]
+                                                                    "gpa64_rope", "alibi") for k in (0, 1)]
     assert stages["train_vision"]["foreach"] == [f"{r}-s{k}" for r in ("deit", "vlt", "gka", "nwg") for k in (0, 1)]
     assert stages["analyze_vision"]["foreach"] == ["deit-s0", "gka-s0"]
     # where a run is mirrored does not change what it computes: no training stage reads tracking
