@@ -880,7 +880,7 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     assert list(ours["row"]) == [r.name for r in params.lm.rows] and ours["val_bpb_ci_half"].notna().all()
     t8 = pd.read_csv(index.parent / "tables" / "lm-table8.csv").dropna(subset=["row"]).set_index("row")
     assert t8["value_embeds"].to_dict() == {"base": True, "gka_tokens": False, "gka_flops": False, "gka_paper": False,
-                                            "gpa64_rope": True, "alibi": True, "no_pos": True}
+                                            "gpa64_rope": True, "alibi": True}
     assert all(f'data-lm-row="{r.name}"' in html for r in params.lm.rows)
     # the nanochat commit the defaults follow, and where the tiny scale leaves it
     assert "c7ba25214276d165eeefca7cb2060587975db189" in html and "AdamW" in html
