@@ -168,3 +168,19 @@ def test_the_experiment_is_the_named_sections_or_the_tracks():
     assert experiment_name(None, "vision", "tiny") == "kernattn-vision-tiny"
     assert experiment_name(TrackingParams(experiment="mine"), "char", "tiny") == "mine"
     assert experiment_name(TrackingParams(experiment=""), "char", "tiny") == "kernattn-char-tiny"
+
+
+def test_stop_signal_passes_sigterm_on_and_restores_the_handler():
+    """The launcher's use of StopSignal: SIGTERM sets the flag and reaches `on_signal` (which
+    passes it on to torchrun); the previous handler is back after the block."""
+    import os
+    import signal
+
+    from kernattn.engine.signals import StopSignal
+
+    before = signal.getsignal(signal.SIGTERM)
+    seen = []
+    with StopSignal(on_signal=seen.append) as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert stop.requested and seen == [signal.SIGTERM]
+    assert signal.getsignal(signal.SIGTERM) is before

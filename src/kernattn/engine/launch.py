@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
 from ..errors import UsageError
+from .signals import EXIT_SIGTERM, StopSignal
 
 RDZV_PORT = 29500
 ARGV_ENV = "KERNATTN_RANK_ARGV"  # the command each rank runs (kernattn/rank.py), as JSON
@@ -85,16 +85,7 @@ def launch(argv: list[str]) -> int | None:
     if nproc * nodes == 1 or "RANK" in os.environ:
         return None
     proc = subprocess.Popen(command(nproc, nodes), env={**os.environ, ARGV_ENV: json.dumps(rest)})
-    terminated = []
-
-    def forward(signum, frame):
-        terminated.append(signum)
-        proc.send_signal(signum)
-
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
+    with StopSignal(on_signal=proc.send_signal) as stop:  # SIGTERM passed on to torchrun
         code = proc.wait()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     # torchrun reports its ranks' 143 as a failure of its own: a SIGTERM stop is 143 here too
-    return 143 if terminated and code != 0 else code
+    return EXIT_SIGTERM if stop.requested and code != 0 else code

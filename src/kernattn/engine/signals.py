@@ -20,11 +20,13 @@ EXIT_SIGTERM = 143
 
 class StopSignal:
     """`with StopSignal() as stop:` ... `stop.requested` turns True on SIGTERM (main thread only:
-    Python delivers signals there, and a handler cannot be installed from another thread)."""
+    Python delivers signals there, and a handler cannot be installed from another thread).
+    `on_signal(signum)`, when given, is called as well (the launcher passes it on to torchrun)."""
 
-    def __init__(self):
+    def __init__(self, on_signal: Callable[[int], None] | None = None):
         self.requested = False
         self._previous = None
+        self._on_signal = on_signal
 
     def __enter__(self) -> "StopSignal":
         if threading.current_thread() is threading.main_thread():
@@ -33,6 +35,8 @@ class StopSignal:
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
+        if self._on_signal is not None:
+            self._on_signal(signum)
 
     def __exit__(self, *exc) -> bool:
         if self._previous is not None:
