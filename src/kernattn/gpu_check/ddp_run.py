@@ -74,7 +74,7 @@ def _run_dir_result(params_path: Path, run_id: str) -> tuple[list[float], float]
     params = load_params(params_path, train_run.SCALE)
     run_dir = char_stages.run_dir(params, run_id)
     final = json.loads((run_dir / "final.json").read_text())
-    return train_run._val_losses(run_dir / "metrics.jsonl"), float(final.get("tokens_per_s", float("nan")))
+    return train_run.val_losses(run_dir / "metrics.jsonl"), float(final.get("tokens_per_s", float("nan")))
 
 
 def compare(ctx: Context, work: Path, ranks: int, log) -> dict:
@@ -87,10 +87,10 @@ def compare(ctx: Context, work: Path, ranks: int, log) -> dict:
     out = blank(run=run_id, ranks=ranks, backend="nccl" if ctx.is_gpu else "gloo",
                 device=device_name(ctx.device), status="failed")
     for n, path in paths.items():
-        code = train_run._run(train_run._cli("prepare", "--params", str(path)), path.parent / "prepare.log", timeout)
-        cmd = train_run._cli("train", "--params", str(path), "--run", run_id, "--no-progress",
+        code = train_run.run_logged(train_run.cli_command("prepare", "--params", str(path)), path.parent / "prepare.log", timeout)
+        cmd = train_run.cli_command("train", "--params", str(path), "--run", run_id, "--no-progress",
                              *(("--nproc", str(n)) if n > 1 else ()))
-        code = code or train_run._run(cmd, path.parent / "train.log", timeout)
+        code = code or train_run.run_logged(cmd, path.parent / "train.log", timeout)
         if code != 0:
             tail = (path.parent / "train.log").read_text(errors="replace").strip().splitlines()[-1:] \
                 if (path.parent / "train.log").exists() else []

@@ -80,7 +80,8 @@ def write_params(ctx: Context, work: Path) -> Path:
     return path
 
 
-def _cli(*args: str) -> list[str]:
+def cli_command(*args: str) -> list[str]:
+    """The `kernattn` command line a user runs, in this interpreter (so a rank runs this install)."""
     return [sys.executable, "-m", "kernattn.cli", *args]
 
 
@@ -115,12 +116,14 @@ def kill_once(cmd: list[str], run_dir: Path, hold_at: int, log_path: Path, timeo
     return -1
 
 
-def _val_losses(metrics: Path) -> list[float]:
+def val_losses(metrics: Path) -> list[float]:
+    """The validation losses of a run's metrics.jsonl, in step order."""
     lines = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip().startswith("{")]
     return [x["loss"] for x in lines if x.get("split") == "val" and "loss" in x]
 
 
-def _run(cmd: list[str], log_path: Path, timeout: float) -> int:
+def run_logged(cmd: list[str], log_path: Path, timeout: float) -> int:
+    """Exit status of `cmd` run to the end with its output appended to `log_path`; 124 past `timeout` s."""
     with open(log_path, "ab") as log:
         try:
             return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
@@ -136,12 +139,12 @@ def train_row(ctx: Context, params_path: Path, row: str, kill: bool) -> dict:
     run_dir = char_stages.run_dir(params, run_id)
     log_path = run_dir.parent / f"{run_id}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = _cli("train", "--params", str(params_path), "--run", run_id, "--no-progress")
+    cmd = cli_command("train", "--params", str(params_path), "--run", run_id, "--no-progress")
     timeout = RUN_TIMEOUT_S[ctx.tiny]
     t0 = time.monotonic()
     killed = kill_once(cmd, run_dir, tp.checkpoint_every + max(1, tp.checkpoint_every // 2), log_path, timeout) \
         if kill else -1
-    code = _run(cmd, log_path, timeout)
+    code = run_logged(cmd, log_path, timeout)
     wall = time.monotonic() - t0
     row_out = {"run": run_id, "steps": tp.max_steps, "killed_after_step": killed, "checkpoint_every": tp.checkpoint_every,
                "wall_s": wall, "dtype": "bfloat16" if ctx.is_gpu else "float32", "compile": ctx.is_gpu and tp.compile,
@@ -155,7 +158,7 @@ def train_row(ctx: Context, params_path: Path, row: str, kill: bool) -> dict:
         return row_out
     config = json.loads((run_dir / "config.json").read_text())
     final = json.loads(final_path.read_text())
-    losses = _val_losses(run_dir / "metrics.jsonl")
+    losses = val_losses(run_dir / "metrics.jsonl")
     resumed = config.get("resumed_from_step")
     row_out["resumed_from_step"] = -1 if resumed is None else int(resumed)
     if kill:  # the rerun must start from the last checkpoint before the kill, not from scratch
@@ -184,7 +187,7 @@ def run_part(ctx: Context, log) -> PartResult:
     work.mkdir(parents=True, exist_ok=True)
     try:
         params_path = write_params(ctx, work)
-        code = _run(_cli("prepare", "--params", str(params_path)), work / "prepare.log", RUN_TIMEOUT_S[ctx.tiny])
+        code = run_logged(cli_command("prepare", "--params", str(params_path)), work / "prepare.log", RUN_TIMEOUT_S[ctx.tiny])
         if code != 0:
             raise UsageError(f"train part: `kernattn prepare` failed (exit {code}); see {work / 'prepare.log'}"
                              + ("" if ctx.work_dir else " (pass --work-dir to keep it)"))
