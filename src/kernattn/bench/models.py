@@ -102,7 +102,7 @@ def count_flops(case: Case, mode: str, device: torch.device) -> float:
     return float(counter.get_total_flops())
 
 
-def _held_bytes(*objs) -> int:
+def held_bytes(*objs) -> int:
     """Bytes of the tensors a model and its optimiser keep between steps (CPU memory base)."""
     seen, total = set(), 0
     for obj in objs:
@@ -119,7 +119,7 @@ def _held_bytes(*objs) -> int:
     return total
 
 
-def _step_fn(case: Case, model: nn.Module, inputs: tuple, mode: str, settings: Settings):
+def step_fn(case: Case, model: nn.Module, inputs: tuple, mode: str, settings: Settings):
     if mode == "infer":
         def infer():
             with torch.inference_mode(), _autocast(settings):
@@ -136,7 +136,7 @@ def _step_fn(case: Case, model: nn.Module, inputs: tuple, mode: str, settings: S
     return train, optimizer
 
 
-def _quartiles(times: list[float]) -> tuple[float, float]:
+def quartiles(times: list[float]) -> tuple[float, float]:
     if len(times) < 2:
         return times[0], 0.0
     q1, q2, q3 = statistics.quantiles(times, n=4, method="inclusive")
@@ -171,7 +171,7 @@ def _prepare(live: _Live, mode: str, batch: int, settings: Settings) -> None:
     live.model.train(mode == "train")
     runner = torch.compile(live.model) if settings.compile else live.model
     inputs = live.case.batch(batch, settings.device)
-    live.step, live.optimizer = _step_fn(live.case, runner, inputs, mode, settings)
+    live.step, live.optimizer = step_fn(live.case, runner, inputs, mode, settings)
     for _ in range(settings.warmup):
         live.step()
     live.times = []
@@ -180,7 +180,7 @@ def _prepare(live: _Live, mode: str, batch: int, settings: Settings) -> None:
 def _peak_bytes(live: _Live, device: torch.device) -> int:
     """What this model needs at the top of a step: the tensors it and its optimiser hold, plus
     the step's own high-water mark above that (the other cases' models stay out of it)."""
-    return _held_bytes(live.model, live.optimizer) + peak_bytes(live.step, device)
+    return held_bytes(live.model, live.optimizer) + peak_bytes(live.step, device)
 
 
 def _release(live: _Live, device: torch.device) -> None:
@@ -208,7 +208,7 @@ def measure_round(cases: list[Case], mode: str, batch: int, settings: Settings,
                 live.times.append(time_step(live.step, settings.device))
         peak_rate = peak_flops(settings.device, settings.dtype)
         for live in ready:
-            median, iqr = _quartiles(live.times)
+            median, iqr = quartiles(live.times)
             items = batch * live.case.items_per_sample
             live.row.update(step_ms=median, step_ms_iqr=iqr, reps=len(live.times),
                             items_per_s=items / (median / 1e3),

@@ -13,7 +13,7 @@ from ..bench.typed_csv import write_csv_atomic
 from ..errors import UsageError
 from ..io import atomic_write_text
 
-PARTS = ("tests", "kernels", "models", "train", "ddp")
+PARTS = ("tests", "kernels", "models", "train", "ddp", "vit_ddp")
 
 
 @dataclass

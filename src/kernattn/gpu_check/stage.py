@@ -8,8 +8,9 @@ Parts: tests (fast paths vs the float64 reference, tests.csv), kernels (attentio
 FA3 paper's shapes, kernels.csv), models (the whole-model table, models.csv and
 models_ratios.csv in `kernattn bench`'s format), train (the char GPT through `kernattn train`,
 killed once and resumed, train.csv), ddp (`kernattn train --nproc N` on every GPU of the node
-against one process training the same optimisation, ddp.csv); each writes <part>.md and
-summary.md gathers them.
+against one process training the same optimisation, ddp.csv), vit_ddp (DeiT/GKA/VLT-Ti training
+throughput under DDP on every GPU of the node at 64 and 128 images per GPU, vit_ddp.csv); each
+writes <part>.md and summary.md gathers them.
 Default folder: results/gpu/<device> on CUDA (what is committed and what the report shows),
 results/gpu-check-tiny/<device> for tiny shapes (never shown by the report). A file already
 there is never replaced silently: the command refuses, naming it, unless --force.
@@ -27,12 +28,13 @@ from pathlib import Path
 import torch
 
 from ..bench.stage import CSV_NAME as MODELS_CSV, RATIOS_NAME
-from . import checks, ddp_run, kernels, train_run, whole_models
+from . import checks, ddp_run, kernels, train_run, vit_ddp, whole_models
 from .common import PARTS, Context, default_out_dir, device_slug, guard, write_part_summary
 
-MODULES = {"tests": checks, "kernels": kernels, "models": whole_models, "train": train_run, "ddp": ddp_run}
+MODULES = {"tests": checks, "kernels": kernels, "models": whole_models, "train": train_run, "ddp": ddp_run,
+           "vit_ddp": vit_ddp}
 FILES = {"tests": [checks.CSV_NAME], "kernels": [kernels.CSV_NAME], "models": [MODELS_CSV, RATIOS_NAME],
-         "train": [train_run.CSV_NAME], "ddp": [ddp_run.CSV_NAME]}
+         "train": [train_run.CSV_NAME], "ddp": [ddp_run.CSV_NAME], "vit_ddp": [vit_ddp.CSV_NAME]}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
