@@ -60,6 +60,8 @@ STAGES: dict[str, tuple[str, str]] = {
     "extrapolate-char": ("kernattn.studies.extrapolate", "char track: every run's validation loss at 1x, 2x, 4x, 8x its training context, not retrained"),
     "extrapolate-lm": ("kernattn.studies.extrapolate", "LM track: every run's validation loss and BPB at 1x, 2x, 4x, 8x its training context, not retrained"),
 }
+# Stages besides train-* that run as several ranks with --nproc / --nodes (engine/launch.py).
+RANKED = ("eval-lm",)
 
 
 # The stages that read params.yaml differently: which of the shared options they take.
@@ -134,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = _take_overrides(argv)
     command = next((a for a in argv if a in STAGES), "")
-    # train-* on several ranks: torchrun starts them (engine/launch.py)
-    if command.startswith("train") and any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):
+    # train-* and eval-lm on several ranks: torchrun starts them (engine/launch.py)
+    if (command.startswith("train") or command in RANKED) and any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):
         from .engine.launch import launch
 
         try:

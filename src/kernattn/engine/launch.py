@@ -1,4 +1,5 @@
-"""`kernattn train-* --nproc N [--nodes M]`: start the ranks of one training with torchrun.
+"""`kernattn train-* | eval-lm --nproc N [--nodes M]`: start the ranks of one training (or LM
+evaluation) with torchrun.
 
     --nproc N            one machine: torchrun --standalone --nproc_per_node N
     --nproc N --nodes M  inside a SLURM allocation of M nodes: srun starts one torchrun per node

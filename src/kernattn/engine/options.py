@@ -9,6 +9,17 @@ from .loop import train_run
 from .track import Track
 
 
+def add_world_options(parser: argparse.ArgumentParser, verb: str) -> None:
+    """--nproc and --nodes, read by cli.main before the parser (engine/launch.py): here for
+    --help and for N = M = 1. `verb`: what the ranks do (train, score)."""
+    parser.add_argument("--nproc", type=int, default=1, metavar="N",
+                        help=f"{verb} on N processes (GPUs) of each node, started by torchrun (one node: "
+                             "--standalone); default 1, this process")
+    parser.add_argument("--nodes", type=int, default=1, metavar="M",
+                        help=f"nodes of a SLURM allocation to {verb} on (srun starts one torchrun per node, "
+                             "c10d rendezvous on the first); default 1")
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true",
                         help="delete the run folder first (discard a checkpoint or a finished run)")
@@ -16,13 +27,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="a run folder from another configuration (params changed): 'error' (default) "
                              "stops with a message; 'archive' moves it to <out_dir>/.stale/ and starts "
                              "fresh (what the Snakefile and dvc.yaml use)")
-    # read by cli.main before the parser (engine/launch.py): here for --help and N = M = 1
-    parser.add_argument("--nproc", type=int, default=1, metavar="N",
-                        help="train on N processes (GPUs) of each node, started by torchrun (one node: "
-                             "--standalone); default 1, this process")
-    parser.add_argument("--nodes", type=int, default=1, metavar="M",
-                        help="nodes of a SLURM allocation to train on (srun starts one torchrun per node, "
-                             "c10d rendezvous on the first); default 1")
+    add_world_options(parser, "train")
     # Tests: stop after this many steps with a checkpoint and no final.json.
     parser.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -35,6 +35,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ...engine.dist import World, gather, val_share
+
 DELIM = " "
 KINDS = {"hellaswag_zeroshot": "multiple_choice", "copa": "multiple_choice", "openbook_qa": "multiple_choice",
          "lambada_openai": "language_modeling", "winograd": "schema", "winogrande": "schema"}
@@ -212,10 +214,13 @@ def score_item(model_fn, item: Item, seqs: list[list[int]], ranges: list[tuple[i
     return min(range(len(losses)), key=losses.__getitem__) == item.gold
 
 
-def score_task(model_fn, items: list[Item], encode, bos: int, context: int, k: int, seed: int) -> list[bool]:
-    """Per item, in file order: is the model right? (the report's paired bootstrap needs them)"""
+def score_task(model_fn, items: list[Item], encode, bos: int, context: int, k: int, seed: int,
+               indices=None) -> list[bool]:
+    """Per item of `indices` (default: all, in file order): is the model right? (the report's
+    paired bootstrap needs them). The few-shot examples are drawn from all `items` either way."""
     out = []
-    for idx, item in enumerate(items):
+    for idx in range(len(items)) if indices is None else indices:
+        item = items[idx]
         shots = [items[j] for j in fewshot_indices(len(items), idx, k, seed)]
         seqs, ranges = _crop(*spans(item, render(item, shots), encode, bos), context)
         out.append(score_item(model_fn, item, seqs, ranges, pad=bos))
@@ -226,12 +231,24 @@ def evaluate_task(model_fn, items: list[Item], encode, bos: int, context: int, k
     return sum(score_task(model_fn, items, encode, bos, context, k, seed)) / len(items)
 
 
+def score_across_ranks(model_fn, items: list[Item], encode, bos: int, context: int, k: int, seed: int,
+                       world: World) -> list[bool]:
+    """score_task over the ranks: item i scored by rank i mod size, the answers gathered back
+    into file order on every rank (an item's score depends on nothing else: the same list)."""
+    mine = val_share(range(len(items)), world)
+    answers: dict[int, bool] = {}
+    for part in gather(dict(zip(mine, score_task(model_fn, items, encode, bos, context, k, seed, mine))), world):
+        answers.update(part)
+    return [answers[i] for i in range(len(items))]
+
+
 def evaluate_core(model_fn, enc, eval_dir, context: int, limit: int | None, fewshot: dict[str, int],
-                  seed: int, bos: int) -> dict:
+                  seed: int, bos: int, world: World | None = None) -> dict:
     tasks = {}
     for task in KINDS:
         items = load_task(eval_dir, task, limit)
-        correct = score_task(model_fn, items, enc.encode_ordinary, bos, context, fewshot.get(task, 0), seed)
+        correct = score_across_ranks(model_fn, items, enc.encode_ordinary, bos, context, fewshot.get(task, 0), seed,
+                                     world or World())
         acc = sum(correct) / len(items)
         b = RANDOM_BASELINE[task]
         tasks[task] = {"kind": KINDS[task], "items": len(items), "fewshot": fewshot.get(task, 0), "accuracy": acc,

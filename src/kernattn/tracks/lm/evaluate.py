@@ -10,6 +10,11 @@ lm.data_dir, and writes <lm.out_dir>/../eval/<run_id>.json atomically:
    "train_flops", "steps", "eval_s"}
 BPB scores the first lm.bpb_tokens tokens of each split (bpb.py); CORE the first
 lm.core_items items of each task with lm.core_fewshot shots (core.py).
+
+`kernattn eval-lm --nproc N` scores on N ranks (torchrun, engine/launch.py): BPB's windows and
+CORE's items are split over the ranks (position i to rank i mod N), the sums of nats and bytes
+and the items' answers are gathered, and rank 0 alone writes the same file one process writes
+(BPB equal to float64 summation order, CORE exactly).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import torch
 
 from ...io import atomic_write_json
 from ...engine import resolve_device
+from ...engine.dist import World, device_of, process_group, world_from_env
+from ...engine.options import add_world_options
 from . import core_eval as core
 from . import tokenizer as tok
 from .bpb import evaluate_bpb
@@ -34,7 +41,7 @@ from .track import load_stream, row_config
 
 
 
-def evaluate_run(params, run: RunSpec) -> dict:
+def evaluate_run(params, run: RunSpec, world: World | None = None) -> dict:
     from ...errors import UsageError
 
     lm = params.lm
@@ -45,7 +52,8 @@ def evaluate_run(params, run: RunSpec) -> dict:
     final = json.loads(final_path.read_text())
     enc = tok.load(lm.data_dir)
     token_bytes = torch.from_numpy(tok.load_token_bytes(lm.data_dir)).long()
-    device = resolve_device(lm.device)
+    world = world or World()
+    device = device_of(world, resolve_device(lm.device))
     if lm.threads:
         torch.set_num_threads(lm.threads)
     model = GPT(row_config(lm, enc.n_vocab, run))
@@ -62,12 +70,13 @@ def evaluate_run(params, run: RunSpec) -> dict:
 
     t0 = time.perf_counter()
     bpb = {}
-    for split in ("train", "val"):
-        head = np.asarray(load_stream(lm.data_dir, split, lm.context)[: lm.bpb_tokens + 1], dtype=np.int64)
-        bpb[split] = evaluate_bpb(model, torch.from_numpy(head), token_bytes, lm.context, lm.batch_size,
-                                  lm.bpb_tokens, autocast)
-    core_res = core.evaluate_core(model_fn, enc, lm.eval_dir, lm.context, lm.core_items, lm.core_fewshot,
-                                  lm.core_seed, tok.bos_id(enc))
+    with process_group(world, device, lm.dist_timeout_s):
+        for split in ("train", "val"):
+            head = np.asarray(load_stream(lm.data_dir, split, lm.context)[: lm.bpb_tokens + 1], dtype=np.int64)
+            bpb[split] = evaluate_bpb(model, torch.from_numpy(head), token_bytes, lm.context, lm.batch_size,
+                                      lm.bpb_tokens, autocast, world)
+        core_res = core.evaluate_core(model_fn, enc, lm.eval_dir, lm.context, lm.core_items, lm.core_fewshot,
+                                      lm.core_seed, tok.bos_id(enc), world)
     c = run.compute
     return {"run_id": run.run_id, "row": run.row, "variant": run.variant, "options": run.options,
             "matched": c.match if c else None, "compute": c.describe() if c else None, "seed": run.seed,
@@ -81,16 +90,20 @@ def evaluate_run(params, run: RunSpec) -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_argument(parser)
+    add_world_options(parser, "score")
 
 
 def run(args: argparse.Namespace) -> int:
     from ...errors import UsageError
 
     params, spec = load_stage(args)
+    world = world_from_env()
     try:
-        result = evaluate_run(params, spec)
+        result = evaluate_run(params, spec, world)
     except (core.EvalDataError, tok.TokenizerError) as exc:
         raise UsageError(str(exc)) from None
+    if not world.main:  # rank 0 writes the one file
+        return 0
     out = eval_path(params, spec.run_id)
     atomic_write_json(out, result, sort_keys=False)
     print(f"kernattn eval-lm: {spec.run_id}: val bpb {result['val_bpb']:.4f}, CORE subset "
