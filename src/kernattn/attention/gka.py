@@ -66,6 +66,19 @@ def _check_init_sigma(value) -> str | None:
     return None if value > 0 else "must be > 0"
 
 
+def _keep_rank_0s(t: torch.Tensor) -> None:
+    """Under data parallelism each rank measured the median on its own first micro-batch: rank
+    0's is kept on every rank (a broadcast, in place), as DDP keeps rank 0's initial weights.
+    Rank 0's first micro-batch is the one one process measures (engine/dist.py: shard 0), so
+    N ranks start from the bandwidths of one; without it the ranks' bandwidths differ and so
+    do their weights from then on. Every rank sets its layers in the same order (the first
+    training forward), so the broadcasts pair up."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.broadcast(t, src=0)
+
+
 @dataclass(frozen=True)
 class GKAOptions:
     rope: bool = False      # rotate the per-head features (nanochat flavour)
@@ -157,6 +170,7 @@ class GKAAttention(KernelAttention):
             raise ValueError("GKA init_sigma=median: a head's features are identical on the first batch "
                              "(median distance 0); give init_sigma a number")
         self.log_sigma.copy_(med.log().to(self.log_sigma))
+        _keep_rank_0s(self.log_sigma)
         self.sigma_ready.fill_(True)
 
     def fast(self, p):
