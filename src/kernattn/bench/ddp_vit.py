@@ -19,6 +19,7 @@ that differ mean the gradients were not averaged (`in_sync` false).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -115,7 +116,9 @@ def _wrap(model: torch.nn.Module, world: World, device: torch.device) -> torch.n
         return model
     from torch.nn.parallel import DistributedDataParallel
 
-    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    # the gradients are views of DDP's buckets: no second copy, and held_bytes counts them once
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                   gradient_as_bucket_view=True)
 
 
 def measure(case: Case, batch: int, job: Job, world: World, device: torch.device) -> dict:
@@ -131,13 +134,18 @@ def measure(case: Case, batch: int, job: Job, world: World, device: torch.device
         step()
     times = [time_step(step, device) for _ in range(job.reps)]
     peak = held_bytes(model, optimizer) + peak_bytes(step, device)
-    return {"model": case.model, "baseline": case.baseline or "", "variant": case.variant, "shape": case.shape,
-            "batch": batch, "global_batch": batch * world.size, "ranks": world.size, "rank": world.rank,
-            "backend": ("nccl" if device.type == "cuda" else "gloo") if world.size > 1 else "none",
-            "times_ms": times, "peak_mib": peak / 2**20, "params": sum(p.numel() for p in model.parameters()),
-            "digest": weights_digest(model), "status": "ok", "device": device_name(device),
-            "dtype": str(settings.dtype).removeprefix("torch."), "torch": torch.__version__,
-            "compile": settings.compile, "timestamp": utc_timestamp()}
+    row = {"model": case.model, "baseline": case.baseline or "", "variant": case.variant, "shape": case.shape,
+           "batch": batch, "global_batch": batch * world.size, "ranks": world.size, "rank": world.rank,
+           "backend": ("nccl" if device.type == "cuda" else "gloo") if world.size > 1 else "none",
+           "times_ms": times, "peak_mib": peak / 2**20, "params": sum(p.numel() for p in model.parameters()),
+           "digest": weights_digest(model), "status": "ok", "device": device_name(device),
+           "dtype": str(settings.dtype).removeprefix("torch."), "torch": torch.__version__,
+           "compile": settings.compile, "timestamp": utc_timestamp()}
+    del model, net, runner, step, optimizer  # the next case's memory is measured without this one
+    if device.type == "cuda":
+        gc.collect()
+        torch.cuda.empty_cache()
+    return row
 
 
 def combine(rows: list[dict]) -> list[dict]:
