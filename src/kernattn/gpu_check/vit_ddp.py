@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from torch.multiprocessing.spawn import ProcessException
 
 from ..bench import ddp_vit
 from ..config import load_params
@@ -60,13 +61,17 @@ def summary(rows: list[dict]) -> list[str]:
 
 def run_part(ctx: Context, log) -> PartResult:
     work = Path(tempfile.mkdtemp(prefix="kernattn-vit-ddp-"))
+    failed = None
     try:
         job, ranks = job_for(ctx, work / "rows.json"), ranks_of(ctx)
         log(f"vit_ddp: {ranks} rank(s) on {ctx.device.type}, batches {job.batches} per rank")
         rows = ddp_vit.run(job, ranks)
+    except ProcessException as exc:  # a rank raised or died; torch.multiprocessing ended the others
+        rows, failed = [], f"rank {exc.error_index} failed: {str(exc).strip().splitlines()[-1][:200]}"
+        log(f"vit_ddp: {failed}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = PartResult("vit_ddp", ok=bool(rows) and all(r["in_sync"] for r in rows))
     result.files.append(write_csv(ctx, CSV_NAME, ddp_vit.SCHEMA, rows))
-    result.lines += summary(rows)
+    result.lines += [failed] if failed else summary(rows)
     return result
