@@ -21,6 +21,7 @@ import os
 import sys
 
 from .errors import ParamsError, UsageError  # noqa: F401 (re-exported: kernattn.cli.UsageError)
+from .stage import runs_as_ranks
 
 # subcommand -> (module, one-line help). Only the invoked stage's module is imported, so a
 # light stage (prepare, dvc-yaml) does not pay for torch, MLflow or matplotlib.
@@ -60,8 +61,6 @@ STAGES: dict[str, tuple[str, str]] = {
     "extrapolate-char": ("kernattn.studies.extrapolate", "char track: every run's validation loss at 1x, 2x, 4x, 8x its training context, not retrained"),
     "extrapolate-lm": ("kernattn.studies.extrapolate", "LM track: every run's validation loss and BPB at 1x, 2x, 4x, 8x its training context, not retrained"),
 }
-# Stages besides train-* that run as several ranks with --nproc / --nodes (engine/launch.py).
-RANKED = ("eval-lm",)
 
 
 # The stages that read params.yaml differently: which of the shared options they take.
@@ -137,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = _take_overrides(argv)
     command = next((a for a in argv if a in STAGES), "")
     # train-* and eval-lm on several ranks: torchrun starts them (engine/launch.py)
-    if (command.startswith("train") or command in RANKED) and any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):
+    if runs_as_ranks(command) and any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):
         from .engine.launch import launch
 
         try:

@@ -27,6 +27,16 @@ def stage_name(command: str) -> str:
     return command.replace("-", "_")
 
 
+# Commands besides the trainings (train, train-lm, train-vision, the studies' train-*) that run
+# as several data-parallel ranks with --nproc / --nodes (engine/launch.py).
+RANKED_COMMANDS = ("eval-lm",)
+
+
+def runs_as_ranks(command: str) -> bool:
+    """`kernattn <command> --nproc N` starts N ranks: the trainings and RANKED_COMMANDS."""
+    return command.startswith("train") or command in RANKED_COMMANDS
+
+
 def _none(_run: str) -> list[str]:
     return []
 

@@ -18,7 +18,7 @@ import yaml
 from ..config import Params
 from ..config.loader import read_yaml
 from ..io import atomic_write_text
-from ..stage import Stage
+from ..stage import Stage, runs_as_ranks
 
 # Snakemake config keys of ours that params.yaml does not hold: `params` names another params
 # file. (`scale` is params.yaml's own key: a source's `scale` selects the scale.)
@@ -110,15 +110,15 @@ def threads_of(stage: Stage, cores: int) -> int:
     return cores if stage.threads == "all" else stage.threads
 
 
-# The world of one training run, a profile's resources (set-resources: train_lm: {ranks: 8}):
+# The world of one training (or eval-lm) run, a profile's resources (set-resources: train_lm: {ranks: 8}):
 # processes (GPUs) per node and nodes. One process by default, the CPU scales' way.
 RUN_RESOURCES = {"ranks": 1, "nodes": 1}
 
 
 def trains(stage: Stage) -> bool:
-    """The stage trains through the engine (kernattn train, train-lm, train-vision, the studies'
-    train-*): it can run as several ranks."""
-    return stage.command.startswith("train")
+    """The stage can run as several ranks: it trains through the engine (kernattn train,
+    train-lm, train-vision, the studies' train-*) or scores one run over ranks (eval-lm)."""
+    return runs_as_ranks(stage.command)
 
 
 def resources_of(stage: Stage) -> dict:
