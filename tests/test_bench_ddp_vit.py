@@ -14,7 +14,7 @@ from kernattn.bench.ddp_vit import SCHEMA, combine, rank_inputs
 from kernattn.bench.typed_csv import read_rows, write_csv_atomic
 from kernattn.cli import main
 from kernattn.engine.dist import World
-from kernattn.report.bench_ddp import ddp_table
+from kernattn.report.bench_ddp import ddp_table, device_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,4 +99,5 @@ def test_the_report_table_sums_ranks_and_sets_each_model_beside_deit_and_the_pap
     assert table.loc["gka_tiny", "vs deit"] == "0.50x" and table.loc["gka_tiny", "paper vs deit"] == "0.50x"
     assert table.loc["gka_tiny", "peak MiB (max rank)"] == 11.0
     assert table.loc["deit_tiny", "paper img/s total (7 GPUs)"] == 700.0
-    assert ddp_table(tmp_path / "none", paper) is None
+    assert ddp_table(tmp_path / "none", paper) is None and device_table(tmp_path / "none", paper) is None
+    assert device_table(tmp_path / "gpu-x", paper).equals(ddp_table(tmp_path, paper))

@@ -3,7 +3,8 @@ on every GPU of a node, the setting of the training columns of seed 003's Table 
 uses DDP across 7 GPUs at the indicated per-GPU batch size (BF16)", on 7x RTX 5090), to sit
 beside bench_models' single-GPU inference.
 
-    table = ddp_table(Path("results/gpu"))   # None when no device folder has a vit_ddp.csv
+    table = ddp_table(Path("results/gpu"), paper)       # every device; None when none has the file
+    table = device_table(Path("results/gpu/<device>"), paper)   # one device folder
 
 One row per device, model and per-GPU batch: ranks, img/s per GPU and in total, the largest
 rank's peak memory, the total against DeiT's of the same size at the same batch, and the
@@ -55,9 +56,14 @@ def device_rows(rows: list[dict], device: str, paper: dict) -> list[dict]:
     return out
 
 
+def device_table(folder: Path, paper: dict) -> pd.DataFrame | None:
+    """One device folder's table (results/gpu/<device>/vit_ddp.csv), or None without the file:
+    what bench_models adds to that folder's entry, beside its single-GPU rows."""
+    path = Path(folder) / CSV_NAME
+    return pd.DataFrame(device_rows(read_rows(path, SCHEMA), path.parent.name, paper)) if path.is_file() else None
+
+
 def ddp_table(gpu_dir: Path, paper: dict) -> pd.DataFrame | None:
     """Every results/gpu/<device>/vit_ddp.csv in one table, or None when there is none."""
-    records = []
-    for path in sorted(Path(gpu_dir).glob(f"*/{CSV_NAME}")):
-        records += device_rows(read_rows(path, SCHEMA), path.parent.name, paper)
-    return pd.DataFrame(records) if records else None
+    tables = [device_table(path.parent, paper) for path in sorted(Path(gpu_dir).glob(f"*/{CSV_NAME}"))]
+    return pd.concat(tables, ignore_index=True) if tables else None
