@@ -101,3 +101,26 @@ def test_the_report_table_sums_ranks_and_sets_each_model_beside_deit_and_the_pap
     assert table.loc["deit_tiny", "paper img/s total (7 GPUs)"] == 700.0
     assert ddp_table(tmp_path / "none", paper) is None and device_table(tmp_path / "none", paper) is None
     assert device_table(tmp_path / "gpu-x", paper).equals(ddp_table(tmp_path, paper))
+
+
+def test_the_report_shows_a_devices_ddp_table_beside_its_models_table(tmp_path, monkeypatch):
+    """bench_models' per-device entry gains the DDP table (and its CSV) when the device's folder
+    has a vit_ddp.csv beside its models.csv; a folder without one shows none."""
+    from types import SimpleNamespace
+
+    from kernattn.bench.models import SCHEMA as MODELS_SCHEMA
+    from kernattn.report import bench_models
+
+    gpu = tmp_path / "gpu"
+    for device in ("gpu-x", "gpu-y"):
+        write_csv_atomic(gpu / device / bench_models.CSV_NAME, MODELS_SCHEMA, [])
+    rows = [{**r, "device": "gpu-x", "batch": 64} for r in combine([_rank_row(0, [20.0], "a"), _rank_row(1, [20.0], "a")])]
+    write_csv_atomic(gpu / "gpu-x" / "vit_ddp.csv", SCHEMA, rows)
+    monkeypatch.setattr(bench_models, "GPU_DIR", gpu)
+    (tmp_path / "report" / "tables").mkdir(parents=True)
+    params = SimpleNamespace(scale="micro", bench=SimpleNamespace(out_dir=str(tmp_path / "none")))
+    entries = {e["label"]: e for e in bench_models._models(tmp_path / "report", params)["entries"]}
+    assert set(entries) == {"GPU: gpu-x", "GPU: gpu-y"}
+    titles = [t["title"] for t in entries["GPU: gpu-x"]["tables"]]
+    assert any("under DDP" in t for t in titles) and not entries["GPU: gpu-y"]["tables"]
+    assert "deit_tiny" in (tmp_path / "report" / "tables" / "bench-models-gpu-x-vit-ddp.csv").read_text()

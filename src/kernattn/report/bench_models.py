@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import bench_attention
+from . import bench_attention, bench_ddp
 from .claims import ClaimResult
 from .part import ClaimKind, ReportContext
 
@@ -157,6 +157,11 @@ def _models(folder: Path, params) -> dict:
                 show = ratios[["family", "model", "baseline", "mode", "batch", "metric", "ratio", "target", "met"]]
                 entry["tables"].append({"title": "ratios against the baseline (targets judged on GPU only)",
                                         "html": _html(show)})
+        ddp = bench_ddp.device_table(d, paper)  # gpu-check --part vit_ddp: every GPU of the node
+        if ddp is not None:
+            ddp.to_csv(folder / "tables" / f"bench-models-{slug}-vit-ddp.csv", index=False)
+            entry["tables"].append({"title": "Table 4's training columns: ViTs under DDP on every GPU of the node",
+                                    "html": _html(ddp)})
         entries.append(entry)
     return {"entries": entries, "paper_source": paper.get("source", ""),
             "command": f"kernattn bench --scale {params.scale}"}
