@@ -108,14 +108,19 @@ def test_init_and_weight_decay_groups():
     assert std(model.blocks[0].mlp.proj.weight) == pytest.approx(0.02 / math.sqrt(8), rel=0.05)
     bank = model.blocks[0].attn.bank  # the variant's own init survives (seed 001: l = 150)
     assert torch.allclose(bank.log_length.exp(), torch.full_like(bank.log_length, 150.0))
-    decay, no_decay = model.param_groups(0.1)
-    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    decay, no_decay, variant = model.param_groups(0.1, variant_lr_scale=10.0)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0 == variant["weight_decay"]
+    assert (decay["lr_scale"], no_decay["lr_scale"], variant["lr_scale"]) == (1.0, 1.0, 10.0)
+    # the variant's own parameters, and only they, get the scaled lr: the four bank tensors per layer
+    owned = {n for n, p in model.named_parameters() if any(p is q for q in variant["params"])}
+    assert owned == {f"blocks.{i}.attn.bank.{k}" for i in range(4) for k in ("log_sigma", "log_length", "alpha", "log_tau")}
     decayed = {id(p) for p in decay["params"]}
     names = {n for n, p in model.named_parameters() if id(p) in decayed}
     assert all(n.endswith(".weight") for n in names)
     assert "tok_emb.weight" not in names and "lm_head.weight" in names
     assert not any("bank" in n or "ln" in n for n in names)
-    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+    assert len(decay["params"]) + len(no_decay["params"]) + len(variant["params"]) == len(list(model.parameters()))
+    assert len(small("alibi").param_groups(0.1)) == 2  # no variant-owned parameters: no third group
     assert count_params(model) == model.num_params()
 
 

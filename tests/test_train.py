@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import subprocess
 import sys
@@ -140,6 +141,26 @@ def test_loss_decreases_on_dickens(tmp_path, corpus):
     assert len(val) == 4 and val[0] > 4.0                # about ln(vocab) at init
     assert val == sorted(val, reverse=True)             # every eval better than the last
     assert val[-1] < val[0] - 1.0 and tr[-1] < tr[0] - 1.0
+
+
+def test_variant_lr_scale_moves_only_the_variants_own_parameters_faster(tmp_path, corpus):
+    """train.variant_lr_scale multiplies the lr of the GPA bank (and nothing else): Adam's
+    first step moves each parameter by about its lr, so after one step the bank has moved 10x
+    as far at scale 10, and every other weight is where it is at scale 1."""
+    def one_step(scale):
+        params = make_params(tmp_path / str(scale), corpus, train={"max_steps": 1, "warmup_steps": 1, "eval_every": 1,
+                                                                   "checkpoint_every": 1, "variant_lr_scale": scale})
+        assert kernattn_train(params, "gpa_dp_m8-s0") == 0
+        return torch.load(tmp_path / str(scale) / "runs" / "gpa_dp_m8-s0" / "ckpt.pt", weights_only=True)["model"]
+
+    base, fast = one_step(1.0), one_step(10.0)
+    init = math.log(150.0)  # seed 001's l = 150 for every kernel
+    for name in (k for k in base if k.endswith("bank.log_length")):
+        moved1, moved10 = base[name].double() - init, fast[name].double() - init
+        assert moved1.abs().min() > 0
+        torch.testing.assert_close(moved10, 10 * moved1, rtol=1e-3, atol=1e-7)
+    others = [k for k in base if ".bank." not in k]
+    assert others and all(torch.equal(base[k], fast[k]) for k in others)
 
 
 def test_session_without_checkpoint_reuses_its_mlflow_run(tmp_path, corpus):

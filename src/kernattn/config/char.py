@@ -91,6 +91,11 @@ class TrainParams(RunSettings):
     min_lr_ratio: float = field(default=0.1, metadata=nonneg())
     warmup_steps: int = field(default=2000, metadata=nonneg())
     weight_decay: float = field(default=0.1, metadata=nonneg())
+    # lr of the variant-owned parameters (GPA banks, GKA log sigma, T5 / lag tables, learned
+    # RoPE frequencies) = lr x this, on the same schedule. 1: the papers' one lr. Adam moves a
+    # parameter by at most ~lr per step, so a bank read by a claim can only settle within a
+    # short schedule if its lr lets it arrive early (report gate "converged", issue 25).
+    variant_lr_scale: float = field(default=1.0, metadata=positive())
     beta1: float = field(default=0.9, metadata=fraction())
     beta2: float = field(default=0.95, metadata=fraction())
     eval_every: int = field(default=2000, metadata=positive())

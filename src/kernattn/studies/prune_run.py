@@ -82,7 +82,7 @@ class PruneTrack(CharTrack):
 
     def set_lr(self, step: int) -> float:
         for group in self.optimizer.param_groups:
-            group["lr"] = self.lr
+            group["lr"] = self.lr * group.get("lr_scale", 1.0)
         return self.lr
 
     def line_fields(self, split: str, step: int, values: dict) -> dict:

@@ -162,17 +162,29 @@ class GPT(nn.Module):
         ours = sum(count_params(b.attn) for b in self.blocks)
         return ours - self.n_layer * count_params(base)
 
-    def param_groups(self, weight_decay: float) -> list[dict[str, Any]]:
+    def variant_parameters(self) -> list[nn.Parameter]:
+        """The attention variants' own parameters (GPA banks, GKA log sigma, T5 / lag tables,
+        learned RoPE frequencies): those of each block's attention outside its nn.Linear and
+        nn.LayerNorm layers."""
+        owned = {id(p) for b in self.blocks for m in b.attn.modules()
+                 if isinstance(m, (nn.Linear, nn.LayerNorm)) for p in m.parameters(recurse=False)}
+        return [p for b in self.blocks for p in b.attn.parameters() if id(p) not in owned and p.requires_grad]
+
+    def param_groups(self, weight_decay: float, variant_lr_scale: float = 1.0) -> list[dict[str, Any]]:
         """AdamW groups: weight decay on the weights of nn.Linear layers only (attention
         projections, MLP, unembedding); none on biases, LayerNorms, the token embedding and
-        every variant-owned parameter (GPA banks, GKA log_sigma, T5 / lag tables, learned
-        RoPE frequencies), which would otherwise be pulled towards 0 = a different kernel."""
+        every variant-owned parameter (variant_parameters), which would otherwise be pulled
+        towards 0 = a different kernel. Each group's `lr_scale` multiplies the schedule's lr
+        (the variant-owned group: `variant_lr_scale`, train.variant_lr_scale)."""
         decay_ids = {id(m.weight) for m in self.modules() if isinstance(m, nn.Linear)}
+        variant = self.variant_parameters()
+        variant_ids = {id(p) for p in variant}
         decay, no_decay = [], []
         for p in self.parameters():
-            if p.requires_grad:
+            if p.requires_grad and id(p) not in variant_ids:
                 (decay if id(p) in decay_ids else no_decay).append(p)
-        return [
-            {"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
+        groups = [
+            {"params": decay, "weight_decay": weight_decay, "lr_scale": 1.0},
+            {"params": no_decay, "weight_decay": 0.0, "lr_scale": 1.0},
         ]
+        return groups + ([{"params": variant, "weight_decay": 0.0, "lr_scale": variant_lr_scale}] if variant else [])

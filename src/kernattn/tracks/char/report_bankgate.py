@@ -21,8 +21,9 @@ from .track import lr_at
 
 
 def adam_travel(tp) -> float:
-    """The sum of the learning rates of the char schedule (train params `tp`)."""
-    return gates.adam_travel([lr_at(s, tp) for s in range(tp.max_steps)])
+    """The sum of the learning rates the char schedule (train params `tp`) gives the
+    variant-owned parameters (x train.variant_lr_scale)."""
+    return gates.adam_travel([lr_at(s, tp) * tp.variant_lr_scale for s in range(tp.max_steps)])
 
 
 def moved(kernels: pd.DataFrame, options: dict) -> np.ndarray:

@@ -98,7 +98,7 @@ class CharTrack(Track):
 
         tp, mp, d = self.section, self.params.model, self.data
         self.model = GPT(d.vocab_size, mp, self.spec.variant, self.spec.options).to(device)
-        self.optimizer = torch.optim.AdamW(self.model.param_groups(tp.weight_decay), lr=tp.lr,
+        self.optimizer = torch.optim.AdamW(self.model.param_groups(tp.weight_decay, tp.variant_lr_scale), lr=tp.lr,
                                            betas=(tp.beta1, tp.beta2),
                                            **({"fused": True} if device.type == "cuda" else {}))
         self.batch_gen = torch.Generator().manual_seed(derive_seed(self.seed, "batches"))
@@ -111,7 +111,7 @@ class CharTrack(Track):
     def set_lr(self, step: int) -> float:
         lr = lr_at(step, self.section)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         return lr
 
     def batch(self, step: int, micro: int):
