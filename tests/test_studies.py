@@ -16,8 +16,13 @@ import yaml
 
 from kernattn import cli
 from kernattn.tracks.char.analysis import bumpshift, newlines, wrap
+from kernattn.tracks.char.corpus import (
+    build_vocab,
+    clean_characters,
+    normalize_newlines,
+    strip_gutenberg,
+)
 from kernattn.tracks.char.data import encode
-from kernattn.tracks.char.corpus import build_vocab, clean_characters, normalize_newlines, strip_gutenberg
 
 REPO = Path(__file__).resolve().parents[1]
 # the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does

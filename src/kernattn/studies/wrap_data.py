@@ -28,7 +28,6 @@ from ..io import atomic_dir
 from . import wrap_analysis_dir, wrap_data_dir, wrap_layouts
 
 
-
 def corpus_params(params, corpus: str):
     """The params with data.out_dir and analysis.out_dir moved to the counterfactual's folders
     (what `kernattn analyze-corpus` and the char trainer read)."""
@@ -39,9 +38,9 @@ def corpus_params(params, corpus: str):
 
 def write_corpus(params, corpus: str) -> dict:
     """One counterfactual corpus's folder; returns its meta.json content."""
+    from ..errors import UsageError
     from ..tracks.char.data import load_meta, load_split, load_vocab
     from ..tracks.char.stages import data_dir
-    from ..errors import UsageError
 
     src = data_dir(params)
     try:

@@ -115,9 +115,9 @@ def overall_verdict(rows: list[dict]) -> str:
 
 def read_study(params, params_file: str = "params.yaml") -> dict:
     """summary.json's content (module docstring)."""
+    from ..engine import resolve_device
     from ..tracks.char.analysis import bumpshift
     from ..tracks.char.stages import corpus_dir
-    from ..engine import resolve_device
 
     w = params.studies.wrap
     device = resolve_device("cpu")  # a bank's shape is a few hundred numbers
@@ -129,7 +129,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
         corpora, init_bumps = [], {}
         for corpus in (REFERENCE, *w.corpora):
             cb = bumpshift.CorpusBumps(corpus, peaks[corpus]["sharp"])
-            for run_id, (c, spec) in runs.items():
+            for c, spec in runs.values():
                 if c != corpus or spec.row != row:
                     continue
                 p = study_params(params, str(wrap_data_dir(params, c)), str(wrap_run_dir(params)))
