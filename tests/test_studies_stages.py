@@ -162,6 +162,10 @@ def check_studies(ws: Path) -> None:
     [row] = wrap["rows"]  # the controls: the bank at initialisation, the premise as data
     assert set(row["init_bumps"]) == {"0"} and isinstance(row["premise_met"], bool) and row["premise_why"]
     assert "gpa_dp_m8,initialisation,0," in (ws / "results/micro/studies/wrap/bumps.csv").read_text()
+    # the unwrapped corpus votes (kernattn.studies.wrap_votes), though one seed reads nothing yet
+    unwrapped = {c["corpus"]: c for c in row["corpora"]}["unwrapped"]
+    assert unwrapped["votes"] is True and unwrapped["verdict"] == "inconclusive" and "seed(s)" in unwrapped["reason"]
+    assert wrap["vanish_fraction"] == 0.5 and wrap["max_lag"] == 32
     for corpus in ("rewrapped", "unwrapped", "planted_20"):
         data = ws / "results/micro/studies/wrap/data" / corpus
         assert (data / "vocab.json").read_text() == (ws / "results/micro/data/dickens/vocab.json").read_text()

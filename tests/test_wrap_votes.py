@@ -51,12 +51,15 @@ def test_the_unwrapped_interval_is_hand_computed():
 
 def test_the_vanish_fraction_decides_a_split_of_seeds():
     """One of two seeds without a bump: not more than half (no interval from one pair); with the
-    fraction at 0.4 it is a disappearance. Without a sharp original peak nothing votes."""
+    fraction at 0.4 it is a disappearance. One seed alone reads nothing (as an interval needs
+    two); without a sharp original peak nothing votes."""
     two = cb("original", (69.0, 70.0))
     half = cb("unwrapped", (None, 70.0), None)
     out = wrap_votes.unwrapped_vote(two, half, 185, 2.0, 0.5)
     assert out["verdict"] == bumpshift.INCONCLUSIVE and out["reason"].startswith("1 seed(s) with a bump in both")
     assert wrap_votes.unwrapped_vote(two, half, 185, 2.0, 0.4)["verdict"] == bumpshift.TRACKS
+    one = wrap_votes.unwrapped_vote(cb("original", (69.0,)), cb("unwrapped", (None,), None), 185, 2.0, 0.5)
+    assert one["verdict"] == bumpshift.INCONCLUSIVE and "1 seed(s) with a bump on the original" in one["reason"]
     flat = wrap_votes.unwrapped_vote(cb("original", (69.0, 70.0), None), half, 185, 2.0, 0.5)
     assert flat["votes"] is False and "no sharp newline peak on the original" in flat["reason"]
 

@@ -12,9 +12,9 @@ unwrapped (no line break inside a paragraph; the paragraphs unchanged):
     line width:      the bump disappears, or moves to the paragraph lag P_c (the only newlines
                      left are the paragraph breaks): shift P_c - n_o
     paragraph scale: the bump stays: shift 0
-  Rule: the bump is absent in more than `vanish_fraction` of the seeds whose original run has
-  one (pre-registered in paper_numbers.yaml, 001-bump-paragraph-scale): it disappeared, a vote
-  for the line width. Otherwise, on the interval: it holds P_c - n_o and not 0: tracks; 0 and not
+  Rule: with at least two seeds whose original run has a bump, the bump is absent in more than
+  `vanish_fraction` of them (pre-registered in paper_numbers.yaml, 001-bump-paragraph-scale): it
+  disappeared, a vote for the line width. Otherwise, on the interval: it holds P_c - n_o and not 0: tracks; 0 and not
   P_c - n_o: stays; else inconclusive.
 
 paragraphs_<n> (lines kept at the original's width, paragraphs of about n characters):
@@ -87,7 +87,10 @@ def unwrapped_vote(ref: bumpshift.CorpusBumps, other: bumpshift.CorpusBumps, lag
     seeds = sorted(s for s in ref.bumps.keys() & other.bumps.keys() if ref.bumps[s] is not None)
     gone = [s for s in seeds if other.bumps[s] is None]
     out["absent"] = {"seeds": gone, "of": len(seeds), "vanish_fraction": vanish_fraction}
-    if seeds and len(gone) > vanish_fraction * len(seeds):
+    if len(seeds) < 2:  # as an interval needs two seeds, so does a disappearance
+        out["reason"] = f"{len(seeds)} seed(s) with a bump on the original: too few to read"
+        return out
+    if len(gone) > vanish_fraction * len(seeds):
         out["verdict"] = bumpshift.TRACKS
         out["reason"] = (f"{VANISHED} in {len(gone)} of {len(seeds)} seeds (more than {vanish_fraction:g} of them): "
                          f"what the line-width reading predicts")
