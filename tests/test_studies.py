@@ -16,8 +16,13 @@ import yaml
 
 from kernattn import cli
 from kernattn.tracks.char.analysis import bumpshift, newlines, wrap
+from kernattn.tracks.char.corpus import (
+    build_vocab,
+    clean_characters,
+    normalize_newlines,
+    strip_gutenberg,
+)
 from kernattn.tracks.char.data import encode
-from kernattn.tracks.char.corpus import build_vocab, clean_characters, normalize_newlines, strip_gutenberg
 
 REPO = Path(__file__).resolve().parents[1]
 # the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does
@@ -31,9 +36,11 @@ def ids_of(text: str):
     return encode(text, chars), chars, chars.index("\n")
 
 
-def hard_wrapped(n_paragraphs: int, words_per_paragraph: int, word_len: int, seed: int = 0) -> str:
+def hard_wrapped(n_paragraphs: int, words_per_paragraph: int, word_len: int, seed: int = 0,
+                 doubles: float = 0.3) -> str:
     """Paragraphs of words of `word_len` letters, hard-wrapped irregularly (3 to 9 words a
-    line, double spaces here and there), blank-line separated: an original to re-lay out."""
+    line, a fraction `doubles` of the lines double-spaced), blank-line separated: an original
+    to re-lay out."""
     rng = np.random.default_rng(seed)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     paragraphs = []
@@ -42,7 +49,7 @@ def hard_wrapped(n_paragraphs: int, words_per_paragraph: int, word_len: int, see
         lines, i = [], 0
         while i < len(words):
             k = int(rng.integers(3, 10))
-            lines.append(("  " if rng.random() < 0.3 else " ").join(words[i:i + k]))
+            lines.append(("  " if rng.random() < doubles else " ").join(words[i:i + k]))
             i += k
         paragraphs.append("\n".join(lines))
     return "\n\n".join(paragraphs) + "\n"
@@ -79,9 +86,9 @@ def test_binned_peak_and_peak_contrast():
 # ----------------------------------------------------------------------------- the counterfactuals
 @pytest.mark.parametrize("width, word_len", [(50, 2), (59, 3), (29, 4)])
 def test_rewrapped_lines_peak_at_the_width_and_newlines_at_width_plus_one(width, word_len):
-    # (width + 1) is a multiple of (word_len + 1): greedy lines are filled to exactly `width`
+    # (width + 1) is a multiple of (word_len + 1): single-spaced greedy lines are filled to exactly `width`
     per_line = (width + 1) // (word_len + 1)
-    text = hard_wrapped(12, 3 * per_line + 1, word_len)
+    text = hard_wrapped(12, 3 * per_line + 1, word_len, doubles=0.0)
     out = wrap.rewrap(text, width)
     ids, _, nl = ids_of(out)
     lines = newlines.line_lengths(ids, nl)
@@ -95,7 +102,7 @@ def test_rewrapped_lines_peak_at_the_width_and_newlines_at_width_plus_one(width,
 
 
 def test_unwrapped_has_one_line_per_paragraph():
-    text = hard_wrapped(10, 25, 3)
+    text = hard_wrapped(10, 25, 3, doubles=0.0)  # single spaces: every paragraph 25 x 4 - 1 characters
     out = wrap.unwrap(text)
     paragraphs = [" ".join(p.split()) for p in text.split("\n\n")]
     ids, _, nl = ids_of(out)
@@ -167,7 +174,7 @@ def test_mirror_lines_are_the_newline_peak_and_the_counterfactuals_move_it(mirro
 # ----------------------------------------------------------------------------- analyze-corpus
 def test_analyze_corpus_writes_line_and_paragraph_lengths(tmp_path, capsys):
     """A corpus of paragraphs rewrapped at 30: lines peak at 30, newlines at 31."""
-    text = wrap.rewrap(hard_wrapped(40, 31, 4), 29)  # 30 = 6 x (4 + 1): lines of 29 characters
+    text = wrap.rewrap(hard_wrapped(40, 31, 4, doubles=0.0), 29)  # 30 = 6 x (4 + 1): lines of 29 characters
     ids, chars, _ = ids_of(text)
     data = tmp_path / "data"
     data.mkdir()
@@ -255,7 +262,7 @@ def test_corpus_names_parse_and_bad_ones_are_refused():
 
 def test_the_planted_period_is_the_only_newline_structure():
     """Every newline of planted_<p> is p + 1 characters after the previous one (the last line
-    may be shorter); the words are the original's, in order, single-spaced."""
+    may be shorter); every other character is the original's, its newlines as spaces."""
     from kernattn.studies.wrap_layouts import planted, relayout
 
     text = hard_wrapped(6, 40, 5)
@@ -263,7 +270,7 @@ def test_the_planted_period_is_the_only_newline_structure():
     ids, _, nl = ids_of(out)
     pos = np.flatnonzero(ids == nl)
     assert len(pos) > 10 and set(np.diff(pos).tolist()) == {38} and pos[0] == 37
-    assert out.replace("\n", "") == " ".join(text.split())
+    assert out.replace("\n", "") == text.replace("\n", " ")  # every other character as it was
     assert relayout(text, "planted_37", 50, 67) == out
 
 
@@ -272,7 +279,7 @@ def test_the_paragraph_counterfactual_keeps_the_line_width():
     words), lines at most the original width, every word kept."""
     from kernattn.studies.wrap_layouts import paragraphs
 
-    text = hard_wrapped(5, 50, 5)
+    text = hard_wrapped(5, 50, 5, doubles=0.0)
     out = paragraphs(text, 95, 30)
     paras = out.strip("\n").split("\n\n")
     assert all(len(p.replace("\n", " ")) <= 95 for p in paras) and len(paras) == -(-250 // 16)
@@ -287,3 +294,87 @@ def test_planted_corpora_are_controls_that_never_vote():
     voting, controls = split_controls(corpora, 50)
     assert [c.name for c in voting] == ["original", "rewrapped", "rewrapped_30"]
     assert [c.name for c in controls] == ["planted_40"]
+
+
+# ----------------------------------------------------------------------------- no whitespace change beyond the layout
+KNOWN = "ab cd\nef  gh\n\n\nij\nkl \nmn\n"  # a double space, a trailing space, a three-newline break
+
+
+@pytest.mark.parametrize("corpus, out, counts", [
+    # "ef  gh" is 6 > 5: the double space's last character breaks the line, one stays at its end
+    ("rewrapped_5", "ab cd\nef \ngh\n\n\nij kl \nmn ",
+     {"newlines_to_spaces": 2, "spaces_to_newlines": 1, "separators_changed": 3, "characters_changed": 3}),
+    ("unwrapped", "ab cd ef  gh\n\n\nij kl  mn ",
+     {"newlines_to_spaces": 4, "spaces_to_newlines": 0, "separators_changed": 4, "characters_changed": 4}),
+    # paragraphs of at most 8 ("ab cd ef", "gh   ij", "kl  mn "), each wrapped at 5; "  " -> "\n\n" (2
+    # characters), "\n\n\n" -> "  \n" (2 newlines to spaces, the old break gone), "\n" -> "\n\n" (1)
+    ("paragraphs_8", "ab cd\nef\n\ngh  \nij\n\nkl \nmn ",
+     {"newlines_to_spaces": 3, "spaces_to_newlines": 0, "paragraph_breaks_added": 2, "paragraph_breaks_removed": 1,
+      "separators_changed": 4, "characters_changed": 6}),
+    # the 7 newlines become spaces (25 characters), then a newline after every 4: 6 inserted
+    ("planted_4", "ab c\nd ef\n  gh\n   i\nj kl\n  mn\n ",
+     {"newlines_to_spaces": 7, "newlines_inserted": 6, "characters_changed": 13}),
+])
+def test_each_layout_changes_only_its_whitespace(corpus, out, counts):
+    """Hand-laid-out corpora of a known text, and what wrap_checks counts in each; the double
+    space and the trailing space survive every layout but the planted one's cuts."""
+    from kernattn.studies.wrap_checks import whitespace_changes
+    from kernattn.studies.wrap_layouts import relayout
+
+    assert relayout(KNOWN, corpus, 50, 5) == out
+    changes = whitespace_changes(KNOWN, out, corpus, 50)
+    assert {k: changes[k] for k in counts} == counts
+    assert (changes["characters"], changes["characters_out"]) == (len(KNOWN), len(out))
+
+
+@pytest.mark.parametrize("corpus, out, words", [
+    ("rewrapped", "ab cd\nef gh\n\n\nij\nkl \nmn\n", "'  ' became ' ' before word 3 ('gh'): only a newline"),
+    ("unwrapped", "ab cd ef  gh\n\nij kl  mn ", "'\\n\\n\\n' became '\\n\\n' before word 4 ('ij'): a paragraph break"),
+    ("rewrapped", "ab cd\n\nef  gh\n\n\nij\nkl \nmn\n", "before word 2 ('ef'): a paragraph break"),
+    ("unwrapped", "ab cd ef  gh\n\n\nij kl  mo ", "non-whitespace characters differ from the original's before word 6"),
+    ("paragraphs_8", "ab cd\nef\n\n\ngh  \nij\n\nkl \nmn ", "'  ' became '\\n\\n\\n' before word 3"),
+    ("planted_4", "ab c\nd ef\n  gh\n   i\nj kl\n  mn\n", "not the original with newlines as spaces"),
+    ("planted_4", "ab \ncd ef\n  gh\n   i\nj kl\n  mn\n ", "line 1 has 3 characters, not the planted period 4"),
+])
+def test_a_change_beyond_the_layout_is_refused(corpus, out, words):
+    from kernattn.studies.wrap_checks import whitespace_changes
+
+    with pytest.raises(ValueError) as err:
+        whitespace_changes(KNOWN, out, corpus, 50)
+    assert words in str(err.value), str(err.value)
+
+
+def test_prepare_wrap_fails_loudly_on_a_layout_that_changes_more(tmp_path, monkeypatch):
+    """prepare-wrap's write_corpus records what the layout changed in meta.json; a layout that
+    collapses double spaces (what the study's corpora did before issue 25) stops it with one
+    error naming the corpus folder, the params key and the fix, and writes nothing."""
+    import dataclasses
+
+    from kernattn.config import load_params
+    from kernattn.errors import UsageError
+    from kernattn.studies import wrap_data, wrap_layouts
+
+    text = hard_wrapped(4, 30, 4)
+    ids, chars, _ = ids_of(text)
+    cut = len(ids) // 2
+    data = tmp_path / "data"
+    data.mkdir()
+    np.save(data / "train.npy", ids[:cut])
+    np.save(data / "val.npy", ids[cut:])
+    (data / "vocab.json").write_text(json.dumps({"chars": chars, "size": len(chars)}))
+    (data / "meta.json").write_text("{}")
+    params = load_params(REPO / "params.yaml", "micro")
+    params = dataclasses.replace(params, data=dataclasses.replace(params.data, out_dir=str(data)),
+                                 studies=dataclasses.replace(params.studies, out_dir=str(tmp_path / "studies")))
+    meta = wrap_data.write_corpus(params, "rewrapped_30")
+    train = meta["whitespace_changes"]["train"]
+    assert train["characters_out"] == train["characters"] == cut == meta["n_train"]
+    assert train["spaces_to_newlines"] > 0 and meta["whitespace_changes"]["val"]["newlines_to_spaces"] > 0
+    monkeypatch.setattr(wrap_layouts, "relayout", lambda t, *a: wrap.rewrap(t.replace("  ", " "), 30))
+    with pytest.raises(UsageError) as err:
+        wrap_data.write_corpus(params, "unwrapped")
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'studies' / 'wrap' / 'data' / 'unwrapped'}: corpus 'unwrapped' of "
+                              f"studies.wrap.corpora changes {data} beyond its layout (train split: the whitespace "
+                              f"'  ' became ' '"), message
+    assert "fix the layout" in message and not (tmp_path / "studies" / "wrap" / "data" / "unwrapped").exists()

@@ -162,10 +162,21 @@ def check_studies(ws: Path) -> None:
     [row] = wrap["rows"]  # the controls: the bank at initialisation, the premise as data
     assert set(row["init_bumps"]) == {"0"} and isinstance(row["premise_met"], bool) and row["premise_why"]
     assert "gpa_dp_m8,initialisation,0," in (ws / "results/micro/studies/wrap/bumps.csv").read_text()
+    # the unwrapped corpus votes (kernattn.studies.wrap_votes), though one seed reads nothing yet
+    unwrapped = {c["corpus"]: c for c in row["corpora"]}["unwrapped"]
+    assert unwrapped["votes"] is True and unwrapped["verdict"] == "inconclusive" and "seed(s)" in unwrapped["reason"]
+    assert wrap["vanish_fraction"] == 0.5 and wrap["max_lag"] == 32
     for corpus in ("rewrapped", "unwrapped", "planted_20"):
         data = ws / "results/micro/studies/wrap/data" / corpus
         assert (data / "vocab.json").read_text() == (ws / "results/micro/data/dickens/vocab.json").read_text()
         assert _json(ws / f"results/micro/studies/wrap/runs/gpa_dp_m8-{corpus}-s0/final.json")["steps"] == 6
+        # prepare-wrap checked that only the layout's whitespace changed (kernattn.studies.wrap_checks)
+        changes = _json(data / "meta.json")["whitespace_changes"]
+        for split in ("train", "val"):
+            c = changes[split]
+            planted = -(-c["characters"] // 20) - 1  # a newline after every 20 characters
+            assert c["characters_out"] == c["characters"] + (planted if corpus == "planted_20" else 0)
+            assert c["characters_changed"] > 0 and c.get("newlines_inserted", planted) == planted
     check_gka_init(ws)
     prune = _json(ws / "results/micro/studies/prune/summary.json")
     assert [r["run_id"] for r in prune["runs"]] == ["gpa_dp_m8-s0"]

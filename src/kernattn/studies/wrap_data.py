@@ -28,7 +28,6 @@ from ..io import atomic_dir
 from . import wrap_analysis_dir, wrap_data_dir, wrap_layouts
 
 
-
 def corpus_params(params, corpus: str):
     """The params with data.out_dir and analysis.out_dir moved to the counterfactual's folders
     (what `kernattn analyze-corpus` and the char trainer read)."""
@@ -39,9 +38,9 @@ def corpus_params(params, corpus: str):
 
 def write_corpus(params, corpus: str) -> dict:
     """One counterfactual corpus's folder; returns its meta.json content."""
+    from ..errors import UsageError
     from ..tracks.char.data import load_meta, load_split, load_vocab
     from ..tracks.char.stages import data_dir
-    from ..errors import UsageError
 
     src = data_dir(params)
     try:
@@ -52,7 +51,13 @@ def write_corpus(params, corpus: str) -> dict:
     t0 = time.perf_counter()
     w = params.studies.wrap
     kind, value = wrap_layout(corpus, w.width)
-    new_train, new_val = wrap_layouts.transform_split(train, val, chars, corpus, w.width, w.original_width)
+    try:
+        new_train, new_val, changes = wrap_layouts.transform_split(train, val, chars, corpus, w.width,
+                                                                   w.original_width)
+    except ValueError as exc:  # a corpus that changed more than its layout would test more than it says
+        raise UsageError(f"{wrap_data_dir(params, corpus)}: corpus {corpus!r} of studies.wrap.corpora changes "
+                         f"{src} beyond its layout ({exc}); a bug in kernattn.studies.wrap_layouts: fix the "
+                         f"layout, or leave {corpus!r} out of studies.wrap.corpora meanwhile") from None
     meta = {"corpus": corpus, "layout": {"kind": kind, "value": value,
                                          "line_width": w.original_width if kind == "paragraphs" else None},
             "source_dir": str(src), "source_cleaned_sha256": original.get("cleaned_sha256"),
@@ -60,6 +65,7 @@ def write_corpus(params, corpus: str) -> dict:
             "n_chars": int(new_train.size + new_val.size),
             "newlines": int(sum(np.count_nonzero(a == chars.index("\n")) for a in (new_train, new_val))),
             "original": {"n_train": int(train.size), "n_val": int(val.size)},
+            "whitespace_changes": changes,  # kernattn.studies.wrap_checks: what the layout changed, per split
             "seconds": round(time.perf_counter() - t0, 3)}
     with atomic_dir(wrap_data_dir(params, corpus)) as tmp:
         np.save(tmp / "train.npy", new_train)
@@ -77,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         meta = write_corpus(params, corpus)
         path = analyze_corpus(corpus_params(params, corpus))
         peak = json.loads(path.read_text())["splits"]["train"]
+        changed = sum(c["characters_changed"] for c in meta["whitespace_changes"].values())
         print(f"kernattn prepare-wrap: {corpus}: {meta['n_train']:,} + {meta['n_val']:,} characters, "
-              f"{meta['newlines']:,} newlines; newline peak {peak['peak']} (sharp: {peak['sharp_peak']}); "
+              f"{meta['newlines']:,} newlines, {changed:,} whitespace characters changed (checked); newline peak {peak['peak']} (sharp: {peak['sharp_peak']}); "
               f"wrote {wrap_data_dir(params, corpus)}")
     return 0

@@ -4,23 +4,25 @@ counterfactual does to the text, every word kept.
     rewrapped, rewrapped_<w>   every paragraph greedily wrapped at studies.wrap.width / at w
                                (kernattn.tracks.char.analysis.wrap.rewrap)
     unwrapped                  every paragraph on one line (wrap.unwrap)
-    planted_<p>                the positive control: every newline gone (paragraph breaks too) and
-                               the words' stream cut into lines of exactly p characters, so the
+    planted_<p>                the positive control: every newline a space (paragraph breaks too)
+                               and the text cut into lines of exactly p characters, so the
                                only long-range structure of the text is a newline every p + 1
                                characters, a period we chose: a method that reads a bank's bump
                                as a length in the corpus must find p + 1 there
     paragraphs_<n>             the paragraph counterfactual at a fixed line width: the words
                                regrouped into paragraphs of about n characters (as many words as
-                               fit), each wrapped at studies.wrap.original_width (the original's
+                               fit, a blank line between two), each wrapped at studies.wrap.original_width (the original's
                                line width): the lines stay, the paragraphs change length
 
 Each split is re-laid out on its own (same split) and encoded with the original vocabulary:
 every character a layout writes (letters of the words, spaces, newlines) is the original's.
+What each may change and nothing more (kernattn.studies.wrap_checks, run on every corpus
+prepare-wrap writes): rewrapped and unwrapped trade newlines and spaces one for one inside
+paragraphs and keep every paragraph break; paragraphs_<n> trades them anywhere and makes some
+separators exactly a blank line; planted_<p> makes every newline a space and inserts its own.
 """
 
 from __future__ import annotations
-
-import textwrap
 
 import numpy as np
 
@@ -28,17 +30,25 @@ from ..config.studies import wrap_layout
 
 
 def planted(text: str, period: int) -> str:
-    """The words of `text` joined by single spaces, cut every `period` characters by a newline."""
-    stream = " ".join(text.split())
+    """`text` with every newline a space (paragraph breaks too), then a newline inserted after
+    every `period` characters: the only newlines are the planted ones."""
+    stream = text.replace("\n", " ")
     return "\n".join(stream[i:i + period] for i in range(0, len(stream), period))
 
 
 def paragraphs(text: str, length: int, width: int) -> str:
-    """The words of `text` in paragraphs of at most `length` characters (a longer word alone),
-    blank-line separated, each greedily wrapped at `width`."""
-    groups = textwrap.wrap(" ".join(text.split()), width=length, break_long_words=False, break_on_hyphens=False)
-    wrapper = textwrap.TextWrapper(width=width, break_long_words=False, break_on_hyphens=False)
-    return "\n\n".join("\n".join(wrapper.wrap(g)) for g in groups) + "\n"
+    """`text` with every newline a space, regrouped into paragraphs of at most `length`
+    characters (a longer word alone; the separator between two becomes exactly a blank line,
+    "\n\n"), each greedily wrapped at `width` (wrap.rewrap's rule)."""
+    from ..tracks.char.analysis import wrap
+
+    flat = text.replace("\n", " ")
+    cuts = wrap.line_starts(flat, length)
+    # each cut is a separator's last space; its other spaces end the group before it: the whole
+    # separator becomes the blank line
+    groups = [flat[a + 1:b] if b == len(flat) else flat[a + 1:b].rstrip(" ")
+              for a, b in zip([-1, *cuts], [*cuts, len(flat)])]
+    return "\n\n".join(wrap.break_at(g, wrap.line_starts(g, width)) for g in groups)
 
 
 def relayout(text: str, name: str, width: int, original_width: int) -> str:
@@ -54,10 +64,21 @@ def relayout(text: str, name: str, width: int, original_width: int) -> str:
 
 
 def transform_split(train_ids, val_ids, chars: list[str], name: str, width: int,
-                    original_width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The prepared splits (uint8 ids into `chars`) re-laid out as `name`, each on its own."""
+                    original_width: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The prepared splits (uint8 ids into `chars`) re-laid out as `name`, each on its own, and
+    per split what the layout changed (wrap_checks.whitespace_changes: ValueError for a change
+    beyond the layout)."""
     from ..tracks.char.analysis.wrap import encode_with
     from ..tracks.char.data import decode
+    from .wrap_checks import whitespace_changes
 
-    return tuple(encode_with(relayout(decode(ids, chars), name, width, original_width), chars)
-                 for ids in (train_ids, val_ids))
+    out, changes = [], {}
+    for split, ids in (("train", train_ids), ("val", val_ids)):
+        text = decode(ids, chars)
+        new = relayout(text, name, width, original_width)
+        try:
+            changes[split] = whitespace_changes(text, new, name, width)
+        except ValueError as exc:
+            raise ValueError(f"{split} split: {exc}") from None
+        out.append(encode_with(new, chars))
+    return out[0], out[1], changes

@@ -14,10 +14,12 @@ seed and constructor as its training: `init_bumps`, and "initialisation" lines i
 and the study's premise per row (`premise_met`, `premise_why`: the original bump at the
 newline peak, moved from its initial position, and, with a planted_<p> corpus, the positive
 control found: its bump moved with the planted period). The planted corpora never vote: their
-shift verdicts are the row's `controls`.
+shift verdicts are the row's `controls`. The unwrapped corpus and the paragraph counterfactuals
+vote by kernattn.studies.wrap_votes' rules (the bump disappearing, or moving to the paragraph
+lag; vanish_fraction pre-registered in paper_numbers.yaml), the rewrapped ones by bumpshift's.
 
 Writes <studies.out_dir>/wrap/summary.json (and bumps.csv: row, corpus, seed, bump), atomically.
-Overall: every row's verdict the same -> that verdict; otherwise inconclusive.
+Overall: the premise-met rows' verdicts the same -> that verdict; otherwise inconclusive.
 """
 
 from __future__ import annotations
@@ -115,21 +117,30 @@ def overall_verdict(rows: list[dict]) -> str:
 
 def read_study(params, params_file: str = "params.yaml") -> dict:
     """summary.json's content (module docstring)."""
+    from ..config.studies import wrap_layout
+    from ..engine import resolve_device
+    from ..errors import UsageError
     from ..tracks.char.analysis import bumpshift
     from ..tracks.char.stages import corpus_dir
-    from ..engine import resolve_device
+    from . import wrap_votes
 
     w = params.studies.wrap
     device = resolve_device("cpu")  # a bank's shape is a few hundred numbers
     peaks = {REFERENCE: newline_peak(corpus_dir(params) / SUMMARY)}
     peaks.update({c: newline_peak(wrap_analysis_dir(params, c) / "corpus" / SUMMARY) for c in w.corpora})
+    kinds = {c: wrap_layout(c, w.width)[0] for c in w.corpora}
+    lags = {c: wrap_votes.paragraph_lag(peaks[c]) for c in peaks}
+    try:
+        vanish = wrap_votes.vanish_fraction()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     runs = wrap_runs(params)
     rows, records = [], []
     for row in wrap_rows(params):
         corpora, init_bumps = [], {}
         for corpus in (REFERENCE, *w.corpora):
             cb = bumpshift.CorpusBumps(corpus, peaks[corpus]["sharp"])
-            for run_id, (c, spec) in runs.items():
+            for c, spec in runs.values():
                 if c != corpus or spec.row != row:
                     continue
                 p = study_params(params, str(wrap_data_dir(params, c)), str(wrap_run_dir(params)))
@@ -147,10 +158,12 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
         if found:  # the positive control must move with its planted period
             moved = all(c["verdict"] == bumpshift.TRACKS for c in found)
             met, why = met and moved, f"{why}; positive control {'found' if moved else 'not found'}"
-        rows.append({"row": row, **bumpshift.study_verdict(voting, REFERENCE, w.tol), "init_bumps": init_bumps,
+        votes = wrap_votes.row_verdict(voting, kinds, lags, params.model.context, w.tol, vanish, REFERENCE)
+        rows.append({"row": row, **votes, "init_bumps": init_bumps,
                      "controls": found, "premise_met": met, "premise_why": why})
     return {"study": "wrap", "scale": params.scale, "params_digest": params.digest(), "width": w.width,
-            "tol": w.tol, "bump_min_lag": params.analysis.bump_min_lag, "reference": REFERENCE,
+            "tol": w.tol, "vanish_fraction": vanish, "max_lag": params.model.context,
+            "bump_min_lag": params.analysis.bump_min_lag, "reference": REFERENCE,
             "corpora": [REFERENCE, *w.corpora], "peaks": peaks, "rows": rows, "bumps": records,
             "rows_not_trained": [r for r in w.rows if r not in wrap_rows(params)],
             "verdict": overall_verdict(rows)}

@@ -116,6 +116,16 @@ def shift_verdict(ref: CorpusBumps, other: CorpusBumps, tol: float = DEFAULT_TOL
     return out
 
 
+def combine(votes: list[str]) -> str:
+    """The overall verdict of the voting corpora's: every one tracks -> tracks; every one stays
+    -> stays; otherwise (or no vote) inconclusive."""
+    if votes and all(v == TRACKS for v in votes):
+        return TRACKS
+    if votes and all(v == STAYS for v in votes):
+        return STAYS
+    return INCONCLUSIVE
+
+
 def study_verdict(corpora: list[CorpusBumps], reference: str = "original", tol: float = DEFAULT_TOL,
                   level: float = LEVEL) -> dict:
     """The study's summary row: per corpus its bump interval and shift verdict, and the overall one."""
@@ -132,11 +142,5 @@ def study_verdict(corpora: list[CorpusBumps], reference: str = "original", tol: 
             row.update({k: v for k, v in shift_verdict(ref, c, tol, level).items() if k != "corpus"})
         per.append(row)
     votes = [r["verdict"] for r in per if r.get("votes")]
-    if votes and all(v == TRACKS for v in votes):
-        overall = TRACKS
-    elif votes and all(v == STAYS for v in votes):
-        overall = STAYS
-    else:
-        overall = INCONCLUSIVE
-    return {"verdict": overall, "reference": reference, "tol": tol, "level": level, "voting": len(votes),
+    return {"verdict": combine(votes), "reference": reference, "tol": tol, "level": level, "voting": len(votes),
             "corpora": per}

@@ -13,10 +13,12 @@ re-laid out two ways, keeping every word and every paragraph break:
 Definitions:
 - a paragraph is a maximal run of text without a blank line; paragraph breaks (runs of two
   or more newlines) are kept exactly, so the paragraph-scale structure is unchanged;
-- inside a paragraph, words are the runs of non-whitespace characters; they are rejoined
-  with single spaces, so runs of spaces (the mirror's double spaces after sentences) become
-  one space. Nothing is added: a counterfactual's characters are a subset of the original's,
-  so it is encoded with the original vocabulary (same ids, same vocab.json).
+- inside a paragraph only line breaks and spaces trade places, one character for one: every
+  newline of the paragraph becomes a space, and a rewrap turns the last character of each
+  separator where a new line starts back into a newline (the separator's other spaces, e.g. a
+  double space after a sentence, stay at the end of the line, as the mirror has them). So a
+  counterfactual has the original's length and characters, encoded with the original vocabulary
+  (same ids, same vocab.json); kernattn.studies.wrap_checks checks this on every corpus it writes.
 - "same split": the train and validation parts of the original are transformed separately
   (`transform_split`), so a counterfactual's validation text is the original validation text
   re-laid out and no paragraph crosses the boundary.
@@ -25,32 +27,51 @@ Definitions:
 from __future__ import annotations
 
 import re
-import textwrap
 
 import numpy as np
 
 DEFAULT_WIDTH = 50
 KINDS = ("original", "rewrapped", "unwrapped")
 _BREAK = re.compile(r"(\n{2,})")  # a paragraph break: two or more newlines (kept as they are)
+_WORD = re.compile(r"\S+")
 
 
 def _map_paragraphs(text: str, layout) -> str:
     pieces = _BREAK.split(text)
     # re.split with a group alternates text, break, text, ...: only the even pieces are paragraphs
-    return "".join(piece if i % 2 else layout(piece.split()) for i, piece in enumerate(pieces))
+    return "".join(piece if i % 2 else layout(piece.replace("\n", " ")) for i, piece in enumerate(pieces))
+
+
+def line_starts(flat: str, width: int) -> list[int]:
+    """Where a greedy wrap at `width` starts new lines in `flat` (text without newlines): the
+    index of each separator's last space. A line takes the next word while the line up to that
+    word's end fits in `width`; a first word longer than `width` keeps a line of its own."""
+    starts, line_start = [], 0
+    for m in _WORD.finditer(flat):
+        if m.end() - line_start > width and m.start() > line_start and flat[line_start:m.start()].strip():
+            starts.append(m.start() - 1)  # the separator's last space becomes the newline
+            line_start = m.start()
+    return starts
+
+
+def break_at(flat: str, positions: list[int], mark: str = "\n") -> str:
+    """`flat` with the character at each of `positions` (a space) replaced by `mark`."""
+    chars = list(flat)
+    for i in positions:
+        chars[i] = mark
+    return "".join(chars)
 
 
 def rewrap(text: str, width: int = DEFAULT_WIDTH) -> str:
-    """Every paragraph greedily word-wrapped at `width` characters (module docstring)."""
+    """Every paragraph greedily wrapped at `width` characters (module docstring)."""
     if width < 1:
         raise ValueError(f"wrap width must be >= 1, got {width}")
-    wrapper = textwrap.TextWrapper(width=width, break_long_words=False, break_on_hyphens=False)
-    return _map_paragraphs(text, lambda words: "\n".join(wrapper.wrap(" ".join(words))))
+    return _map_paragraphs(text, lambda flat: break_at(flat, line_starts(flat, width)))
 
 
 def unwrap(text: str) -> str:
     """Every paragraph on one line (module docstring)."""
-    return _map_paragraphs(text, " ".join)
+    return _map_paragraphs(text, lambda flat: flat)
 
 
 def relayout(text: str, kind: str, width: int = DEFAULT_WIDTH) -> str:
