@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import report_claims, report_figures, report_gpa, report_runs, stages
+from . import report_claims, report_figures, report_gpa, report_readings, report_runs, stages
 from ...report import gates, gka_state
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
@@ -37,6 +37,11 @@ CLAIM_KINDS = {
     "noninferior": ClaimKind("claims", ("rows", "margin")),   # margin: nats/char or {fraction, of: [NoPE, RoPE]}
     "count": ClaimKind("claims", ("row", "field", "formula")),
     "number": ClaimKind("claims", ("row", "field", "paper_value")),
+    # seed 001's readings of the corpus and the trained banks (report_readings.py)
+    "corpus_peak": ClaimKind("gpa-bump", ("paper_value", "tolerance")),
+    "generated_peak": ClaimKind("gpa-bump", ("row", "tolerance")),
+    "last_layer_bank": ClaimKind("gpa-heads", ("row",)),
+    "layer1_banks": ClaimKind("gpa-banks", ("row", "min_correlation", "max_spread")),
 }
 
 
@@ -70,8 +75,11 @@ def section(ctx: ReportContext) -> dict:
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    return report_claims.judge(ctx.claims_of(CLAIM_KINDS), ctx.params, section["runs_df"], ctx.papers,
-                               section["curves"])
+    readings = ctx.claims_of(report_readings.KINDS)
+    compared = [c for c in ctx.claims_of(CLAIM_KINDS) if c["kind"] not in report_readings.KINDS]
+    converged = report_claims.convergence(section["runs_df"], section["curves"], ctx.papers)
+    return (report_claims.judge(compared, ctx.params, section["runs_df"], ctx.papers, section["curves"])
+            + report_readings.judge(readings, section["gpa"], ctx.params, converged))
 
 
 def _gka_notes(p, runs: list) -> list[dict]:
