@@ -378,6 +378,10 @@ def _readings_claims(micro, report: Path, corpus_peak: int, generated_peak) -> N
     for cid in ("001-generated-newline-peak", "001-last-layer-bank-zero", "001-layer1-banks-identical"):
         assert claims.loc[cid, "verdict"] == "at scale micro: not run", cid
         assert "gpa_m64 is not a GPA row trained at this scale" in claims.loc[cid, "detail"]
+    # every analysed GPA run would vote; micro's 2 heads give no rank correlation (3 needed): no vote
+    assert claims.loc["001-weak-bank-cheap-head", "verdict"].startswith("at scale micro: not judged (0 runs")
+    assert "left out (bank not converged or rho undefined): gpa_dp_m8-s0" in claims.loc["001-weak-bank-cheap-head",
+                                                                                       "detail"]
     shipped = {c["id"]: c for c in build.load_paper_numbers()["claims"]}
     mine = [{**shipped[cid], "row": "gpa_dp_m8"} for cid in
             ("001-generated-newline-peak", "001-last-layer-bank-zero", "001-layer1-banks-identical")]

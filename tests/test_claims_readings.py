@@ -84,3 +84,29 @@ def test_layer1_banks():
     assert rr.layer1_banks(claim, _gpa([apart, uneven]), "paper").verdict == stats.CONTRADICTED
     assert rr.layer1_banks(claim, _gpa([same, apart]), "paper").verdict == stats.INCONCLUSIVE
     assert rr.layer1_banks(claim, _gpa([{"layer1": None}]), "paper").verdict.startswith("not judged")
+
+
+def test_sign_test_hand_computed():
+    # 6 of 6 positive: P(X >= 6) = 1/64; P(X <= 6) = 1
+    assert stats.sign_test(6, 6) == pytest.approx((1 / 64, 1.0))
+    # 1 of 5: P(X >= 1) = 31/32, P(X <= 1) = 6/32
+    assert stats.sign_test(1, 5) == pytest.approx((31 / 32, 6 / 32))
+    assert stats.sign_test(0, 0) == (1.0, 1.0)
+
+
+def test_strength_cost_sign_test_over_runs():
+    claim = _claim("001-weak-bank-cheap-head")
+    six = _gpa([{"rho": 0.5 + 0.01 * i} for i in range(6)])
+    res = rr.strength_cost(claim, six, "paper")
+    assert res.verdict == stats.REPRODUCED and res.ours.startswith("rho > 0 in 6 of 6 runs (p 0.0156)")
+    neg = _gpa([{"rho": -0.4} for _ in range(7)])
+    assert rr.strength_cost(claim, neg, "paper").verdict == stats.CONTRADICTED
+    split = _gpa([{"rho": 0.4}] * 4 + [{"rho": -0.4}] * 3)
+    assert rr.strength_cost(claim, split, "paper").verdict == stats.INCONCLUSIVE
+    five = _gpa([{"rho": 0.9}] * 5)  # 1/32 > 2.5%: the test cannot pass with five runs
+    assert rr.strength_cost(claim, five, "paper").verdict.startswith("not judged (5 runs with a converged bank")
+    unsettled = _gpa([{"rho": 0.9}] * 7)
+    unsettled["rows"][0]["runs"][0]["bank_converged"] = False  # left out: six votes remain
+    res = rr.strength_cost(claim, unsettled, "tiny")
+    assert res.shown == "consistent at tiny" and "left out (bank not converged or rho undefined): gpa_m64-s0" in res.detail
+    assert rr.strength_cost(claim, {"rows": []}, "paper").verdict == stats.NOT_RUN

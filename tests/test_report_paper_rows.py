@@ -70,7 +70,8 @@ def _needs(claim: dict, p) -> bool:
         return claim["row"] in char
     if kind in ("lm_bpb", "lm_core", "lm_gap", "lm_core_tasks"):
         return claim_rows(p.lm.rows) is not None
-    if kind in ("bench_table4", "corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks"):
+    if kind in ("bench_table4", "corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks",
+                "strength_cost"):
         return False  # the bench's models.csv and the GPA analyses: none written here
     if kind == "vision_sigma":
         return paper_row(p.vision.rows, "003", "GKA-Ti", table=5) is not None

@@ -42,6 +42,7 @@ CLAIM_KINDS = {
     "generated_peak": ClaimKind("gpa-bump", ("row", "tolerance")),
     "last_layer_bank": ClaimKind("gpa-heads", ("row",)),
     "layer1_banks": ClaimKind("gpa-banks", ("row", "min_correlation", "max_spread")),
+    "strength_cost": ClaimKind("gpa-heads"),
 }
 
 

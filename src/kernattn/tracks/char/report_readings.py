@@ -19,7 +19,15 @@ rows (issue 25), each judged by a rule fixed in paper_numbers.yaml before the re
                      relative spread (sd / mean) at most `max_spread`; every run -> reproduced,
                      none -> contradicted; gated on the banks having converged.
 
-Each reads the claim's `row` (the GPA model of Figures 4-5) from the char section's GPA rows
+    strength_cost    "a near-zero bank marks a head that can go", made testable over every head
+                     of a model: per analysed GPA run (every GPA row), Spearman's rho between
+                     the banks' strength and the cost of removing their head (analyze-gpa, no
+                     fine-tuning); over the runs whose banks converged, an exact sign test of
+                     rho > 0 at stats.ONE_SIDED_ALPHA: reproduced when significant, contradicted
+                     when rho < 0 is, inconclusive otherwise; not judged with too few runs for
+                     the test to reach that level (0.5^n >= alpha) or none converged.
+
+The others read the claim's `row` (the GPA model of Figures 4-5) from the char section's GPA rows
 (report_gpa). A row not trained at this scale or without its analysis is "not run".
 """
 
@@ -33,7 +41,7 @@ import pandas as pd
 from ...report import stats
 from ...report.claims import ClaimResult
 
-KINDS = ("corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks")
+KINDS = ("corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks", "strength_cost")
 
 
 def layer1_similarity(banks: pd.DataFrame) -> dict | None:
@@ -131,6 +139,28 @@ def layer1_banks(claim: dict, gpa: dict, scale: str) -> ClaimResult:
                        detail=f"rule: mean pairwise correlation over lags >= {lo:g} and strength sd/mean <= {hi:g}")
 
 
+def strength_cost(claim: dict, gpa: dict, scale: str) -> ClaimResult:
+    runs = [r for row in gpa.get("rows", []) for r in row["runs"] if r["ok"]]
+    if not runs:
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no analyze-gpa output of a GPA run")
+    voters = [r for r in runs if r.get("bank_converged") and r.get("rho") is not None]
+    signs = [r["rho"] for r in voters if r["rho"] != 0]
+    k, n = sum(x > 0 for x in signs), len(signs)
+    p_pos, p_neg = stats.sign_test(k, n)
+    left = [r["run_id"] for r in runs if r not in voters]
+    ours = (f"rho > 0 in {k} of {n} runs (p {p_pos:.3g}); per run: "
+            + ", ".join(f"{r['run_id']} {r['rho']:+.2f}" for r in runs if r.get("rho") is not None))
+    detail = (f"exact sign test over runs at one-sided {stats.ONE_SIDED_ALPHA:g}"
+              + (f"; left out (bank not converged or rho undefined): {', '.join(left)}" if left else ""))
+    if 0.5 ** n >= stats.ONE_SIDED_ALPHA:
+        verdict = stats.not_judged(f"{n} run{'s' if n != 1 else ''} with a converged bank and a sign: a sign test "
+                                   f"needs 6 to reach {stats.ONE_SIDED_ALPHA:g}")
+    else:
+        verdict = (stats.REPRODUCED if p_pos < stats.ONE_SIDED_ALPHA else
+                   stats.CONTRADICTED if p_neg < stats.ONE_SIDED_ALPHA else stats.INCONCLUSIVE)
+    return ClaimResult(claim, verdict, scale=scale, ours=ours, estimate=k / n if n else None, detail=detail)
+
+
 def judge(claims: list[dict], gpa: dict, params, converged: dict) -> list[ClaimResult]:
     """Every claim of KINDS on the char section's GPA part; `converged`: row -> the loss gate's
     withheld verdict (report_claims.convergence) or None."""
@@ -142,6 +172,8 @@ def judge(claims: list[dict], gpa: dict, params, converged: dict) -> list[ClaimR
             out.append(generated_peak(c, gpa, scale, converged.get(c["row"])))
         elif c["kind"] == "last_layer_bank":
             out.append(last_layer_bank(c, gpa, scale, params.model.n_layer, params.analysis.strength_threshold))
+        elif c["kind"] == "strength_cost":
+            out.append(strength_cost(c, gpa, scale))
         else:
             out.append(layer1_banks(c, gpa, scale))
     return out
