@@ -110,3 +110,16 @@ def test_strength_cost_sign_test_over_runs():
     res = rr.strength_cost(claim, unsettled, "tiny")
     assert res.shown == "consistent at tiny" and "left out (bank not converged or rho undefined): gpa_m64-s0" in res.detail
     assert rr.strength_cost(claim, {"rows": []}, "paper").verdict == stats.NOT_RUN
+
+
+def test_shipped_readings_name_gpa_rows():
+    from kernattn.config import load_params
+
+    from .test_report import PARAMS
+
+    rows = {r.name: r for r in load_params(PARAMS, "paper").matrix.rows}
+    readings = [c for c in build.load_paper_numbers()["claims"] if c["kind"] in rr.KINDS]
+    assert {c["kind"] for c in readings} == set(rr.KINDS)
+    for c in readings:
+        if "row" in c:
+            assert rows[c["row"]].variant == "gpa" and rows[c["row"]].options.get("n_kernels", 64) == 64, c["id"]
