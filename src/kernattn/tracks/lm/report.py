@@ -230,7 +230,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     for claim in ctx.claims_of(CLAIM_KINDS):
         kind = claim["kind"]
         if kind == "lm_stable":
-            out.append(_stable_claim(claim, ctx))
+            out.append(_stable_claim(claim, ctx, section.get("groups", {})))
             continue
         if kind == "lm_count":
             out.append(_count_claim(claim, section["d20"]))
@@ -273,11 +273,13 @@ def _train_curve(path: Path) -> tuple[list[int], list[float]]:
     return list(rec.steps), list(rec.losses)
 
 
-def _stable_claim(claim: dict, ctx: ReportContext) -> ClaimResult:
-    """"GKA-LM trains stably" over every run of every GKA row of lm.rows (report.stability)."""
+def _stable_claim(claim: dict, ctx: ReportContext, groups: dict) -> ClaimResult:
+    """"GKA-LM trains stably" over every finished run (one with an evaluation: `groups`) of
+    every GKA row of lm.rows (report.stability)."""
     gka = {r.name for r in ctx.params.lm.rows if r.variant == "gka"}
+    done = {x["run_id"] for row in gka for x in groups.get(row, [])}
     records = [(spec.run_id, stability.read_record(run_dir(ctx.params, spec.run_id) / "metrics.jsonl"))
-               for spec in runs(ctx.params) if spec.row in gka]
+               for spec in runs(ctx.params) if spec.run_id in done]
     return stability.judge(claim, records, stability.rule(ctx.papers), ctx.scale)
 
 

@@ -195,7 +195,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
         elif claim["kind"] == "vision_vlt":
             out.append(_vlt_claim(claim, section, ctx.scale))
         elif claim["kind"] == "vision_stable":
-            out.append(report_gka.stable_claim(claim, ctx.params, ctx.papers, ctx.scale))
+            out.append(report_gka.stable_claim(claim, ctx.params, ctx.papers, ctx.scale, section["finals"]))
         elif claim["kind"] == "vision_sigma":
             out.append(report_gka.sigma_claim(claim, section, ctx.params, ctx.papers, ctx.scale))
         else:

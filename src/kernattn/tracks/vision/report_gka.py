@@ -30,10 +30,11 @@ def _record(params, run_id: str) -> stability.TrainRecord:
     return stability.read_record(stages.run_dir(params, run_id) / "metrics.jsonl")
 
 
-def stable_claim(claim: dict, params, papers: dict, scale: str) -> ClaimResult:
-    """Every run of every GKA row of vision.rows (stages.attention_of: the registry's gka)."""
+def stable_claim(claim: dict, params, papers: dict, scale: str, finals: dict) -> ClaimResult:
+    """Every finished run (a final.json: `finals`) of every GKA row of vision.rows
+    (stages.attention_of: the registry's gka)."""
     gka = {r.name for r in params.vision.rows if stages.attention_of(r) == "gka"}
-    records = [(s.run_id, _record(params, s.run_id)) for s in stages.runs(params) if s.row in gka]
+    records = [(s.run_id, _record(params, s.run_id)) for s in stages.runs(params) if s.row in gka and s.run_id in finals]
     return stability.judge(claim, records, stability.rule(papers), scale)
 
 
