@@ -340,6 +340,7 @@ def test_analyze_gpa_stage_writes_the_folder(micro, capsys):
     assert (report / "assets" / "gpa-gpa_dp_m8-s0-banks_trained.png").is_file()
     assert (report / "tables" / "gpa-heads.csv").is_file()
     assert "not run at scale micro" in html  # the bank-size rows micro does not train
+    _readings_claims(micro, report, corpus["splits"]["train"]["peak"], g["peak"])
     # an analysis of an earlier training of the run is flagged, not shown as current
     summary = out / "summary.json"
     summary.write_text(summary.read_text().replace(final["fingerprint"], "0" * 16))
@@ -361,3 +362,36 @@ def test_analyze_gpa_errors_are_one_line(micro, capsys):
     assert cli.main(["analyze-gpa", "--params", str(other), "--run", "gpa_dp_m8-s0"]) == 2
     err = capsys.readouterr().err
     assert "kernattn train --params" in err and err.count("\n") == 1
+
+
+def _readings_claims(micro, report: Path, corpus_peak: int, generated_peak) -> None:
+    """Seed 001's readings as claim rows (issue 25) in the micro report: the corpus peak judged;
+    the trained-bank readings not run (micro trains no gpa_m64), then judged on gpa_dp_m8's
+    real analysis through a claims file naming that row."""
+    from kernattn.config import load_params
+    from kernattn.report import build
+
+    claims = pd.read_csv(report / "tables" / "claims.csv", keep_default_na=False).set_index("claim")
+    assert claims.loc["001-corpus-newline-peak", "ours"] == f"lag {corpus_peak}"
+    assert claims.loc["001-corpus-newline-peak", "verdict"] == (
+        "consistent at micro" if abs(corpus_peak - 69) <= 1 else "inconsistent at micro")
+    for cid in ("001-generated-newline-peak", "001-last-layer-bank-zero", "001-layer1-banks-identical"):
+        assert claims.loc[cid, "verdict"] == "at scale micro: not run", cid
+        assert "gpa_m64 is not a GPA row trained at this scale" in claims.loc[cid, "detail"]
+    # every analysed GPA run would vote; micro's 2 heads give no rank correlation (3 needed): no vote
+    assert claims.loc["001-weak-bank-cheap-head", "verdict"].startswith("at scale micro: not judged (0 runs")
+    assert "left out (bank not converged or rho undefined): gpa_dp_m8-s0" in claims.loc["001-weak-bank-cheap-head",
+                                                                                       "detail"]
+    shipped = {c["id"]: c for c in build.load_paper_numbers()["claims"]}
+    mine = [{**shipped[cid], "row": "gpa_dp_m8"} for cid in
+            ("001-generated-newline-peak", "001-last-layer-bank-zero", "001-layer1-banks-identical")]
+    numbers = micro.root / "readings.yaml"
+    numbers.write_text(yaml.safe_dump({"claims": mine}))
+    index = build.build_report(load_params(micro.params), params_file=str(micro.params), bench_dirs=[],
+                               paper_numbers=numbers, out_dir=micro.root / "report-readings")
+    got = pd.read_csv(index.parent / "tables" / "claims.csv", keep_default_na=False).set_index("claim")
+    assert got.loc["001-last-layer-bank-zero", "verdict"] == (
+        "at scale micro: not comparable (our model has 1 layer; the claim reads the fourth)")
+    assert got.loc["001-layer1-banks-identical", "ours"].startswith("gpa_dp_m8-s0: r ")
+    assert got.loc["001-generated-newline-peak", "ours"].startswith(f"gpa_dp_m8-s0: lag {generated_peak}")
+    assert "001-layer1-banks-identical" in index.read_text()

@@ -260,7 +260,9 @@ def test_shipped_paper_numbers_name_real_rows():
     kinds = {c["kind"] for c in papers["claims"]}
     assert kinds == {"order", "noninferior", "count", "number", "unit_test", "lm_bpb", "lm_core", "lm_count",
                      "lm_gap", "lm_train_flops", "lm_core_tasks", "vision_count", "vision_top1", "vision_flops", "vision_vlt",
-                     "study_wrap", "study_gka_init", "study_prune"}
+                     "study_wrap", "study_gka_init", "study_prune", "lm_stable", "vision_stable", "vision_sigma",
+                     "bench_table4", "corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks",
+                     "strength_cost", "char_stable"}
     # the four documents, and our own questions they leave open (GKA's initial bandwidth)
     assert {c["paper"] for c in papers["claims"]} == {"000", "001", "002", "003", "ours"}
     assert [c["id"] for c in papers["claims"] if c["paper"] == "ours"] == ["003-gka-init-sigma"]
@@ -518,6 +520,12 @@ def test_report_end_to_end(tmp_path, monkeypatch, capsys):
         # the studies (issue 17) have no results here: their rows say so
         "001-bump-paragraph-scale": "at scale tiny: not run",
         "001-weak-head-removable": "at scale tiny: not run",
+        # seed 001's readings: no analyze-corpus / analyze-gpa output here (tests/test_analysis.py has them)
+        "001-corpus-newline-peak": "at scale tiny: not run",
+        "001-generated-newline-peak": "at scale tiny: not run",
+        "001-last-layer-bank-zero": "at scale tiny: not run",
+        "001-layer1-banks-identical": "at scale tiny: not run",
+        "001-weak-bank-cheap-head": "at scale tiny: not run",
     }
     assert page.verdicts["003-gka-init-sigma"] == "at scale tiny: not run"
     assert html.count("snakemake --cores all studies") >= 3  # each study section says how to produce it

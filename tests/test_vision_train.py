@@ -138,6 +138,25 @@ def test_train_analyze_and_report(prepared, tmp_path):
     # deit and vlt were not trained here: listed as missing with the command that makes them
     assert any("--run deit-s0" in cmd for _, cmd in ctx["missing"])
     assert (tmp_path / "report" / "assets" / "vision" / "gka-s0" / "rollout.png").is_file()
+    _training_claims(report, ctx, final)
+
+
+def _training_claims(report, section: dict, final: dict) -> None:
+    """Issue 25's training claims read from the real run: its metrics.jsonl (stability; the
+    learning rates for the sigma gate) and final.json's sigma."""
+    import dataclasses
+
+    from kernattn.report import build, stats
+    from kernattn.tracks.vision import report as rv
+
+    got = {r.claim["id"]: r for r in rv.claims(dataclasses.replace(report, papers=build.load_paper_numbers()), section)}
+    stable = got["003-vit-stable"]
+    assert stable.verdict in (stats.REPRODUCED, stats.CONTRADICTED) and stable.ours.startswith(("1 of 1 GKA runs", "0 of 1 GKA runs"))
+    sigma = got["003-vit-sigma-heads"]
+    ratio = sorted(max(x) / min(x) for x in final["sigma"])
+    assert sigma.estimate == pytest.approx(sum(ratio) / 2)  # the median of two layers
+    # one seed: withheld by the first failing gate (sigma's travel, or the seed count)
+    assert sigma.verdict.startswith("not judged ("), sigma.verdict
 
 
 def test_imagefolder_with_the_full_deit_recipe(tmp_path):

@@ -1,6 +1,8 @@
 """The report's benchmark part (the shape of every part: report/part.py): the attention
 kernels (bench_attention.py) and the whole models, a GKA paper Table 4 analogue and the LM
-tables; it judges no claim (the targets are judged by the benchmark itself, on GPU only).
+tables; it judges Table 4's claim (bench_table4.py: GKA-Ti slower and more memory-hungry than
+DeiT-Ti at the paper's shape, on a GPU measurement); the ratio targets are judged by the
+benchmark itself, on GPU only.
 
 Reads `kernattn bench`'s models.csv (and models_ratios.csv) from this scale's bench.out_dir
 and from every folder under results/gpu/ (GPU measurements committed with the device named;
@@ -17,17 +19,17 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import bench_attention, bench_ddp
+from . import bench_attention, bench_ddp, bench_table4
+from .bench_table4 import PAPER_SHAPE
 from .claims import ClaimResult
 from .part import ClaimKind, ReportContext
 
 OUTLINE = ("part-bench", "Benchmarks", (
     ("bench", "Attention kernels: speed and memory"),
     ("bench-models", "Whole models: throughput, memory and MFU (GKA paper Table 4)")))
-CLAIM_KINDS: dict[str, ClaimKind] = {}
+CLAIM_KINDS = {"bench_table4": ClaimKind("bench-models", ("rule",))}
 GPU_DIR = Path("results/gpu")
 CSV_NAME, RATIOS_NAME = "models.csv", "models_ratios.csv"
-PAPER_SHAPE = "224px/16"  # bench.cases' shape label of the paper's ViTs
 
 
 def paper_table4() -> dict:
@@ -132,15 +134,16 @@ def section(ctx: ReportContext) -> dict:
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    return []
+    return [bench_table4.judge(c, section["measured"], paper_table4(), ctx.scale) for c in ctx.claims_of(CLAIM_KINDS)]
 
 
 def _models(folder: Path, params) -> dict:
     """The whole models' tables of every models.csv found."""
     paper = paper_table4()
-    entries = []
+    entries, measured = [], []
     for label, d in sources(params):
         df = pd.read_csv(d / CSV_NAME)
+        measured.append((label, df))
         slug = "scale" if label.startswith("this scale") else d.name
         info = {k: ", ".join(str(v) for v in dict.fromkeys(df[k].dropna())) for k in ("device", "dtype", "torch", "compile")}
         entry = {"label": label, "path": str(d / CSV_NAME), "info": info, "tables": []}
@@ -163,5 +166,5 @@ def _models(folder: Path, params) -> dict:
             entry["tables"].append({"title": "Table 4's training columns: ViTs under DDP on every GPU of the node",
                                     "html": _html(ddp)})
         entries.append(entry)
-    return {"entries": entries, "paper_source": paper.get("source", ""),
+    return {"entries": entries, "measured": measured, "paper_source": paper.get("source", ""),
             "command": f"kernattn bench --scale {params.scale}"}

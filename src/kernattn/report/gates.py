@@ -111,3 +111,13 @@ def params_converged(moved: Sequence[float], travel: float, max_fraction: float,
     return gate(CONVERGED, worst <= max_fraction * travel,
                 f"{what} moved up to {worst:.3f}, {worst / travel:.0%} of Adam's travel limit {travel:.3f} "
                 f"(threshold {max_fraction:.0%})")
+
+
+def logged_travel(steps: Sequence[int], lrs: Sequence[float]) -> float:
+    """adam_travel of a schedule known only at the steps a run logged (metrics.jsonl's train
+    lines: the learning rate every log_every steps): the rate at every step 0 .. last logged
+    step, linearly interpolated between the logged ones (held flat before the first)."""
+    steps, lrs = np.asarray(steps, dtype=float), np.asarray(lrs, dtype=float)
+    if steps.size == 0:
+        return 0.0
+    return adam_travel(np.interp(np.arange(int(steps.max()) + 1), steps, lrs))

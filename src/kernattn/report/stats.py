@@ -509,6 +509,16 @@ def init_family_comparisons(families: dict[str, tuple[str, dict[str, dict[int, f
     return init_verdict(comps), comps
 
 
+def sign_test(k: int, n: int) -> tuple[float, float]:
+    """Exact sign test of k positive signs among n non-zero ones: the one-sided binomial
+    p-values (P(X >= k), P(X <= k)) under X ~ Binomial(n, 1/2); (1, 1) with no signs."""
+    if n == 0:
+        return 1.0, 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(k, n, 0.5, alternative="greater").pvalue), float(binomtest(k, n, 0.5, alternative="less").pvalue)
+
+
 def init_verdict(comps: Sequence[Comparison]) -> str:
     """The verdict of init comparisons (init_family_comparisons' rule), for the whole family or
     for one family's share of its already Holm-adjusted tests."""

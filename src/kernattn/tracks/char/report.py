@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import report_claims, report_figures, report_gpa, report_runs, stages
-from ...report import gates, gka_state
+from . import report_claims, report_figures, report_gpa, report_readings, report_runs, stages
+from ...report import gates, gka_state, stability
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
 
@@ -37,6 +37,13 @@ CLAIM_KINDS = {
     "noninferior": ClaimKind("claims", ("rows", "margin")),   # margin: nats/char or {fraction, of: [NoPE, RoPE]}
     "count": ClaimKind("claims", ("row", "field", "formula")),
     "number": ClaimKind("claims", ("row", "field", "paper_value")),
+    # seed 001's readings of the corpus and the trained banks (report_readings.py)
+    "corpus_peak": ClaimKind("gpa-bump", ("paper_value", "tolerance")),
+    "generated_peak": ClaimKind("gpa-bump", ("row", "tolerance")),
+    "last_layer_bank": ClaimKind("gpa-heads", ("row",)),
+    "layer1_banks": ClaimKind("gpa-banks", ("row", "min_correlation", "max_spread")),
+    "strength_cost": ClaimKind("gpa-heads"),
+    "char_stable": ClaimKind("claims"),   # seed 003's "trains stably" on our char GKA rows (report.stability)
 }
 
 
@@ -70,8 +77,21 @@ def section(ctx: ReportContext) -> dict:
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    return report_claims.judge(ctx.claims_of(CLAIM_KINDS), ctx.params, section["runs_df"], ctx.papers,
-                               section["curves"])
+    readings = ctx.claims_of(report_readings.KINDS)
+    stable = ctx.claims_of(("char_stable",))
+    compared = [c for c in ctx.claims_of(CLAIM_KINDS) if c not in readings and c not in stable]
+    converged = report_claims.convergence(section["runs_df"], section["curves"], ctx.papers)
+    return (report_claims.judge(compared, ctx.params, section["runs_df"], ctx.papers, section["curves"])
+            + report_readings.judge(readings, section["gpa"], ctx.params, converged)
+            + [_stable(c, ctx, section["runs_df"]) for c in stable])
+
+
+def _stable(claim: dict, ctx: ReportContext, runs_df: pd.DataFrame) -> ClaimResult:
+    """"GKA trains stably" over every run of the matrix's GKA rows (report.stability)."""
+    gka = {r.name for r in ctx.params.matrix.rows if r.variant == "gka"}
+    records = [(rid, stability.read_record(stages.run_dir(ctx.params, rid) / "metrics.jsonl"))
+               for rid, row in zip(runs_df["run_id"], runs_df["row"]) if row in gka]
+    return stability.judge(claim, records, stability.rule(ctx.papers), ctx.scale)
 
 
 def _gka_notes(p, runs: list) -> list[dict]:

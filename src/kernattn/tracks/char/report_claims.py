@@ -136,7 +136,7 @@ def _judge_comparisons(claims: list[dict], st: Setting) -> dict[str, ClaimResult
     return out
 
 
-def _convergence(runs_df: pd.DataFrame, curves: dict, papers: dict) -> dict[str, str | None]:
+def convergence(runs_df: pd.DataFrame, curves: dict, papers: dict) -> dict[str, str | None]:
     """row -> the convergence gate's verdict for its worst seed (None: every seed converged)."""
     th = gates.thresholds(papers)
     out = {}
@@ -205,7 +205,7 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
 
     other = next(x for x in JUDGED if x != judged)
     st = Setting(judged, _seed_values(runs_df, column[judged]), _seed_values(runs_df, column[other]),
-                 _convergence(runs_df, curves, papers) if curves is not None else {}, missing_note, scale,
+                 convergence(runs_df, curves, papers) if curves is not None else {}, missing_note, scale,
                  f"{other} loss")
     compared = _judge_comparisons([c for c in claims if c["kind"] in ("order", "noninferior")], st)
     results = []

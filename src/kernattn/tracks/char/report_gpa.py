@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import report_bankgate
+from . import report_bankgate, report_readings
 from .analysis import plots
 from .stages import SUMMARY, analysis_dir, corpus_dir, gpa_runs
 from ...config import Params, RunSpec
@@ -179,8 +179,10 @@ def _run_record(a: RunAnalysis, assets: Path, tables: Path, train, max_travel: f
     h, g = s["heads"], s["generated"]
     l1 = s["bumps"]["trained"][0]
     gate = report_bankgate.bank_gate(kernels, a.spec.options, train, max_travel)
+    banks = a.folder / "banks_trained.csv"
+    layer1 = report_readings.layer1_similarity(pd.read_csv(banks)) if banks.is_file() else None
     return {
-        "bank_converged": gate.passed, "bank_gate": gate.why,
+        "bank_converged": gate.passed, "bank_gate": gate.why, "layer1": layer1,
         "trained_png": _copy(a.folder / "banks_trained.png", assets / f"gpa-{rid}-banks_trained.png"),
         "csv": csvs, "dominant": dominant, "kernels_full": full,
         "bumps_l1": l1, "bumps_init_l1": s["bumps"]["init"][0],

@@ -30,7 +30,7 @@ import yaml
 
 from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from .core_eval import KINDS, RANDOM_BASELINE
-from ...report import gates, gka_state, stats
+from ...report import gates, gka_state, stability, stats
 from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
 from .stages import data_outputs, eval_path, run_dir, runs
@@ -38,7 +38,8 @@ from .stages import data_outputs, eval_path, run_dir, runs
 OUTLINE = ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", (
     ("lm", "Baseline vs GKA-LM: Tables 6-8"),))
 CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm"),
-               "lm_gap": ClaimKind("lm"), "lm_train_flops": ClaimKind("lm"), "lm_core_tasks": ClaimKind("lm", ("directions",))}
+               "lm_gap": ClaimKind("lm"), "lm_train_flops": ClaimKind("lm"), "lm_core_tasks": ClaimKind("lm", ("directions",)),
+               "lm_stable": ClaimKind("lm")}
 PAPER_FILE = Path(__file__).with_name("paper_lm.yaml")
 PAIR = ("nanochat baseline", "GKA-LM")  # the models of Table 8 the claims compare (rows' `paper` field)
 TASKS = tuple(KINDS)
@@ -228,6 +229,9 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     out = []
     for claim in ctx.claims_of(CLAIM_KINDS):
         kind = claim["kind"]
+        if kind == "lm_stable":
+            out.append(_stable_claim(claim, ctx, section.get("groups", {})))
+            continue
         if kind == "lm_count":
             out.append(_count_claim(claim, section["d20"]))
         elif kind == "lm_train_flops":
@@ -265,20 +269,18 @@ def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
 
 def _train_curve(path: Path) -> tuple[list[int], list[float]]:
     """(steps, losses) of a run's train lines; empty when the file is absent or unreadable."""
-    steps, losses = [], []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return steps, losses
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and rec.get("split") == "train" and isinstance(rec.get("loss"), (int, float)):
-            steps.append(int(rec["step"]))
-            losses.append(float(rec["loss"]))
-    return steps, losses
+    rec = stability.read_record(path)
+    return list(rec.steps), list(rec.losses)
+
+
+def _stable_claim(claim: dict, ctx: ReportContext, groups: dict) -> ClaimResult:
+    """"GKA-LM trains stably" over every finished run (one with an evaluation: `groups`) of
+    every GKA row of lm.rows (report.stability)."""
+    gka = {r.name for r in ctx.params.lm.rows if r.variant == "gka"}
+    done = {x["run_id"] for row in gka for x in groups.get(row, [])}
+    records = [(spec.run_id, stability.read_record(run_dir(ctx.params, spec.run_id) / "metrics.jsonl"))
+               for spec in runs(ctx.params) if spec.run_id in done]
+    return stability.judge(claim, records, stability.rule(ctx.papers), ctx.scale)
 
 
 def _gka_state(params, name: str) -> str:

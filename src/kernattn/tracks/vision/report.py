@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import stages
+from . import report_gka, stages
 from ...report import gka_state, stats
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
@@ -28,7 +28,8 @@ from ...report.part import ClaimKind, ReportContext
 OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)", (
     ("vision", "GKA on vision: counts, top-1 and attention maps"),))
 CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision"),
-               "vision_flops": ClaimKind("vision"), "vision_vlt": ClaimKind("vision")}
+               "vision_flops": ClaimKind("vision"), "vision_vlt": ClaimKind("vision"),
+               "vision_stable": ClaimKind("vision"), "vision_sigma": ClaimKind("vision", ("min_ratio",))}
 PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
 PAIR = ("GKA-Ti", "DeiT-Ti")  # 003-vit-top1: the rows whose `paper` names these models of Table 5
 FIGURES = [  # (file or prefix, caption); seed 003 section 7
@@ -184,7 +185,7 @@ def _gka_state(row, finals: dict, section: dict, seeds: list[int]) -> str:
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    """Seed 003's vision claims (kinds vision_count, vision_top1) on the section's numbers."""
+    """Seed 003's vision claims on the section's numbers (the training readings: report_gka)."""
     out = []
     for claim in ctx.claims_of(CLAIM_KINDS):
         if not section.get("enabled"):
@@ -193,6 +194,10 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
             out.append(_count_claim(claim, section["counts_table"]))
         elif claim["kind"] == "vision_vlt":
             out.append(_vlt_claim(claim, section, ctx.scale))
+        elif claim["kind"] == "vision_stable":
+            out.append(report_gka.stable_claim(claim, ctx.params, ctx.papers, ctx.scale, section["finals"]))
+        elif claim["kind"] == "vision_sigma":
+            out.append(report_gka.sigma_claim(claim, section, ctx.params, ctx.papers, ctx.scale))
         else:
             out.append(_top1_claim(claim, section, ctx.scale))
     return out

@@ -1,0 +1,133 @@
+"""Seed 003's "GKA trains stably" as a rule on every GKA run's training record (issue 25).
+
+A run trains stably when its metrics.jsonl (the engine's record: a train line every
+log_every steps holding the mean loss since the last one) has
+
+  - no divergence line (the engine ends a diverged run with {"status": "FAILED", ...}),
+  - no non-finite training loss, and
+  - after the first `skip_fraction` of training (warm-up and the first fast fall, where a
+    loss still far above its later minimum is expected), no train line above
+    `spike_factor` x the running minimum of the lines before it.
+
+The train lines are already means over log_every steps, so a single noisy batch does not
+make a spike. Both numbers are fixed in paper_numbers.yaml (`stability:`) before the runs.
+The claim's verdict: reproduced when every GKA run of the part is stable, contradicted when
+one is not (the run and what happened are named), not run without a GKA run, not judged
+while a GKA run's metrics.jsonl is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import stats
+from .claims import ClaimResult
+
+
+@dataclass(frozen=True)
+class Rule:
+    """paper_numbers.yaml `stability:`."""
+
+    spike_factor: float    # a train line above this x the running minimum is a spike
+    skip_fraction: float   # of the training steps, before which no spike is counted
+
+
+def rule(papers: dict) -> Rule:
+    s = papers.get("stability") or {}
+    try:
+        r = Rule(float(s["spike_factor"]), float(s["skip_fraction"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"paper_numbers.yaml: stability needs numbers spike_factor and skip_fraction ({exc})") from None
+    if not (r.spike_factor > 1 and 0 <= r.skip_fraction < 1):
+        raise ValueError(f"paper_numbers.yaml: stability.spike_factor must exceed 1 and skip_fraction lie in [0, 1); "
+                         f"got {r.spike_factor} and {r.skip_fraction}")
+    return r
+
+
+@dataclass(frozen=True)
+class TrainRecord:
+    """A run's train lines (step, mean loss) and its divergence, as metrics.jsonl holds them."""
+
+    steps: tuple[int, ...]
+    losses: tuple[float, ...]
+    lrs: tuple[float | None, ...] = ()   # the learning rate each train line logged (None: not logged)
+    failure: str | None = None     # the FAILED line's error, when the run diverged
+    missing: bool = False          # no readable metrics.jsonl
+
+
+def read_record(path: str | Path) -> TrainRecord:
+    """metrics.jsonl's train lines and FAILED line; a missing file is `missing`, a torn last
+    line (a run killed mid-write) is skipped."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return TrainRecord((), (), missing=True)
+    steps, losses, lrs, failure = [], [], [], None
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(rec, dict):
+            continue
+        if rec.get("status") == "FAILED":
+            failure = str(rec.get("error", "diverged"))
+        elif rec.get("split") == "train" and isinstance(rec.get("loss"), (int, float)):
+            steps.append(int(rec["step"]))
+            losses.append(float(rec["loss"]))
+            lrs.append(float(rec["lr"]) if isinstance(rec.get("lr"), (int, float)) else None)
+    return TrainRecord(tuple(steps), tuple(losses), tuple(lrs), failure)
+
+
+def unstable_because(record: TrainRecord, r: Rule) -> str | None:
+    """Why the run did not train stably (one clause), or None when it did."""
+    if record.failure is not None:
+        return f"diverged ({record.failure})"
+    if not record.losses:
+        return "no train lines"
+    bad = next((s for s, x in zip(record.steps, record.losses) if not math.isfinite(x)), None)
+    if bad is not None:
+        return f"non-finite train loss at step {bad}"
+    start = r.skip_fraction * max(record.steps)
+    low = math.inf
+    for step, loss in zip(record.steps, record.losses):
+        if step > start and low < math.inf and loss > r.spike_factor * low:
+            return f"train loss {loss:.4f} at step {step} is {loss / low:.2f}x its running minimum {low:.4f}"
+        low = min(low, loss)
+    return None
+
+
+def worst_ratio(record: TrainRecord, r: Rule) -> float | None:
+    """The largest train line over its running minimum after the skipped start (1: never above)."""
+    if not record.losses or any(not math.isfinite(x) for x in record.losses):
+        return None
+    start, low, worst = r.skip_fraction * max(record.steps), math.inf, 1.0
+    for step, loss in zip(record.steps, record.losses):
+        if step > start and low < math.inf:
+            worst = max(worst, loss / low)
+        low = min(low, loss)
+    return worst
+
+
+def judge(claim: dict, records: Sequence[tuple[str, TrainRecord]], r: Rule, scale: str) -> ClaimResult:
+    """The claim over every GKA run (run id, record) of a part (module docstring)."""
+    if not records:
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no GKA runs at this scale")
+    missing = [rid for rid, rec in records if rec.missing]
+    if missing:
+        return ClaimResult(claim, stats.not_judged(f"no metrics.jsonl for {', '.join(missing)}"), scale=scale,
+                           ours="—", detail="the training record of every GKA run is needed")
+    why = {rid: unstable_because(rec, r) for rid, rec in records}
+    ratios = [x for _, rec in records if (x := worst_ratio(rec, r)) is not None]
+    bad = [f"{rid}: {w}" for rid, w in why.items() if w is not None]
+    rule_text = (f"rule: no divergence, no non-finite train loss, no train line above {r.spike_factor:g}x its "
+                 f"running minimum after the first {r.skip_fraction:.0%} of training")
+    ours = f"{len(records) - len(bad)} of {len(records)} GKA runs stable"
+    if ratios:
+        ours += f"; largest train line / running minimum {max(ratios):.3f}"
+    return ClaimResult(claim, stats.CONTRADICTED if bad else stats.REPRODUCED, scale=scale, ours=ours,
+                       estimate=max(ratios) if ratios else None, detail="; ".join([rule_text, *bad]))

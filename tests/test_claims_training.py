@@ -1,0 +1,149 @@
+"""Seed 003's claims about how GKA trains and runs (issue 25), each rule on constructed data
+with a known answer: "trains stably" (report.stability), bandwidths specialising across heads
+(tracks.vision.report_gka) and Table 4's runtime and memory (report.bench_table4)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from kernattn.config import load_params
+from kernattn.report import bench_models, bench_table4, build, gates, stability, stats
+from kernattn.tracks.vision import report_gka
+from kernattn.tracks.vision import stages as vision_stages
+
+from .test_report import PARAMS
+
+RULE = stability.Rule(spike_factor=1.5, skip_fraction=0.1)
+STEPS = tuple(range(0, 101, 10))
+FALLING = tuple(3.0 - 0.1 * i for i in range(len(STEPS)))  # 3.0 .. 2.0, never a spike
+
+
+def _claim(cid: str) -> dict:
+    return next(c for c in build.load_paper_numbers()["claims"] if c["id"] == cid)
+
+
+def _record(losses, failure=None) -> stability.TrainRecord:
+    return stability.TrainRecord(STEPS, tuple(losses), (1e-3,) * len(losses), failure)
+
+
+def test_stability_rule_on_constructed_curves():
+    assert stability.unstable_because(_record(FALLING), RULE) is None
+    spiky = list(FALLING)
+    spiky[6] = 1.51 * min(FALLING[:6])   # step 60: 1.51x the running minimum 2.5
+    assert stability.unstable_because(_record(spiky), RULE) == (
+        f"train loss {spiky[6]:.4f} at step 60 is 1.51x its running minimum 2.5000")
+    assert stability.worst_ratio(_record(spiky), RULE) == pytest.approx(1.51)
+    spiky[6] = 1.49 * min(FALLING[:6])   # below the factor: stable
+    assert stability.unstable_because(_record(spiky), RULE) is None
+    early = list(FALLING)
+    early[1] = 10.0                       # step 10 = the skipped first 10%: warm-up, not a spike
+    assert stability.unstable_because(_record(early), RULE) is None
+    nan = list(FALLING)
+    nan[3] = math.nan
+    assert stability.unstable_because(_record(nan), RULE) == "non-finite train loss at step 30"
+    assert stability.unstable_because(_record(FALLING, "loss is nan"), RULE) == "diverged (loss is nan)"
+
+
+def test_stability_record_and_verdicts(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    lines = [{"step": s, "split": "train", "loss": x, "lr": 0.01} for s, x in zip(STEPS, FALLING)]
+    lines.insert(2, {"step": 15, "split": "val", "loss": 9.0})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines)
+                    + json.dumps({"step": 101, "status": "FAILED", "error": "non-finite loss"}) + "\n{\"torn")
+    rec = stability.read_record(path)
+    assert rec.steps == STEPS and rec.losses == pytest.approx(FALLING) and rec.failure == "non-finite loss"
+    assert rec.lrs == (0.01,) * len(STEPS) and stability.read_record(tmp_path / "none").missing
+
+    claim = _claim("003-vit-stable")
+    ok = stability.judge(claim, [("gka-s0", _record(FALLING)), ("gka-s1", _record(FALLING))], RULE, "paper")
+    assert ok.verdict == stats.REPRODUCED and ok.ours.startswith("2 of 2 GKA runs stable")
+    assert stability.judge(claim, [("gka-s0", _record(FALLING))], RULE, "tiny").shown == "consistent at tiny"
+    bad = stability.judge(claim, [("gka-s0", _record(FALLING)), ("gka-s1", rec)], RULE, "paper")
+    assert bad.verdict == stats.CONTRADICTED and "gka-s1: diverged (non-finite loss)" in bad.detail
+    gone = stability.judge(claim, [("gka-s0", stability.TrainRecord((), (), missing=True))], RULE, "paper")
+    assert gone.verdict == "not judged (no metrics.jsonl for gka-s0)"
+    assert stability.judge(claim, [], RULE, "paper").verdict == stats.NOT_RUN
+    assert stability.rule(build.load_paper_numbers()) == RULE  # the shipped, pre-registered rule
+    with pytest.raises(ValueError, match="stability.spike_factor must exceed 1"):
+        stability.rule({"stability": {"spike_factor": 1.0, "skip_fraction": 0.1}})
+
+
+def test_logged_travel_interpolates_the_schedule():
+    # lr logged at steps 0, 10 (0.0 -> 1.0): every step 0..10 at 0.1 * step, summed = 5.5
+    assert gates.logged_travel([0, 10], [0.0, 1.0]) == pytest.approx(5.5)
+    assert gates.logged_travel([], []) == 0.0
+
+
+def _vision_runs(params, sigma_by_seed: dict, lr: float) -> dict:
+    finals = {}
+    for seed, sigma in sigma_by_seed.items():
+        rid = f"gka-s{seed}"
+        folder = vision_stages.run_dir(params, rid)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": s, "split": "train", "loss": x, "lr": lr}) + "\n" for s, x in zip(STEPS, FALLING)))
+        finals[rid] = {"sigma": sigma}
+    return finals
+
+
+def test_sigma_specialisation_on_constructed_bandwidths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # vision.out_dir is relative
+    p = load_params(PARAMS, "paper")
+    claim = _claim("003-vit-sigma-heads")
+    assert report_gka.head_ratio([[1.0, 2.0, 4.0], [1.0, 1.5, 3.0], [1.0, 1.1, 1.2]]) == pytest.approx(3.0)
+    spread = {s: [[1.0, 1.8 + 0.1 * s, 2.2]] * 12 for s in (0, 1, 2)}  # ratios 2.2, 2.2, 2.2 + spread below
+    spread[2] = [[1.0, 1.9, 2.4]] * 12
+    # travel 0.02 x 101 steps = 2.02; log 2.4 = 0.875 < 0.5 x 2.02: converged
+    res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.02)}, p, build.load_paper_numbers(), "paper")
+    assert res.verdict == stats.REPRODUCED, res.ours
+    assert res.estimate == pytest.approx((2.2 + 2.2 + 2.4) / 3) and res.lo < res.estimate < res.hi
+    flat = {s: [[1.0, 1.05, 1.1 + 0.01 * s]] * 12 for s in (0, 1, 2)}  # ratios ~1.1: below 1.5
+    res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, flat, 0.02)}, p, build.load_paper_numbers(), "paper")
+    assert res.verdict == stats.CONTRADICTED
+    # travel 0.001 x 101 = 0.101: log 2.4 moved 8.7x the limit, still travelling -> not judged
+    res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.001)}, p, build.load_paper_numbers(), "paper")
+    assert res.verdict.startswith("not judged (not converged: gka-s0: log sigma moved up to")
+    two = {k: v for k, v in _vision_runs(p, spread, 0.02).items() if k != "gka-s2"}
+    assert report_gka.sigma_claim(claim, {"finals": two}, p, build.load_paper_numbers(), "paper").verdict \
+        == "not judged (2 seeds)"
+
+
+def _bench(gka: tuple[float, float, float], device: str, mfu=None) -> pd.DataFrame:
+    """deit_tiny and gka_tiny at 224 px: (infer img/s, train img/s, train MiB) of GKA; DeiT's 100, 10, 50."""
+    rows = []
+    for model, (inf, tr, mem) in (("deit_tiny", (100.0, 10.0, 50.0)), ("gka_tiny", gka)):
+        rows += [{"family": "vit", "model": model, "mode": "infer", "batch": 4, "items_per_s": inf, "peak_mib": 9.0,
+                  "status": "ok", "shape": "224px/16 d192 12x3", "device": device, "mfu": mfu},
+                 {"family": "vit", "model": model, "mode": "infer", "batch": 2, "items_per_s": inf / 2, "peak_mib": 5.0,
+                  "status": "ok", "shape": "224px/16 d192 12x3", "device": device, "mfu": mfu},
+                 {"family": "vit", "model": model, "mode": "train", "batch": 4, "items_per_s": tr, "peak_mib": mem,
+                  "status": "ok", "shape": "224px/16 d192 12x3", "device": device, "mfu": mfu}]
+    return pd.DataFrame(rows)
+
+
+def test_table4_claim_on_constructed_benchmarks():
+    table4 = bench_models.paper_table4()
+    paper = bench_table4.paper_ratios(table4)
+    assert paper["infer img/s"] == pytest.approx(37806 / 43182) and paper["train b64 MiB"] == pytest.approx(2484 / 1245)
+    r = bench_table4.ratios(_bench((80.0, 6.0, 100.0), "NVIDIA H100 80GB HBM3"))
+    assert r == pytest.approx({"infer img/s": 0.8, "train b4 img/s": 0.6, "train b4 MiB": 2.0})
+    claim = _claim("003-table4-runtime")
+    gpu = bench_table4.judge(claim, [("GPU: h100", _bench((80.0, 6.0, 100.0), "NVIDIA H100 80GB HBM3"))], table4, "tiny")
+    assert gpu.verdict == stats.REPRODUCED and gpu.estimate == pytest.approx(0.6)
+    assert "paper (RTX 5090): infer img/s 0.88x" in gpu.detail
+    faster = bench_table4.judge(claim, [("g", _bench((120.0, 12.0, 40.0), "NVIDIA H100 80GB HBM3"))], table4, "paper")
+    assert faster.verdict == stats.CONTRADICTED
+    mixed = bench_table4.judge(claim, [("g", _bench((80.0, 12.0, 100.0), "NVIDIA H100 80GB HBM3"))], table4, "paper")
+    assert mixed.verdict == stats.INCONCLUSIVE
+    cpu = _bench((80.0, 6.0, 100.0), "AMD EPYC 7B13")
+    res = bench_table4.judge(claim, [("this scale (tiny)", cpu), ("GPU: h100", _bench((120.0, 12.0, 40.0), "x", 0.3))],
+                             table4, "paper")
+    assert res.verdict == stats.CONTRADICTED and "(GPU: h100)" in res.ours  # a GPU measurement wins over the CPU's
+    res = bench_table4.judge(claim, [("this scale (tiny)", cpu)], table4, "paper")
+    assert res.verdict.startswith("not comparable (measured on a CPU (AMD EPYC 7B13)")
+    assert "train b4 img/s 0.60x" in res.ours  # the ratio is shown all the same
+    assert bench_table4.judge(claim, [("x", cpu[cpu["model"] == "deit_tiny"])], table4, "paper").verdict == stats.NOT_RUN
