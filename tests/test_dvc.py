@@ -1,16 +1,20 @@
-"""The generated dvc.yaml under real DVC: `dvc repro report` runs the micro DAG (the main one,
-what `snakemake all` runs) and is then up to date, and `dvc exp run -S key=value` reruns exactly
-the stages that read that key.
+"""The generated dvc.yaml under real DVC, on the micro DAG's outputs as Snakemake made them
+(the `micro_dag_snapshot` fixture: the DAG is trained once per session, not again here).
+`dvc commit` adopts them: it hashes every dep and out dvc.yaml declares and fails on one that
+Snakemake did not write, so passing checks dvc.yaml's paths against Snakemake's, and `dvc repro
+report` is then up to date. Outputs deleted are rebuilt by `dvc repro` (each track's training
+stage and the report), rerunning only what reads an output that changed; and `dvc exp run -S
+key=value` reruns exactly the stages that read that key.
 
-One repro serves every test here (a module fixture: the whole micro DAG is the expensive part),
-so the tests share an xdist group and run in file order. DVC runs stages one at a time, so the
-studies' stages (dvc.yaml has them too: `dvc repro` alone runs them after the main DAG) are not
-run here: tests/test_pipeline.py checks that they are Snakemake's jobs with the same params,
-and tests/test_studies_stages.py runs them through Snakemake."""
+The tests share one workspace (a module fixture) and an xdist group, and run in file order.
+The studies' stages (dvc.yaml has them too: `dvc repro` alone runs them after the main DAG)
+are not run here: tests/test_pipeline.py checks that they are Snakemake's jobs with the same
+params, and tests/test_studies_stages.py runs them through Snakemake."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -18,49 +22,82 @@ import yaml
 
 from kernattn.cli import main
 
-from .test_pipeline import BIN, check_outputs, make_workspace, run
+from .test_pipeline import BIN, check_outputs, run
 
 pytestmark = pytest.mark.xdist_group("dvc")
+# What `dvc repro` must rebuild once deleted: each track's data or a training run of it, and
+# the page (the other outputs stay, so DVC reruns only what reads an output that changed).
+REBUILT = {"prepare": "results/micro/data/dickens", "train@rope-s0": "results/micro/runs/rope-s0",
+           "train_lm@base-s0": "results/micro/lm/runs/base-s0",
+           "train_vision@deit-s0": "results/micro/vision/runs/deit-s0", "report": "report/index.html"}
 
 
 def git(ws, *args):
-    proc = subprocess.run(["git", *args], cwd=ws, capture_output=True, text=True)
+    proc = subprocess.run(["git", *args], cwd=ws, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
+def dvc(ws, *args) -> str:
+    proc = run([str(BIN / "dvc"), *args], ws)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"dvc {' '.join(args)}:\n{out[-3000:]}"
+    return out
+
+
 @pytest.fixture(scope="module")
-def reproduced(tmp_path_factory):
-    """A git + DVC workspace after one `dvc repro` of the micro DAG, committed as the baseline."""
-    ws = make_workspace(tmp_path_factory.mktemp("dvc") / "ws")
+def adopted(micro_dag_snapshot, tmp_path_factory):
+    """A git + DVC workspace holding a copy of the micro DAG's outputs, recorded by `dvc commit`
+    of `report` and everything it depends on, committed as the baseline."""
+    ws = tmp_path_factory.mktemp("dvc") / "ws"
+    shutil.copytree(micro_dag_snapshot, ws, symlinks=True)
     assert main(["dvc-yaml", "--params", str(ws / "params.yaml"), "--out", str(ws / "dvc.yaml")]) == 0
     git(ws, "init", "-q")
     git(ws, "config", "user.email", "ci@kernattn.invalid")
     git(ws, "config", "user.name", "kernattn ci")
-    assert run([str(BIN / "dvc"), "init", "-q"], ws).returncode == 0
+    dvc(ws, "init", "-q")
     (ws / ".gitignore").write_text("results/\nreport/\n.snakemake/\n")
-    first = run([str(BIN / "dvc"), "repro", "report"], ws)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    dvc(ws, "commit", "--force", "--with-deps", "report")
     git(ws, "add", "-A")
     git(ws, "commit", "-q", "-m", "baseline")
-    return ws, first.stdout + first.stderr
+    return ws
 
 
-def test_dvc_repro_runs_the_same_stages_and_then_is_up_to_date(reproduced):
-    ws, out = reproduced
-    check_outputs(ws)
+def test_dvc_adopts_snakemakes_outputs_and_is_then_up_to_date(adopted):
+    ws = adopted
+    lock = yaml.safe_load((ws / "dvc.lock").read_text())["stages"]
+    assert set(REBUILT) <= set(lock) and "analyze_gpa@gpa_dp_m8-s0" in lock, sorted(lock)
+    assert not [s for s in lock if s.startswith(("train_gka_init", "train_wrap", "prune"))]  # not the report's inputs
+    out = dvc(ws, "repro", "report")
+    assert "Data and pipelines are up to date" in out, out[-3000:]
+    assert not _stages(out, "Running stage '"), out[-3000:]
     for stage in ("prepare", "train@rope-s0", "train_lm@base-s0", "train_vision@deit-s0", "report"):
-        assert f"Running stage '{stage}'" in out, out[-3000:]
+        assert f"Stage '{stage}' didn't change, skipping" in out, out[-3000:]
+
+
+def test_dvc_repro_rebuilds_deleted_outputs_and_reruns_only_what_reads_them(adopted):
+    ws = adopted
+    lock = yaml.safe_load((ws / "dvc.lock").read_text())["stages"]
+    for path in REBUILT.values():
+        (shutil.rmtree if (ws / path).is_dir() else (ws / path).unlink)(ws / path)
+    # DVC would check the corpus out of its run cache (same command, deps and params): force it
+    forced = dvc(ws, "repro", "--force", "--single-item", "prepare")
+    assert _stages(forced, "Running stage '") == ["prepare"], forced[-3000:]
+    out = dvc(ws, "repro", "report")
+    ran, readers = set(_stages(out, "Running stage '")), _readers(lock, set(REBUILT))
+    assert set(REBUILT) - {"prepare"} <= ran <= readers - {"prepare"}, (sorted(ran), sorted(readers))
     assert "Running stage 'train_gka_init" not in out  # the studies are not the report's inputs
-    second = run([str(BIN / "dvc"), "repro", "report"], ws)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "Data and pipelines are up to date" in second.stdout + second.stderr
-    for stage in ("prepare", "train@rope-s0", "report"):
-        assert f"Stage '{stage}' didn't change, skipping" in second.stdout + second.stderr
+    # the corpus came out the same, so the run that was kept is not trained again
+    assert "Stage 'train@gpa_dp_m8-s0' didn't change, skipping" in out, out[-3000:]
+    check_outputs(ws)
+    again = dvc(ws, "repro", "report")
+    assert "Data and pipelines are up to date" in again, again[-3000:]
+    git(ws, "add", "-A")
+    git(ws, "commit", "-q", "--allow-empty", "-m", "rebuilt by dvc repro")  # the exp run's baseline
 
 
-def test_dvc_exp_run_with_one_changed_param_reruns_only_its_dependents(reproduced):
-    ws, _ = reproduced
+def test_dvc_exp_run_with_one_changed_param_reruns_only_its_dependents(adopted):
+    ws = adopted
     # The micro scale does not override analysis.temperature, so this changes every GPA
     # analysis (their samples) and whatever reads their outputs; nothing that trains.
     lock = yaml.safe_load((ws / "dvc.lock").read_text())["stages"]
@@ -98,13 +135,19 @@ def _watchers(lock: dict, section: str) -> set[str]:
 
 
 def _dependents(lock: dict, section: str) -> set[str]:
-    """The watchers of `section` and every stage that reads (a path under) one of their
-    outputs, transitively: what DVC may rerun when it changes."""
+    """The watchers of `section` and every stage that reads their outputs, transitively: what
+    DVC may rerun when it changes."""
+    return _readers(lock, _watchers(lock, section))
+
+
+def _readers(lock: dict, stages: set[str]) -> set[str]:
+    """`stages` and every stage of dvc.lock that reads (a path under) one of their outputs,
+    transitively."""
     def reads(stage, outs):
         return any(d["path"] == o or d["path"].startswith(o.rstrip("/") + "/") or o.startswith(d["path"] + "/")
                    for d in stage.get("deps", []) for o in outs)
 
-    found = _watchers(lock, section)
+    found = set(stages)
     grew = True
     while grew:
         outs = [o["path"] for name in found for o in lock[name].get("outs", [])]
