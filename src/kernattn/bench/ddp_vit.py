@@ -76,7 +76,22 @@ def run(job: Job, ranks: int) -> list[dict]:
     return combine(json.loads(Path(job.out).read_text()))
 
 
+def error_file(job: Job, rank: int) -> Path:
+    """Where rank `rank` leaves its own error: torch.multiprocessing reports whichever rank it
+    finds dead first, often a peer's 'connection closed' rather than the rank that failed."""
+    return Path(f"{job.out}.error-{rank}")
+
+
 def _rank_main(rank: int, job: Job, ranks: int, port: int) -> None:
+    try:
+        _rank_body(rank, job, ranks, port)
+    except BaseException as exc:
+        last = (str(exc).strip().splitlines() or [""])[-1][:200]
+        error_file(job, rank).write_text(f"{type(exc).__name__}: {last}")
+        raise
+
+
+def _rank_body(rank: int, job: Job, ranks: int, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     world = World(rank, ranks, rank)
     device = device_of(world, torch.device(job.device))

@@ -67,7 +67,9 @@ def run_part(ctx: Context, log) -> PartResult:
         log(f"vit_ddp: {ranks} rank(s) on {ctx.device.type}, batches {job.batches} per rank")
         rows = ddp_vit.run(job, ranks)
     except ProcessException as exc:  # a rank raised or died; torch.multiprocessing ended the others
-        rows, failed = [], f"rank {exc.error_index} failed: {str(exc).strip().splitlines()[-1][:200]}"
+        own = {r: ddp_vit.error_file(job, r).read_text() for r in range(ranks) if ddp_vit.error_file(job, r).is_file()}
+        own = own or {exc.error_index: str(exc).strip().splitlines()[-1][:200]}
+        rows, failed = [], "; ".join(f"rank {r} failed: {msg}" for r, msg in sorted(own.items()))
         log(f"vit_ddp: {failed}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
