@@ -23,7 +23,6 @@ import gc
 import hashlib
 import json
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +30,9 @@ import torch
 
 from ..engine.dist import World, device_of, gather, process_group, shard
 from ..io import atomic_write_json
+from ..tracking_server import free_port
 from .models import Case, Settings, held_bytes, quartiles, step_fn
+from .stage import DTYPES
 from .timing import device_name, peak_bytes, time_step, utc_timestamp
 
 SCHEMA = {
@@ -40,7 +41,6 @@ SCHEMA = {
     "step_ms": float, "step_ms_iqr": float, "reps": int, "peak_mib": float, "params": int, "in_sync": bool,
     "status": str, "device": str, "dtype": str, "torch": str, "compile": bool, "timestamp": str,
 }
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -58,12 +58,6 @@ class Job:
     reps: int = 10
     out: str = "ddp_vit.json"         # rank 0 writes every rank's rows here
     timeout_s: float = 600.0          # a collective waiting longer (a rank died) raises
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(job: Job, ranks: int) -> list[dict]:
