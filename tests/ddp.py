@@ -1,6 +1,11 @@
-"""Start a kernattn command as N ranks on this machine (gloo on CPU), as torchrun would, but by
-forking this test process: a rank starts in milliseconds (no second import of torch), and
-each rank is a process of its own that a test can signal or kill.
+"""Start a kernattn command as N ranks on this machine (gloo on CPU), as torchrun would, but
+forked from a fork server that imported torch and kernattn once: a rank starts in milliseconds
+(no second import of torch), and each rank is a process of its own that a test can signal or
+kill. Not forked from the test process itself: once a process has run a backward pass (any
+earlier test in the same pytest worker), autograd's threads make a forked child's backward
+fail ("Unable to handle autograd's threading in combination with fork-based multiprocessing").
+The server never runs autograd, so its children start clean; they get the test's environment
+and working directory as they are at launch, not the server's.
 
     ranks = launch(["train", "--params", p, "--run", "rope-s0"], n=2, logs=tmp_path / "a")
     codes = wait(ranks)          # exit codes in rank order (-9: killed)
@@ -12,7 +17,6 @@ the one-process run the others are compared with.
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 import signal
@@ -29,7 +33,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(argv: list[str], env: dict[str, str], log: str) -> None:
+def _rank_main(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
+    os.chdir(cwd)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -37,12 +42,13 @@ def _rank_main(argv: list[str], env: dict[str, str], log: str) -> None:
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.environ.clear()
     os.environ.update(env)
     code = 1
     try:
         import torch
 
-        torch.set_num_threads(1)  # a forked child never reuses the parent's OpenMP pool
+        torch.set_num_threads(1)  # a forked child never reuses the server's OpenMP pool
         from kernattn import cli
 
         code = cli.main(argv)
@@ -61,23 +67,27 @@ WARM = {"train": ("kernattn.tracks.char.track",), "train-lm": ("kernattn.tracks.
                          "timm.utils")}
 
 
-def _warm(command: str) -> None:
-    """Import here, once, what every rank would import itself (torch._dynamo, which AdamW loads,
-    takes seconds; the track's modules): the forked ranks inherit them."""
-    for name in ("torch._dynamo", "torch.distributed", "torch.nn.parallel", "kernattn.cli", "mlflow",
-                 *WARM.get(command, ())):
-        importlib.import_module(name)
+# What the fork server imports once, before its first child: what every rank would import
+# itself (torch._dynamo, which AdamW loads, takes seconds; every track's modules).
+PRELOAD = ("torch", "torch._dynamo", "torch.distributed", "torch.nn.parallel", "kernattn.cli", "mlflow",
+           *sorted({name for names in WARM.values() for name in names}), __name__)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))  # read when this process's server starts (its first launch)
+    return ctx
 
 
 def launch(argv: list[str], n: int, logs: Path, **env: str) -> list[multiprocessing.Process]:
-    _warm(argv[0])
-    ctx = multiprocessing.get_context("fork")
+    ctx = _context()
     port = str(free_port())
     procs = []
     for rank in range(n):
         world = ({"RANK": str(rank), "WORLD_SIZE": str(n), "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
                   "MASTER_PORT": port} if n > 1 else {})
-        proc = ctx.Process(target=_rank_main, args=(argv, {**world, **env}, f"{logs}.{rank}.log"), daemon=True)
+        proc = ctx.Process(target=_rank_main, args=(argv, {**os.environ, **world, **env}, os.getcwd(),
+                                                    f"{logs}.{rank}.log"), daemon=True)
         proc.start()
         procs.append(proc)
     return procs

@@ -66,22 +66,16 @@ def test_the_vit_ddp_part_trains_on_two_gloo_ranks_that_stay_in_sync(tmp_path):
 
 
 def test_a_rank_that_fails_fails_the_part_in_one_line(tmp_path, monkeypatch):
-    """Rank 1 raises in its first measurement (the ranks are forked on a CPU: they inherit the
-    patch): the other rank is ended, the part fails with the rank's error, and no row is written."""
+    """Rank 1 raises before its first measurement (the test hook; the spawned ranks read this
+    process's environment): the other rank is ended, the part fails with the rank's error, and no
+    row is written."""
     from kernattn.bench import ddp_vit
 
-    real = ddp_vit.measure
-
-    def measure(case, batch, job, world, device):
-        if world.rank == 1:
-            raise RuntimeError("rank 1 out of memory (constructed)")
-        return real(case, batch, job, world, device)
-
-    monkeypatch.setattr(ddp_vit, "measure", measure)
+    monkeypatch.setenv(ddp_vit.FAIL_ENV, "1")
     out = tmp_path / "out"
     assert main(["gpu-check", "--part", "vit_ddp", "--out-dir", str(out), "--params", str(ROOT / "params.yaml")]) == 1
     assert read_rows(out / "vit_ddp.csv", SCHEMA) == []
-    assert "rank 1 failed: RuntimeError: rank 1 out of memory (constructed)" in (out / "vit_ddp.md").read_text()
+    assert "rank 1 failed: RuntimeError: rank 1 failed on purpose (KERNATTN_DEBUG_FAIL_RANK)" in (out / "vit_ddp.md").read_text()
 
 
 def test_the_report_table_sums_ranks_and_sets_each_model_beside_deit_and_the_paper(tmp_path):

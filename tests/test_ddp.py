@@ -9,7 +9,8 @@
 - a non-finite loss on rank 1 only: both ranks exit 3, one FAILED record, one error line;
 - a global batch the ranks do not divide: one line naming both numbers.
 
-The ranks are forked from this process (tests/ddp.py), with torchrun's variables.
+The ranks are forked from a fork server that never ran autograd (tests/ddp.py), with
+torchrun's variables.
 """
 
 from __future__ import annotations
@@ -159,6 +160,11 @@ def test_a_dead_rank_ends_the_job_and_sigterm_to_one_rank_stops_both(tmp_path, c
 
 
 def test_a_nonfinite_loss_on_rank_1_only_stops_every_rank_with_exit_3(tmp_path, corpus):  # noqa: F811
+    # This process runs a compiled backward pass first, as an earlier test of the same pytest
+    # worker may (tests/test_compile.py): it starts autograd's device threads, after which ranks
+    # forked from this process could not train (CI's failure of 2026-11-25).
+    layer = torch.nn.Linear(2, 2)
+    torch.compile(layer, backend="eager")(torch.ones(1, 2)).sum().backward()
     codes, run_dir = train_ranks(CHAR, tmp_path, corpus, 2, **{NONFINITE_ENV: "1:5"})
     assert codes == [3, 3]
     lines = read_metrics(run_dir)

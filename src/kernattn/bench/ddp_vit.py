@@ -4,8 +4,9 @@ per GPU (the paper: 64 and 128), bf16 autocast and torch.compile on CUDA.
 
     rows = run(Job(...), ranks=torch.cuda.device_count())
 
-One process per device, started with torch.multiprocessing (spawned on CUDA, which cannot be
-forked; forked on a CPU, where a rank then starts in milliseconds instead of importing torch again),
+One process per device, started with torch.multiprocessing and spawned, on a CPU as on CUDA: a
+forked rank cannot run a backward pass once its parent has (autograd's threads: `gpu-check --part
+all` trains in the parent before this part), so each rank imports torch itself (seconds),
 meeting in the engine's process group (engine/dist.py: NCCL on CUDA, gloo on CPU). Each rank
 trains the same model on its own share of a global batch of `batch` x ranks images (shard
 r of the batch, as the engine splits one), so DDP's averaged gradient is the global batch's.
@@ -64,9 +65,8 @@ def run(job: Job, ranks: int) -> list[dict]:
     """Start `ranks` processes, wait for them, and return every rank's rows (CSV schema)."""
     from torch import multiprocessing
 
-    method = "spawn" if job.device == "cuda" else "fork"
     multiprocessing.start_processes(_rank_main, args=(job, ranks, free_port()), nprocs=ranks, join=True,
-                                    start_method=method)
+                                    start_method="spawn")
     return combine(json.loads(Path(job.out).read_text()))
 
 
@@ -85,6 +85,9 @@ def _rank_main(rank: int, job: Job, ranks: int, port: int) -> None:
         raise
 
 
+FAIL_ENV = "KERNATTN_DEBUG_FAIL_RANK"  # tests: =R makes rank R raise before its first measurement
+
+
 def _rank_body(rank: int, job: Job, ranks: int, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     world = World(rank, ranks, rank)
@@ -92,6 +95,8 @@ def _rank_body(rank: int, job: Job, ranks: int, port: int) -> None:
     if device.type == "cpu":  # the node's cores shared by its ranks, as torchrun's OMP_NUM_THREADS does
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // ranks))
     with process_group(world, device, job.timeout_s):
+        if os.environ.get(FAIL_ENV) == str(rank):
+            raise RuntimeError(f"rank {rank} failed on purpose ({FAIL_ENV})")
         rows = [measure(case, batch, job, world, device) for batch in job.batches for case in cases_of(job)]
         every = gather(rows, world)
     if world.main:
