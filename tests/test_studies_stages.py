@@ -161,6 +161,8 @@ def check_studies(ws: Path) -> None:
     assert wrap["verdict"] == "inconclusive"  # one seed: no interval, as the rule says
     [row] = wrap["rows"]  # the controls: the bank at initialisation, the premise as data
     assert set(row["init_bumps"]) == {"0"} and isinstance(row["premise_met"], bool) and row["premise_why"]
+    # 6 steps cannot settle a bank: the converged gate fails and the premise says so
+    assert "; bank not converged: bank log-parameters moved up to" in row["premise_why"] and not row["premise_met"]
     assert "gpa_dp_m8,initialisation,0," in (ws / "results/micro/studies/wrap/bumps.csv").read_text()
     # the unwrapped corpus votes (kernattn.studies.wrap_votes), though one seed reads nothing yet
     unwrapped = {c["corpus"]: c for c in row["corpora"]}["unwrapped"]

@@ -519,6 +519,16 @@ def sign_test(k: int, n: int) -> tuple[float, float]:
     return float(binomtest(k, n, 0.5, alternative="greater").pvalue), float(binomtest(k, n, 0.5, alternative="less").pvalue)
 
 
+def sign_gate(n: int, what: str, alpha: float = ONE_SIDED_ALPHA) -> str | None:
+    """The power gate of an exact one-sided sign test over n signs: with every sign in the
+    claimed direction its p is 1/2^n, so below 6 signs (1/32 = 0.031) nothing can reach 2.5%.
+    "not judged (...)" naming the count of `what` then, else None (the test can decide)."""
+    if 0.5 ** n < alpha:
+        return None
+    needed = next(m for m in range(1, 64) if 0.5 ** m < alpha)
+    return not_judged(f"{n} {what}: a sign test needs {needed} to reach {alpha:g}")
+
+
 def init_verdict(comps: Sequence[Comparison]) -> str:
     """The verdict of init comparisons (init_family_comparisons' rule), for the whole family or
     for one family's share of its already Holm-adjusted tests."""

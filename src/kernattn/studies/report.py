@@ -124,18 +124,18 @@ def _init_row(init: str, runs: list[dict], track: str, comp) -> dict:
 SUPPORTED, NOT_SUPPORTED = "supported", "not supported"
 
 
-def sign_test(pairs: list[tuple[float, float]], alpha: float = stats.ALPHA) -> dict:
+def sign_test(pairs: list[tuple[float, float]], alpha: float = stats.ONE_SIDED_ALPHA) -> dict:
     """The pre-specified test of the GKA-init study: over (test, baseline) pairs of one seed and
     track (lower is better), k = the pairs where the test init is lower, n = the pairs that
-    differ (ties carry no sign); one-sided binomial p = P(X >= k | n, 1/2). "supported" when
-    p < alpha, else "not supported" (also with no pair)."""
-    from scipy.stats import binomtest
-
+    differ (ties carry no sign); one-sided binomial p = P(X >= k | n, 1/2), at the project's
+    one-sided 2.5%. "supported" when p < alpha, else "not supported"; "not judged" when even
+    n of n could not reach alpha (fewer than 6 pairs: stats.sign_gate)."""
     n = sum(1 for a, b in pairs if a != b)
     k = sum(1 for a, b in pairs if a < b)
-    p = float(binomtest(k, n, 0.5, alternative="greater").pvalue) if n else 1.0
+    p = stats.sign_test(k, n)[0]
+    gate = stats.sign_gate(n, f"seed pair{'s' if n != 1 else ''} with a sign", alpha)
     return {"k": k, "n": n, "ties": len(pairs) - n, "p": p, "alpha": alpha,
-            "verdict": SUPPORTED if n and p < alpha else NOT_SUPPORTED}
+            "verdict": gate or (SUPPORTED if p < alpha else NOT_SUPPORTED)}
 
 
 def sign_pairs(by_track: dict, init: str) -> dict[str, list[tuple[float, float]]]:
@@ -279,7 +279,7 @@ def section(ctx: ReportContext) -> dict:
     if out["gka"]["present"] and out["gka"]["summary"]["runs"]:
         sigma_figure(ctx.assets / "study-gka-sigma.png", out["gka"]["summary"], params.scale)
         out["gka"]["figure"] = "assets/study-gka-sigma.png"
-    for name, df in tables(out).items():
+    for name, df in tables(out, params.scale).items():
         df.to_csv(ctx.tables / name, index=False)
     return out
 
@@ -293,8 +293,9 @@ def _ci_cols(prefix: str, ci) -> dict:
     return {f"{prefix}_mean": mean, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
 
 
-def tables(section: dict) -> dict[str, "pd.DataFrame"]:
-    """The studies part's tables as CSV frames (tables/<name>): every number the page shows."""
+def tables(section: dict, scale: str) -> dict[str, "pd.DataFrame"]:
+    """The studies part's tables as CSV frames (tables/<name>): every number the page shows,
+    each test's verdict worded for the scale as the page words it (stats.at_scale)."""
     import pandas as pd
 
     out = {}
@@ -309,7 +310,7 @@ def tables(section: dict) -> dict[str, "pd.DataFrame"]:
         out["study-gka-init.csv"] = pd.DataFrame([
             {"track": t["track"], "row": t["row"], "metric": t["metric_label"], "init": r["init"], "n": r["n"],
              **_ci_cols("value", r["metric"]), **_ci_cols("diff_vs_baseline", r["diff"]), "p_holm": r["p_holm"],
-             "test": r["verdict"], **_ci_cols("val_loss", r["loss"]), **_ci_cols("top1_ema", r["top1"]),
+             "test": stats.at_scale(r["verdict"], scale), **_ci_cols("val_loss", r["loss"]), **_ci_cols("top1_ema", r["top1"]),
              "sigma_start": " ".join(f"{v:.4g}" for v in r["sigma_start"]),
              "sigma_end": " ".join(f"{v:.4g}" for v in r["sigma_end"]),
              "diag_start": " ".join(f"{v:.4g}" for v in r["diag_start"]),
@@ -327,7 +328,7 @@ def tables(section: dict) -> dict[str, "pd.DataFrame"]:
              "strength": " ".join(f"{v:.4g}" for v in r["strength"]),
              "zero_ablation": " ".join(f"{v:.6g}" for v in r["zero_ablation"]),
              "mean_ablation": " ".join(f"{v:.6g}" for v in r["mean_ablation"])} for r in section["prune"]["runs"]])
-        out["study-prune-rows.csv"] = pd.DataFrame([_arch_columns(a) for a in section["prune"]["architectures"]])
+        out["study-prune-rows.csv"] = pd.DataFrame([_arch_columns(a, scale) for a in section["prune"]["architectures"]])
     return out
 
 
@@ -335,14 +336,14 @@ def _heads(heads: list[dict]) -> str:
     return " ".join(f"L{h['layer']}H{h['head']}" for h in heads)
 
 
-def _arch_columns(a: dict) -> dict:
+def _arch_columns(a: dict, scale: str) -> dict:
     """One architecture's line of study-prune-rows.csv: its premise, costs and tests."""
     line = {"row": a["row"], "runs": a["runs"], "premise_met": a["premise_met"], "premise_why": a["premise_why"],
             **_ci_cols("cost_no_fine_tune", a["cost_no_ft"]), **_ci_cols("cost_fine_tuned", a["cost_ft"]),
             **_ci_cols("random_cost_no_fine_tune", a["random_no_ft"]),
             **_ci_cols("random_cost_fine_tuned", a["random_ft"])}
     for key, comp in a["comparisons"].items():
-        line[f"test_{key}"] = comp.verdict
+        line[f"test_{key}"] = stats.at_scale(comp.verdict, scale)
     return line
 
 
@@ -410,7 +411,7 @@ def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     units = "; ".join(f"{t['track']}: {t['metric_label']}" for t in part["tracks"])
     res = ClaimResult(claim, sign["verdict"], part["comparisons"], scale=scale, ours=ours,
                       detail=f"pre-specified sign test at {sign['alpha']:g}, lower is better ({units}); "
-                             f"Holm across every init: {part['verdict']}" + (f" ({holm})" if holm else ""))
+                             f"Holm across every init: {stats.at_scale(part['verdict'], scale)}" + (f" ({holm})" if holm else ""))
     own = [c for c in comps if c.a.endswith(f": {sign['init']}")]
     if len(part["tracks"]) == 1 and own:  # one track: the tested init's paired difference, in its unit
         res.estimate, res.lo, res.hi = own[0].ci.diff, own[0].ci.lo, own[0].ci.hi

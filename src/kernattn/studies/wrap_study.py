@@ -12,8 +12,9 @@ original corpus's runs are the main DAG's (train.out_dir/<row>-s<seed>), not ret
 Controls recorded beside the verdict: the bump of each run's bank at initialisation (the same
 seed and constructor as its training: `init_bumps`, and "initialisation" lines in bumps.csv)
 and the study's premise per row (`premise_met`, `premise_why`: the original bump at the
-newline peak, moved from its initial position, and, with a planted_<p> corpus, the positive
-control found: its bump moved with the planted period). The planted corpora never vote: their
+newline peak, moved from its initial position, on banks that stopped moving (gate "converged",
+as the report's bank readings), and, with a planted_<p> corpus, the positive control found:
+its bump moved with the planted period). The planted corpora never vote: their
 shift verdicts are the row's `controls`. The unwrapped corpus and the paragraph counterfactuals
 vote by kernattn.studies.wrap_votes' rules (the bump disappearing, or moving to the paragraph
 lag; vanish_fraction pre-registered in paper_numbers.yaml), the rewrapped ones by bumpshift's.
@@ -64,16 +65,41 @@ def first_layer_bump(params, spec, device, params_file: str) -> float | None:
     return model_bump(params, model)
 
 
-def init_and_trained_bumps(params, spec, device, params_file: str) -> tuple[float | None, float | None]:
-    """(bump of the bank at initialisation, bump of the trained bank) of a main-DAG run: the
-    reference a trained bump is read against (a bump that is where the initial bank put it,
-    e.g. an initial kernel's period pi x tau, says nothing about the corpus)."""
+def init_and_trained_bumps(params, spec, device, params_file: str) -> tuple[float | None, float | None, float]:
+    """(bump of the bank at initialisation, bump of the trained bank, the farthest any bank
+    parameter moved) of a main-DAG run: the reference a trained bump is read against (a bump
+    that is where the initial bank put it, e.g. an initial kernel's period pi x tau, says
+    nothing about the corpus), and what the converged gate reads (bank_gate)."""
     from ..tracks.char.analysis.analyze_gpa import load_models
     from ..tracks.char.data import load_data
     from ..tracks.char.stages import data_dir
 
     init, model, _ = load_models(params, spec, load_data(data_dir(params), params.model.context), device, params_file)
-    return model_bump(params, init), model_bump(params, model)
+    return model_bump(params, init), model_bump(params, model), bank_moved(init, model)
+
+
+def bank_moved(init, model) -> float:
+    """The largest |change| from initialisation of the model's variant-owned parameters (the
+    banks' log sigma, log l, log tau and alpha), as report_bankgate.moved reads them."""
+    pairs = zip(init.variant_parameters(), model.variant_parameters())
+    return max((float((b.detach() - a.detach()).abs().max()) for a, b in pairs), default=0.0)
+
+
+def bank_gate(moved: dict, params) -> tuple[bool, str]:
+    """Gate (a), converged, on the row's original runs: every seed's bank moved less than
+    gates.max_param_travel (paper_numbers.yaml) of Adam's travel limit over its schedule. A bank
+    still travelling at that limit puts its bump wherever training stopped it."""
+    from importlib import resources
+
+    import yaml
+
+    from ..report import gates
+    from ..tracks.char.report_bankgate import adam_travel
+
+    doc = yaml.safe_load(resources.files("kernattn").joinpath("report/paper_numbers.yaml").read_text(encoding="utf-8"))
+    g = gates.params_converged(list(moved.values()), adam_travel(params.train), gates.thresholds(doc).max_param_travel,
+                               "bank log-parameters")
+    return g.passed, f"bank {'converged' if g.passed else 'not converged'}: {g.why}"
 
 
 def split_controls(corpora: list, width: int) -> tuple[list, list]:
@@ -85,10 +111,12 @@ def split_controls(corpora: list, width: int) -> tuple[list, list]:
     return [c for c in corpora if not is_control(c)], [c for c in corpora if is_control(c)]
 
 
-def premise(bumps: dict, init_bumps: dict, newline_peak, tol: float) -> tuple[bool, str]:
+def premise(bumps: dict, init_bumps: dict, newline_peak, tol: float,
+            converged: tuple[bool, str] | None = None) -> tuple[bool, str]:
     """The wrap study's premise, per row: the original bump sits at the corpus newline peak
-    (|mean bump - peak| <= tol) and it moved from the bank at initialisation (|mean of the
-    seed-paired shift| > tol). Without it, whether the bump "follows" a rewrap says nothing
+    (|mean bump - peak| <= tol), it moved from the bank at initialisation (|mean of the
+    seed-paired shift| > tol), and, when `converged` (bank_gate's (passed, why)) is given, the
+    bank has stopped moving. Without it, whether the bump "follows" a rewrap says nothing
     about seed 001's reading."""
     import statistics
 
@@ -101,6 +129,8 @@ def premise(bumps: dict, init_bumps: dict, newline_peak, tol: float) -> tuple[bo
     why = (f"bump {statistics.fmean(found):.1f} vs newline peak {newline_peak} (tolerance {tol:g}); "
            f"moved from initialisation by {statistics.fmean(pairs):+.1f}" if pairs else
            f"bump {statistics.fmean(found):.1f} vs newline peak {newline_peak}; no bump at initialisation to compare")
+    if converged is not None:
+        return at_peak and moved and converged[0], f"{why}; {converged[1]}"
     return at_peak and moved, why
 
 
@@ -137,7 +167,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
     runs = wrap_runs(params)
     rows, records = [], []
     for row in wrap_rows(params):
-        corpora, init_bumps = [], {}
+        corpora, init_bumps, moved = [], {}, {}
         for corpus in (REFERENCE, *w.corpora):
             cb = bumpshift.CorpusBumps(corpus, peaks[corpus]["sharp"])
             for c, spec in runs.values():
@@ -148,13 +178,14 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
             if corpus == REFERENCE:
                 for seed in sorted({s.seed for c, s in runs.values() if s.row == row}):
                     spec = find_run(params, f"{row}-s{seed}")
-                    init_bumps[seed], cb.bumps[seed] = init_and_trained_bumps(params, spec, device, params_file)
+                    init_bumps[seed], cb.bumps[seed], moved[seed] = init_and_trained_bumps(params, spec, device,
+                                                                                          params_file)
                 records += [{"row": row, "corpus": INIT, "seed": s, "bump": b} for s, b in sorted(init_bumps.items())]
             records += [{"row": row, "corpus": corpus, "seed": s, "bump": b} for s, b in sorted(cb.bumps.items())]
             corpora.append(cb)
         voting, controls = split_controls(corpora, w.width)
         found = [bumpshift.study_verdict([corpora[0], c], REFERENCE, w.tol)["corpora"][1] for c in controls]
-        met, why = premise(corpora[0].bumps, init_bumps, peaks[REFERENCE]["sharp"], w.tol)
+        met, why = premise(corpora[0].bumps, init_bumps, peaks[REFERENCE]["sharp"], w.tol, bank_gate(moved, params))
         if found:  # the positive control must move with its planted period
             moved = all(c["verdict"] == bumpshift.TRACKS for c in found)
             met, why = met and moved, f"{why}; positive control {'found' if moved else 'not found'}"

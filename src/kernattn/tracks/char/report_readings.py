@@ -152,12 +152,9 @@ def strength_cost(claim: dict, gpa: dict, scale: str) -> ClaimResult:
             + ", ".join(f"{r['run_id']} {r['rho']:+.2f}" for r in runs if r.get("rho") is not None))
     detail = (f"exact sign test over runs at one-sided {stats.ONE_SIDED_ALPHA:g}"
               + (f"; left out (bank not converged or rho undefined): {', '.join(left)}" if left else ""))
-    if 0.5 ** n >= stats.ONE_SIDED_ALPHA:
-        verdict = stats.not_judged(f"{n} run{'s' if n != 1 else ''} with a converged bank and a sign: a sign test "
-                                   f"needs 6 to reach {stats.ONE_SIDED_ALPHA:g}")
-    else:
-        verdict = (stats.REPRODUCED if p_pos < stats.ONE_SIDED_ALPHA else
-                   stats.CONTRADICTED if p_neg < stats.ONE_SIDED_ALPHA else stats.INCONCLUSIVE)
+    verdict = stats.sign_gate(n, f"run{'s' if n != 1 else ''} with a converged bank and a sign") or (
+        stats.REPRODUCED if p_pos < stats.ONE_SIDED_ALPHA else
+        stats.CONTRADICTED if p_neg < stats.ONE_SIDED_ALPHA else stats.INCONCLUSIVE)
     return ClaimResult(claim, verdict, scale=scale, ours=ours, estimate=k / n if n else None, detail=detail)
 
 
