@@ -38,6 +38,13 @@ def test_install_profile_gives_a_stage_gpus_and_nodes(tmp_path, capsys):
     assert (vit["gpu"], vit["gpu_model"], vit["ranks"], vit["nodes"]) == (4, "h100", 4, 1) and "tasks" not in vit
     assert (char["gpu"], char["ranks"], char["nodes"]) == (1, 1, 1)
     assert lm["runtime"] == 1488 and lm["slurm_extra"] == "--signal=TERM@120"  # the rest of the entry kept
+    # the studies' trainings have entries of their own: a GPU each by default, a world on request
+    studies = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]
+    assert all(studies[s]["gpu"] == 1 and studies[s]["gpu_model"] == "h100" for s in ("train_wrap", "train_gka_init", "prune"))
+    assert main(["install-profile", "--partition", "cpu", "--gpu-model", "h100", "--gpus", "train_gka_init=2",
+                 "--source", str(REPO / "profiles/slurm"), "--dest", str(dest)]) == 0
+    init = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]["train_gka_init"]
+    assert (init["gpu"], init["ranks"], init["nodes"], init["runtime"]) == (2, 2, 1, 1488)
     capsys.readouterr()
     assert main(["install-profile", "--partition", "cpu", "--gpus", "report=2", "--source",
                  str(REPO / "profiles/slurm"), "--dest", str(dest)]) == 2

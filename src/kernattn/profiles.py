@@ -97,7 +97,7 @@ def set_world(text: str, stage: str, gpus: int, nodes: int, gpu_model: str, sour
     head = f"  {stage}:\n"
     if head not in lines or "set-resources:\n" not in lines[: lines.index(head)]:
         raise UsageError(f"{source}: set-resources has no entry {stage}; --gpus/--nodes name a training stage "
-                         f"of the profile (train, train_lm, train_vision) or eval_lm")
+                         f"of the profile (train, train_lm, train_vision, train_wrap, train_gka_init) or eval_lm")
     start = lines.index(head) + 1
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("    ")), len(lines))
     block = [line for line in lines[start:end] if line.strip().split(":")[0] not in WORLD_KEYS]
