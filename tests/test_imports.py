@@ -133,3 +133,37 @@ def test_only_a_track_names_its_files():
                     and isinstance(node.value, ast.Attribute) and node.value.attr in TRACK_SECTIONS):
                 offenders.append(f"{module}:{node.lineno} reads .{node.value.attr}.{node.attr}")
     assert not offenders, "a track's paths come from kernattn.tracks.<t>.stages:\n" + "\n".join(offenders)
+
+
+def test_loading_params_and_the_stage_table_imports_no_torch():
+    """The Snakefile loads params and builds the stage table at every parse (each snakemake
+    command, twice per SLURM job): validating rows reads the variants' options (attention/
+    options.py), never their torch modules. A fresh interpreter, every scale."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from kernattn.config import load_params; from kernattn.dag.stages import stage_table; "
+            f"[stage_table(load_params({str(ROOT.parents[1] / 'params.yaml')!r}, s)) for s in ('micro', 'tiny', 'small', 'paper')]; "
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
+
+
+def test_what_the_options_alone_decide_about_a_variant():
+    """position_scheme and allows_window, read from the options at params load (no module
+    built), case by case: the 1-D position form each variant applies, and which have no
+    sliding-window form (the linear kernel needs every key; FAVOR+ is windowed only causally)."""
+    from kernattn.attention import make_options
+
+    schemes = {("softmax", ()): "rope", ("softmax", (("position", "none"),)): None,
+               ("softmax", (("position", "alibi"),)): "alibi", ("valueless", (("position", "t5"),)): "t5",
+               ("gpa", ()): "kernel bank (add)", ("gpa", (("combine", "mult"), ("rope", True))): "kernel bank (mult) + rope",
+               ("gka", ()): None, ("gka", (("rope", True),)): "rope", ("nw", ()): None, ("favor", ()): None}
+    for (name, options), scheme in schemes.items():
+        assert make_options(name, dict(options)).position_scheme() == scheme, (name, options)
+    windows = {("nw", "linear", True): False, ("nw", "gaussian", True): True, ("favor", None, True): True,
+               ("favor", None, False): False, ("gka", None, False): True, ("softmax", None, True): True}
+    for (name, kernel, causal), allowed in windows.items():
+        opts = make_options(name, {"kernel": kernel} if kernel else {})
+        assert opts.allows_window(causal) is allowed, (name, kernel, causal)

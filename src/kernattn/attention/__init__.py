@@ -12,9 +12,19 @@
 
 from __future__ import annotations
 
-from . import gka, gpa, kernels, linear, softmax  # noqa: F401  (each registers its variants)
-from .base import KernelAttention
 from .registry import AttentionConfigError, available, freeze_options, make_options, option_fields, variant, variations
+
+# The variant modules (torch) load when a variant is built (registry.variant), not with the
+# package: validating params needs only the options (options.py), and the Snakefile validates
+# them at every parse.
+
+
+def __getattr__(name: str):
+    if name == "KernelAttention":
+        from .base import KernelAttention
+
+        return KernelAttention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build(

@@ -53,8 +53,8 @@ class KernelAttention(nn.Module):
 
     @classmethod
     def allows_window(cls, options, causal: bool) -> bool:
-        """Whether the variant has a sliding-window form with these options."""
-        return True
+        """Whether the variant has a sliding-window form with these options (options.py)."""
+        return options.allows_window(causal)
 
     def __init__(self, d_model: int, n_head: int, causal: bool, window: int | None, impl: str, options):
         super().__init__()
@@ -100,8 +100,9 @@ class KernelAttention(nn.Module):
 
     def position_scheme(self) -> str | None:
         """The relative-position form the variant applies along the 1-D token order (None:
-        none; it sees tokens as a set plus whatever the model adds)."""
-        return None
+        none; it sees tokens as a set plus whatever the model adds): its options decide it
+        (options.py), so params are checked without building the module."""
+        return self.options.position_scheme()
 
     def mixing_flops(self, n: int, keys: int) -> MixingFlops:
         """FLOPs of mixing n queries that see `keys` keys each (window or context; nanochat's

@@ -41,7 +41,6 @@ sqrt(d) needs no data and keeps the fused path's numerics bound (sigma >= sqrt(d
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import numpy as np
@@ -52,18 +51,13 @@ from torch import nn
 from .base import KernelAttention, sdpa_flops
 from .fused import attend
 from .positions import Rope
-from .registry import positive, register
+from .options import DATA_DRIVEN, DEFAULT_INIT_SIGMA, SIGMA_RULES, GKAOptions, initial_log_sigma  # noqa: F401 (re-exported)
+from .registry import register
 
 SIGMA_RULES = ("paper", "sqrt_d_half", "sqrt_d", "median")
 DEFAULT_INIT_SIGMA = "sqrt_d"  # the GKA-init study's choice (module docstring)
 DATA_DRIVEN = "median"
 MEDIAN_PAIRS = 1 << 24  # distances per head measured by the median rule (rows of the first batch that fit)
-
-
-def _check_init_sigma(value) -> str | None:
-    if isinstance(value, str):
-        return None if value in SIGMA_RULES else f"must be a number > 0 or one of {', '.join(SIGMA_RULES)}"
-    return None if value > 0 else "must be > 0"
 
 
 def _keep_rank_0s(t: torch.Tensor) -> None:
@@ -77,28 +71,6 @@ def _keep_rank_0s(t: torch.Tensor) -> None:
 
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         dist.broadcast(t, src=0)
-
-
-@dataclass(frozen=True)
-class GKAOptions:
-    rope: bool = False      # rotate the per-head features (nanochat flavour)
-    qk_norm: bool = False   # parameter-free RMS norm of the per-head features (nanochat flavour)
-    # initial bandwidth, sigma = exp(log_sigma): a number, or a rule of SIGMA_RULES (module docstring)
-    init_sigma: float | str = field(default=DEFAULT_INIT_SIGMA, metadata={"check": _check_init_sigma,
-                                                            "doc": "initial bandwidth or a rule: " + ", ".join(SIGMA_RULES)})
-    rope_base: float = positive(10000.0)
-
-
-def initial_log_sigma(init_sigma: float | str, d_head: int) -> float:
-    """log sigma at construction: the number, or the rule's value (the median rule's
-    placeholder until its first training batch is sqrt(d))."""
-    if isinstance(init_sigma, str):
-        if init_sigma not in SIGMA_RULES:
-            raise ValueError(f"unknown init_sigma {init_sigma!r}; allowed: a number > 0, {', '.join(SIGMA_RULES)}")
-        if init_sigma == "paper":
-            return 0.0
-        return math.log(math.sqrt(d_head) / (2 if init_sigma == "sqrt_d_half" else 1))
-    return math.log(init_sigma)
 
 
 def median_distance(f: torch.Tensor, allowed: torch.Tensor, max_pairs: int | None = None) -> torch.Tensor:
@@ -128,7 +100,7 @@ def _pad_last(t: torch.Tensor, size: int) -> torch.Tensor:
     return F.pad(t, (0, size - t.shape[-1])) if t.shape[-1] < size else t
 
 
-@register("gka", GKAOptions, "projection-free Gaussian kernel attention with a learnable bandwidth per head")
+@register("gka", GKAOptions)
 class GKAAttention(KernelAttention):
     window_backend = "auto"
     has_value_projection = False  # the values are x's head slices
@@ -139,9 +111,6 @@ class GKAAttention(KernelAttention):
         self.rope = Rope(self.d_head, options.rope_base) if options.rope else None
         if options.init_sigma == DATA_DRIVEN:  # only then: other GKA checkpoints keep their keys
             self.register_buffer("sigma_ready", torch.zeros((), dtype=torch.bool))
-
-    def position_scheme(self):
-        return "rope" if self.rope is not None else None
 
     def mixing_flops(self, n, keys):
         # Counted at the head width d (seed 003's Table 8); the fused call runs at the padded width.

@@ -18,7 +18,6 @@ spaced in [4, 192].
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import torch
@@ -28,27 +27,8 @@ from . import reference
 from .base import KernelAttention, sdpa_flops
 from .fused import attend
 from .positions import LagBias, Rope, lag_index, normalise_qk
-from .registry import choice, positive, register
-
-
-def _tau_range_ok(v):
-    return None if 0 < v[0] <= v[1] else "must be (low, high) with 0 < low <= high"
-
-
-@dataclass(frozen=True)
-class GPAOptions:
-    n_kernels: int = positive(64, "kernels per head (M)")
-    kernel: str = choice("decay_periodic", ("decay", "decay_periodic"), "bank components")
-    combine: str = choice("add", ("add", "mult"), "add: softmax(G + logits), mult: G * exp(logits)")
-    rope: bool = False
-    rope_base: float = positive(10000.0)
-    bias: bool = False
-    init_alpha: float = 1.0
-    init_sigma: float = positive(1.0)
-    init_length: float = positive(150.0)
-    init_tau: tuple[float, float] = field(default=(4.0, 192.0), metadata={"check": _tau_range_ok})
-    qk_norm: bool = False  # nanochat's RMS norm of q and k after RoPE (softmax.py)
-    qk_gain: float = positive(1.0, "q and k are multiplied by it after qk_norm")
+from .options import GPAOptions
+from .registry import register
 
 
 class KernelBank(LagBias):
@@ -111,7 +91,7 @@ class KernelBank(LagBias):
         return {k: v.detach() for k, v in out.items()}
 
 
-@register("gpa", GPAOptions, "softmax attention times/plus a bank of M decaying(-periodic) lag kernels per head")
+@register("gpa", GPAOptions)
 class GPAAttention(KernelAttention):
     bias_backend = "auto"
 
@@ -129,9 +109,6 @@ class GPAAttention(KernelAttention):
             q, k = self.rope(q, offset), self.rope(k, offset)
         q, k = normalise_qk(q, k, self.options.qk_norm, self.options.qk_gain)
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
-
-    def position_scheme(self):
-        return f"kernel bank ({self.options.combine})" + (" + rope" if self.rope is not None else "")
 
     def mixing_flops(self, n, keys):
         # The bank adds a bias to the logits: elementwise work, no matmul.

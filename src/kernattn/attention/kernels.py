@@ -15,7 +15,6 @@ backward (O(block N) memory).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
@@ -28,9 +27,9 @@ from .base import KernelAttention, MixingFlops, sdpa_flops
 from .fused import attend
 from .gka import padded_width
 from .linear import feature_attention, feature_attention_flops
-from .registry import choice, positive, register
+from .options import KERNELS, NWOptions
+from .registry import register
 
-KERNELS = ("exp_dot", "gaussian", "yat", "linear")
 
 
 def sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -52,20 +51,8 @@ def kernel_matrix(name: str, q: torch.Tensor, k: torch.Tensor, yat_eps: float = 
     raise ValueError(f"unknown kernel {name!r}; valid: {', '.join(KERNELS)}")
 
 
-@dataclass(frozen=True)
-class NWOptions:
-    kernel: str = choice("exp_dot", KERNELS, "the kernel in the Nadaraya-Watson slot")
-    bias: bool = False
-    yat_eps: float = positive(1e-3)
-    block: int = positive(256, "query block of the yat fast path")
-
-
-@register("nw", NWOptions, "explicit Nadaraya-Watson attention with kernel exp_dot/gaussian/yat/linear")
+@register("nw", NWOptions)
 class NWAttention(KernelAttention):
-    @classmethod
-    def allows_window(cls, options, causal):
-        return options.kernel != "linear"  # associativity needs every key: no window form
-
     def __init__(self, d_model, n_head, causal, window, impl, options):
         super().__init__(d_model, n_head, causal, window, impl, options)
         self.proj_in = nn.Linear(d_model, 3 * d_model, bias=options.bias)

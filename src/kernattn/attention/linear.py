@@ -12,14 +12,14 @@ A ones column appended to V gives numerator and denominator in one pass.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import torch
 from torch import nn
 
 from .base import KernelAttention, MixingFlops
-from .registry import positive, register
+from .options import FavorOptions
+from .registry import register
 
 
 def feature_attention(phi_q, phi_k, v, causal: bool, window: int | None = None, chunk: int = 64):
@@ -124,20 +124,8 @@ def feature_logits(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w.transpose(-1, -2) - 0.5 * x.pow(2).sum(-1, keepdim=True)
 
 
-@dataclass(frozen=True)
-class FavorOptions:
-    n_features: int = positive(256, "number of positive random features m")
-    feature_seed: int = 0
-    bias: bool = False
-    chunk: int = field(default=64, metadata={"check": lambda v: None if v > 0 else "must be > 0"})
-
-
-@register("favor", FavorOptions, "FAVOR+ linear attention with m positive random features (approximates softmax)")
+@register("favor", FavorOptions)
 class FavorAttention(KernelAttention):
-    @classmethod
-    def allows_window(cls, options, causal):
-        return causal  # the chunked causal form takes a window; the bidirectional one has none
-
     def __init__(self, d_model, n_head, causal, window, impl, options):
         super().__init__(d_model, n_head, causal, window, impl, options)
         self.proj_in = nn.Linear(d_model, 3 * d_model, bias=options.bias)

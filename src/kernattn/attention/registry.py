@@ -1,16 +1,22 @@
 """Variant registry: a variant is a name, a typed options dataclass and a module class.
 
-Adding a variant means writing its module and one `register(...)` call; `build` validates
-every option (unknown name, unknown key, wrong type, value outside its choices) and
-fails with a message that lists what is allowed.
+The names, options and summaries are the catalogue of options.py (no torch: loading params
+validates rows without it); the module classes register themselves with `register(name,
+options)` when their module is imported, which `variant(name)` does on first use. Adding a
+variant means writing its module, its options in options.py and one `register(...)` call;
+`build` validates every option (unknown name, unknown key, wrong type, value outside its
+choices) and fails with a message that lists what is allowed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from .options import SPECS, choice, positive  # noqa: F401 (choice, positive: the option helpers' old home)
 
 IMPLS = ("fast", "reference")
 
@@ -30,13 +36,16 @@ class Variant:
 _REGISTRY: dict[str, Variant] = {}
 
 
-def register(name: str, options: type, summary: str):
-    """Class decorator: register `cls` as the module of variant `name`."""
+def register(name: str, options: type):
+    """Class decorator: register `cls` as the module of variant `name`, whose options are
+    the catalogue's (options.SPECS)."""
 
     def wrap(cls):
         if name in _REGISTRY:
             raise RuntimeError(f"attention variant {name!r} registered twice")
-        _REGISTRY[name] = Variant(name, options, cls, summary)
+        if name not in SPECS or SPECS[name][0] is not options:
+            raise RuntimeError(f"attention variant {name!r}: not in options.SPECS with options {options.__name__}")
+        _REGISTRY[name] = Variant(name, options, cls, SPECS[name][1])
         cls.registry_name = name
         return cls
 
@@ -44,20 +53,32 @@ def register(name: str, options: type, summary: str):
 
 
 def available() -> list[str]:
-    """Names of the registered variants, sorted."""
-    return sorted(_REGISTRY)
+    """Names of the variants, sorted."""
+    return sorted(SPECS)
 
 
-def variant(name: str) -> Variant:
-    if name not in _REGISTRY:
+def _known(name: str) -> None:
+    if name not in SPECS:
         raise AttentionConfigError(
             f"unknown attention variant {name!r}; valid names: {', '.join(available())}"
         )
+
+
+def variant(name: str) -> Variant:
+    """The variant with its module class (its module imported on first use)."""
+    _known(name)
+    if name not in _REGISTRY:
+        importlib.import_module(f"{__package__}.{SPECS[name][2]}")
     return _REGISTRY[name]
 
 
+def options_class(name: str) -> type:
+    _known(name)
+    return SPECS[name][0]
+
+
 def option_fields(name: str) -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(variant(name).options)}
+    return {f.name: f for f in dataclasses.fields(options_class(name))}
 
 
 def _check_type(value: Any, annotation: Any) -> bool:
@@ -82,9 +103,9 @@ def _check_type(value: Any, annotation: Any) -> bool:
 
 def make_options(name: str, options: dict[str, Any]):
     """Validate `options` for variant `name` and return its options dataclass."""
-    spec = variant(name)
+    options_type = options_class(name)
     fields = option_fields(name)
-    hints = typing.get_type_hints(spec.options)
+    hints = typing.get_type_hints(options_type)
     for key, value in options.items():
         if key not in fields:
             raise AttentionConfigError(
@@ -113,7 +134,7 @@ def make_options(name: str, options: dict[str, Any]):
         k: (tuple(v) if isinstance(v, list) else float(v) if hints[k] is float else v)
         for k, v in options.items()
     }
-    return spec.options(**converted)
+    return options_type(**converted)
 
 
 def freeze_options(options: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
@@ -137,16 +158,3 @@ def variations(name: str) -> list[dict[str, Any]]:
 
 def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
-
-
-def choice(default: Any, choices: tuple, doc: str = ""):
-    """A dataclass field restricted to `choices`."""
-    return dataclasses.field(default=default, metadata={"choices": choices, "doc": doc})
-
-
-def positive(default: Any, doc: str = ""):
-    """A numeric dataclass field that must be > 0."""
-    return dataclasses.field(
-        default=default,
-        metadata={"check": lambda v: None if v > 0 else "must be > 0", "doc": doc},
-    )

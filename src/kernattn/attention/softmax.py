@@ -10,7 +10,6 @@ qk_norm is nanochat's attention (qk_gain 1.0 at c7ba252, the LM's default; 1.2 f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
@@ -20,22 +19,8 @@ from . import reference
 from .base import KernelAttention, sdpa_flops
 from .fused import attend
 from .positions import AlibiBias, FreeLagBias, Rope, T5Bias, normalise_qk
-from .registry import choice, positive, register
-
-POSITIONS = ("none", "rope", "learned_rope", "alibi", "t5", "lag_table")
-
-
-@dataclass(frozen=True)
-class SoftmaxOptions:
-    position: str = choice("rope", POSITIONS, "relative-position scheme")
-    rope_base: float = positive(10000.0, "RoPE base (rope, learned_rope)")
-    bias: bool = False  # biases on W_Q, W_K, W_V (the blog's routing head needs them)
-    max_len: int = positive(2048, "longest sequence (lag_table)")
-    t5_buckets: int = positive(32, "number of T5 buckets")
-    t5_max_distance: int = positive(128, "distance of the last T5 bucket")
-    qk_norm: bool = False  # parameter-free RMS norm of each head's q and k, after RoPE (nanochat)
-    qk_gain: float = positive(1.0, "q and k are multiplied by it after qk_norm (nanochat a825e63: 1.2)")
-
+from .options import POSITIONS, SoftmaxOptions  # noqa: F401 (re-exported)
+from .registry import register
 
 def make_position(opts, n_head: int, d_head: int, causal: bool):
     """-> (rope module or None, lag-bias module or None)."""
@@ -51,7 +36,7 @@ def make_position(opts, n_head: int, d_head: int, causal: bool):
     return rope, bias
 
 
-@register("softmax", SoftmaxOptions, "multi-head softmax attention; position none/rope/learned_rope/alibi/t5/lag_table")
+@register("softmax", SoftmaxOptions)
 class SoftmaxAttention(KernelAttention):
     uses_values = True
     bias_backend = "auto"  # "sdpa" or "flex" to force a path (tests)
@@ -71,9 +56,6 @@ class SoftmaxAttention(KernelAttention):
         q, k = normalise_qk(q, k, self.options.qk_norm, self.options.qk_gain)
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
 
-    def position_scheme(self):
-        return None if self.options.position == "none" else self.options.position
-
     def mixing_flops(self, n, keys):
         return sdpa_flops(n, keys, self.n_head, self.d_head, self.d_head)
 
@@ -89,7 +71,7 @@ class SoftmaxAttention(KernelAttention):
         return reference.exp_kernel(logits, allowed)
 
 
-@register("valueless", SoftmaxOptions, "softmax attention with W_Q, W_K and no W_V (seed 003's VLT)")
+@register("valueless", SoftmaxOptions)
 class ValuelessAttention(SoftmaxAttention):
     """Values are the head slices of x itself; W_O stays (seed 003, Table 5)."""
 

@@ -154,9 +154,9 @@ def row_check(lm: LMParams):
     windows = [w for w in layer_windows(lm.window_pattern, lm.depth, lm.context, lm.short_window) if w]
 
     def check(name: str, options: dict) -> None:
-        from ..attention import AttentionConfigError, make_options, variant
+        from ..attention import AttentionConfigError, make_options
 
-        if windows and not variant(name).module.allows_window(make_options(name, options), True):
+        if windows and not make_options(name, options).allows_window(True):
             raise AttentionConfigError(
                 f"attention {name!r} with {options} has no sliding-window form, and lm.window_pattern="
                 f"{lm.window_pattern!r} gives layers a window of {windows[0]}; use window_pattern L or another variant")

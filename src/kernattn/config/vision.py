@@ -32,7 +32,8 @@ VIZ_ATTENTIONS = ("softmax", "gka")
 
 
 def check_position_free(label: str, name: str, options: dict, module) -> None:
-    """One line naming the option when a ViT's attention applies a 1-D position scheme: on a
+    """One line naming the option when a ViT's attention (a module, or its options: both say
+    `position_scheme()`) applies a 1-D position scheme: on a
     patch grid i - j is a raster offset (a patch and the one below it a grid width apart, the
     class token at lag 0 to the first patch), not a spatial lag."""
     from ..attention import AttentionConfigError
@@ -119,11 +120,8 @@ class VisionParams(RunSettings):
                    track_check=self._row_check)
 
     def _row_check(self, name: str, options: dict) -> None:
-        """A ViT block's attention of this row, built on the meta device, takes no 1-D positions."""
-        import torch
+        """A ViT block's attention of this row takes no 1-D positions (read from its options,
+        as the built module states it: no torch at params load)."""
+        from ..attention import make_options
 
-        from .. import attention
-
-        with torch.device("meta"):
-            module = attention.build(name, d_model=self.embed_dim, n_head=self.n_head, causal=False, **options)
-        check_position_free(name, name, options, module)
+        check_position_free(name, name, options, make_options(name, options))
