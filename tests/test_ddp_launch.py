@@ -35,6 +35,8 @@ def test_install_profile_gives_a_stage_gpus_and_nodes(tmp_path, capsys):
     lm, vit, char = res["train_lm"], res["train_vision"], res["train"]
     assert (lm["gres"], lm["tasks"], lm["ranks"], lm["nodes"]) == ("gpu:h100:8", 2, 8, 2)
     assert "gpu" not in lm and "gpu_model" not in lm  # --gpus would count the job's GPUs, not each node's
+    # several nodes: the job step runs the command itself (its srun spans the nodes), not inside srun -n1
+    assert lm["mpi"] == "srun" and "mpi" not in vit
     assert (vit["gpu"], vit["gpu_model"], vit["ranks"], vit["nodes"]) == (4, "h100", 4, 1) and "tasks" not in vit
     assert (char["gpu"], char["ranks"], char["nodes"]) == (1, 1, 1)
     assert lm["runtime"] == 1488 and lm["slurm_extra"] == "--signal=TERM@120"  # the rest of the entry kept

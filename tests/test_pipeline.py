@@ -29,6 +29,9 @@ def env() -> dict:
     e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
     e.pop("KERNATTN_SCALE", None)
     e["MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"] = "false"
+    # a workspace's `dvc init` turns analytics on: each dvc command would start a daemon that
+    # reports to the network (offline here), a process per command for nothing tested
+    e["DVC_NO_ANALYTICS"] = "1"
     return e
 
 

@@ -86,7 +86,7 @@ def _counts(pairs: list[str], option: str) -> dict[str, int]:
     return out
 
 
-WORLD_KEYS = ("gpu", "gpu_model", "gres", "ranks", "nodes", "tasks")
+WORLD_KEYS = ("gpu", "gpu_model", "gres", "ranks", "nodes", "tasks", "mpi")
 
 
 def set_world(text: str, stage: str, gpus: int, nodes: int, gpu_model: str, source: Path) -> str:
@@ -105,7 +105,10 @@ def set_world(text: str, stage: str, gpus: int, nodes: int, gpu_model: str, sour
     if nodes == 1:
         world = [f"    gpu: {gpus}\n"] + ([f'    gpu_model: "{gpu_model}"\n'] if gpu_model else [])
     else:  # --gpus would count the job's GPUs, not each node's
-        world = [f'    gres: "gpu:{model}{gpus}"\n', f"    tasks: {nodes}\n"]
+        # mpi: Snakemake's SLURM job step then runs the command as it is, where an ordinary job
+        # wraps it in `srun -n1` (one task on one node), inside which the command's own srun
+        # (one torchrun per node, engine/launch.py) could not reach the other nodes
+        world = [f'    gres: "gpu:{model}{gpus}"\n', f"    tasks: {nodes}\n", '    mpi: "srun"\n']
     world += [f"    ranks: {gpus}\n", f"    nodes: {nodes}\n"]
     return "".join(lines[:start] + world + block + lines[end:])
 
