@@ -54,6 +54,9 @@ def test_each_rank_trains_a_disjoint_share_of_the_global_batch():
 
 
 def test_the_vit_ddp_part_trains_on_two_gloo_ranks_that_stay_in_sync(tmp_path):
+    # a compiled backward in this process first, as `gpu-check --part all` trains before this
+    # part: ranks forked from this process could not train after it (autograd's threads)
+    torch.compile(torch.nn.Linear(2, 2), backend="eager")(torch.ones(1, 2)).sum().backward()
     out = tmp_path / "out"
     assert main(["gpu-check", "--part", "vit_ddp", "--out-dir", str(out), "--params", str(ROOT / "params.yaml")]) == 0
     rows = read_rows(out / "vit_ddp.csv", SCHEMA)
@@ -66,8 +69,8 @@ def test_the_vit_ddp_part_trains_on_two_gloo_ranks_that_stay_in_sync(tmp_path):
 
 
 def test_a_rank_that_fails_fails_the_part_in_one_line(tmp_path, monkeypatch):
-    """Rank 1 raises before its first measurement (the test hook; the spawned ranks read this
-    process's environment): the other rank is ended, the part fails with the rank's error, and no
+    """Rank 1 raises before its first measurement (the test hook; the ranks get this process's
+    environment at their start): the other rank is ended, the part fails with the rank's error, and no
     row is written."""
     from kernattn.bench import ddp_vit
 

@@ -4,10 +4,11 @@ per GPU (the paper: 64 and 128), bf16 autocast and torch.compile on CUDA.
 
     rows = run(Job(...), ranks=torch.cuda.device_count())
 
-One process per device, started with torch.multiprocessing and spawned, on a CPU as on CUDA: a
-forked rank cannot run a backward pass once its parent has (autograd's threads: `gpu-check --part
-all` trains in the parent before this part), so each rank imports torch itself (seconds),
-meeting in the engine's process group (engine/dist.py: NCCL on CUDA, gloo on CPU). Each rank
+One process per device, started with torch.multiprocessing: spawned on CUDA; on a CPU forked
+from Python's fork server, which imports torch, timm and this module once and never trains
+(a rank forked from the parent could not run a backward pass once the parent has: autograd's
+threads; `gpu-check --part all` trains in the parent before this part). The ranks get the
+parent's environment as it is at the start (the fork server's would be older), meeting in the engine's process group (engine/dist.py: NCCL on CUDA, gloo on CPU). Each rank
 trains the same model on its own share of a global batch of `batch` x ranks images (shard
 r of the batch, as the engine splits one), so DDP's averaged gradient is the global batch's.
 Per rank and per step the time is taken as `kernattn bench` takes it (bench.timing); a
@@ -65,8 +66,13 @@ def run(job: Job, ranks: int) -> list[dict]:
     """Start `ranks` processes, wait for them, and return every rank's rows (CSV schema)."""
     from torch import multiprocessing
 
-    multiprocessing.start_processes(_rank_main, args=(job, ranks, free_port()), nprocs=ranks, join=True,
-                                    start_method="spawn")
+    if job.device == "cuda":
+        method = "spawn"
+    else:
+        method = "forkserver"
+        multiprocessing.set_forkserver_preload(["torch", "timm", __name__])  # read when the server starts
+    multiprocessing.start_processes(_rank_main, args=(job, ranks, free_port(), dict(os.environ)), nprocs=ranks,
+                                    join=True, start_method=method)
     return combine(json.loads(Path(job.out).read_text()))
 
 
@@ -76,7 +82,9 @@ def error_file(job: Job, rank: int) -> Path:
     return Path(f"{job.out}.error-{rank}")
 
 
-def _rank_main(rank: int, job: Job, ranks: int, port: int) -> None:
+def _rank_main(rank: int, job: Job, ranks: int, port: int, env: dict[str, str]) -> None:
+    os.environ.clear()
+    os.environ.update(env)
     try:
         _rank_body(rank, job, ranks, port)
     except BaseException as exc:
