@@ -220,3 +220,38 @@ def test_gka_trails_deit_on_imagenet_passes_the_gates():
     flat = {k: {**v, "top1_ema": 71.54 if k.startswith("gka") else 72.2} for k, v in finals.items()}
     res = _top1_claim(claim, {**section, "finals": flat}, "paper")
     assert res.verdict == stats.NOT_ESTIMABLE and "no interval" in res.ours
+
+
+def _train_lines(path, losses) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"split": "train", "step": 10 * i, "loss": x}) + "\n"
+                            for i, x in enumerate(losses)))
+
+
+def test_a_vit_comparison_is_gated_on_its_runs_loss_having_stopped_falling(tmp_path, monkeypatch):
+    """003-vit-top1 and 003-vit-vlt: a tested verdict becomes "not judged (not converged: ...)"
+    naming the first run of the claim's rows whose train loss still fell over the last 20%
+    (paper_numbers.yaml's 0.01); runs that flattened keep it; a verdict that tested nothing
+    (not comparable) is left as it is."""
+    from types import SimpleNamespace
+
+    from kernattn.report.claims import ClaimResult
+    from kernattn.tracks.vision import stages
+    from kernattn.tracks.vision.report import _loss_gated
+
+    monkeypatch.chdir(tmp_path)
+    params = load_params(PARAMS, "paper")
+    ctx = SimpleNamespace(params=params, papers=build.load_paper_numbers())
+    flat = [3.0, 2.5, 2.0, 1.8, 1.6, 1.5, 1.4, 1.3, 1.2, 1.1, 1.05, 1.0, 1.0, 1.0, 1.0]  # last 20%: steps 120-140
+    for spec in stages.runs(params):
+        _train_lines(stages.run_dir(params, spec.run_id) / "metrics.jsonl", flat)
+    claim = {"id": "003-vit-top1"}
+    assert _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == stats.REPRODUCED
+    # GKA still falling 0.05 per 10 steps at steps 120-140: slope -0.005 x (0.2 x 140) = a drop of 0.14 > 0.01
+    gka = next(s for s in stages.runs(params) if s.row == "gka")
+    _train_lines(stages.run_dir(params, gka.run_id) / "metrics.jsonl", [*flat[:12], 1.15, 1.1, 1.05])
+    res = _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti"))
+    assert res.verdict.startswith(f"not judged (not converged: {gka.run_id}: train loss fell 0.1400 over the last 20%")
+    assert _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("VLT-Ti", "DeiT-Ti")).verdict == stats.REPRODUCED
+    other = stats.not_comparable("data set differs")
+    assert _loss_gated(ClaimResult(claim, other), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == other

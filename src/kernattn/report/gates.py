@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -121,3 +122,17 @@ def logged_travel(steps: Sequence[int], lrs: Sequence[float]) -> float:
     if steps.size == 0:
         return 0.0
     return adam_travel(np.interp(np.arange(int(steps.max()) + 1), steps, lrs))
+
+
+def runs_loss_converged(metrics_files: Iterable[tuple[str, Path]], th: Thresholds) -> Gate:
+    """Gate (a) over several runs: each run's training loss (metrics.jsonl's train lines,
+    report.stability.read_record) has stopped falling (loss_converged); the first run that
+    fails, named, or a pass. `metrics_files`: (run id, its metrics.jsonl)."""
+    from .stability import read_record
+
+    for run_id, path in metrics_files:
+        rec = read_record(path)
+        g = loss_converged(rec.steps, rec.losses, th.last_fraction, th.max_loss_drop, "train loss")
+        if not g.passed:
+            return gate(g.name, False, f"{run_id}: {g.why}")
+    return gate(CONVERGED, True)

@@ -255,22 +255,10 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
 
 
 def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
-    """Gate (a) for the pair's claims: every run's training loss (metrics.jsonl's train lines)
-    has stopped falling (report.gates.loss_converged, thresholds of paper_numbers.yaml); the
-    first run that fails, or a pass."""
-    th = gates.thresholds(ctx.papers)
-    for spec in [r for r in runs(ctx.params) if r.row in pair]:
-        steps, losses = _train_curve(run_dir(ctx.params, spec.run_id) / "metrics.jsonl")
-        g = gates.loss_converged(steps, losses, th.last_fraction, th.max_loss_drop, "train loss")
-        if not g.passed:
-            return gates.gate(g.name, False, f"{spec.run_id}: {g.why}")
-    return gates.gate(gates.CONVERGED, True)
-
-
-def _train_curve(path: Path) -> tuple[list[int], list[float]]:
-    """(steps, losses) of a run's train lines; empty when the file is absent or unreadable."""
-    rec = stability.read_record(path)
-    return list(rec.steps), list(rec.losses)
+    """Gate (a) for the pair's claims: every run's training loss has stopped falling
+    (report.gates.runs_loss_converged, thresholds of paper_numbers.yaml)."""
+    return gates.runs_loss_converged([(r.run_id, run_dir(ctx.params, r.run_id) / "metrics.jsonl")
+                                      for r in runs(ctx.params) if r.row in pair], gates.thresholds(ctx.papers))
 
 
 def _stable_claim(claim: dict, ctx: ReportContext, groups: dict) -> ClaimResult:

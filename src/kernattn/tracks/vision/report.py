@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 from . import report_gka, stages
-from ...report import gka_state, stats
+from ...report import gates, gka_state, stats
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
 
@@ -193,14 +193,26 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
         elif claim["kind"] in ("vision_count", "vision_flops"):
             out.append(_count_claim(claim, section["counts_table"]))
         elif claim["kind"] == "vision_vlt":
-            out.append(_vlt_claim(claim, section, ctx.scale))
+            out.append(_loss_gated(_vlt_claim(claim, section, ctx.scale), ctx, ("VLT-Ti", "DeiT-Ti")))
         elif claim["kind"] == "vision_stable":
             out.append(report_gka.stable_claim(claim, ctx.params, ctx.papers, ctx.scale, section["finals"]))
         elif claim["kind"] == "vision_sigma":
             out.append(report_gka.sigma_claim(claim, section, ctx.params, ctx.papers, ctx.scale))
         else:
-            out.append(_top1_claim(claim, section, ctx.scale))
+            out.append(_loss_gated(_top1_claim(claim, section, ctx.scale), ctx, PAIR))
     return out
+
+
+def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, ...]) -> ClaimResult:
+    """Gate (a), converged, on a top-1 comparison that was tested: every run of the rows that
+    name `models` (Table 5) ended with a training loss that stopped falling."""
+    if res.verdict not in (stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE):
+        return res  # not run, not comparable or withheld already: nothing was tested
+    rows = {r.name for r in (paper_row(ctx.params.vision.rows, "003", m, table=5) for m in models) if r}
+    files = [(s.run_id, stages.run_dir(ctx.params, s.run_id) / "metrics.jsonl")
+             for s in stages.runs(ctx.params) if s.row in rows]
+    res.verdict = gates.apply(res.verdict, [gates.runs_loss_converged(files, gates.thresholds(ctx.papers))])
+    return res
 
 
 def _vlt_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
