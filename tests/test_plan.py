@@ -301,3 +301,36 @@ def test_paper_tables_of_a_row_and_their_hours():
                           "gpu_hours": [1.0, 2.0, 4.0, 8.0]})
     assert pl.hours_by_paper_table(frame) == {"000 Figure 2": 1.0, "001 Figure 2": 1.0, "003 Table 5": 10.0,
                                               "no paper table": 4.0}
+
+
+def test_a_vit_on_imagenet_is_planned_at_its_input_pipeline_when_that_is_slower(tmp_path, monkeypatch):
+    """3.6e6 images (36,000 steps of 100) at 3,600 FLOPs: 1 GPU-hour of compute at 1 FLOP/s.
+    bench-loader measured 40 and 60 img/s per worker for timm/PIL on JPEGs (median 50; the
+    other pipelines are not what the ViT runs): 14 workers per GPU feed 700 img/s, so one GPU
+    waits 3.6e6 / 700 s = 1.43 h for its data; two GPUs 0.71 h, against 0.5 h of compute."""
+    folder = tmp_path / "results" / "some-machine"
+    folder.mkdir(parents=True)
+    (folder / "loader-some-machine.csv").write_text(
+        "pipeline,source,images_per_s\ntimm-pil,jpeg 64 x ~500x375,40\ntimm-pil,jpeg 64 x ~500x375,60\n"
+        "tv2-uint8,jpeg 64 x ~500x375,500\ntv2-uint8,fashion_mnist mirror,2000\n")
+    loader = pl.measured_loader(tmp_path / "results")
+    assert loader.per_worker == 50.0 and "loader-some-machine.csv" in loader.source
+    assert pl.measured_loader(tmp_path / "none") is None
+
+    p = load_params(PARAMS, "paper")
+    assert (p.vision.dataset, p.vision.workers) == ("imagenet", 14)
+    table = {"train_vision": Stage("train_vision", (), (), lambda r: [f"{r}.json"], runs=("deit-s0",))}
+    monkeypatch.setitem(pf.WORK, "train_vision", ("vision", lambda _p, spec: pf.Work(0.001, 0.0, 100, 36_000, 0)))
+    device = pl.Device("test", peak=1.0, mfu=1.0, mfu_source="test")
+    one = pl.make_plan(p, table, device, 8, lambda stage: 1, loader)
+    assert one.wall["train_vision@deit-s0"] == pytest.approx(3.6e6 / 700 / 3600)
+    assert one.hours == one.wall and one.bound == {"train_vision@deit-s0": pl.INPUT}
+    two = pl.make_plan(p, table, device, 8, lambda stage: 2, loader)
+    assert two.wall["train_vision@deit-s0"] == pytest.approx(3.6e6 / 1400 / 3600)
+    assert two.hours["train_vision@deit-s0"] == pytest.approx(2 * 3.6e6 / 1400 / 3600)  # both GPUs held
+    fast = pl.Loader(200.0, "test")  # 2,800 img/s per GPU: 0.36 h, below the hour of compute
+    assert pl.make_plan(p, table, device, 8, lambda stage: 1, fast).wall["train_vision@deit-s0"] == pytest.approx(1.0)
+    assert pl.make_plan(p, table, device, 8, lambda stage: 1, None).bound == {"train_vision@deit-s0": pl.COMPUTE}
+    summary = pl.summary(one)
+    assert summary["input_bound_jobs"] == ["train_vision@deit-s0"] and summary["loader_images_per_s_per_worker"] == 50.0
+    assert list(pl.table(one)["bound"]) == [pl.INPUT]

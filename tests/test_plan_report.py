@@ -70,3 +70,17 @@ def test_the_committed_paper_plan_is_readable():
     assert set(frame["stage"]) == set(pf.WORK) and summary["scale"] == "paper"
     assert frame["gpu_hours"].sum() == pytest.approx(summary["gpu_hours"])
     assert len(part.stage_table(frame)) == len(pf.WORK)
+
+
+def test_the_shipped_profile_s_time_limits_are_the_committed_paper_plan_s():
+    """profiles/slurm's runtime of each planned stage is results/plan/paper.csv's longest run of
+    that stage (`slurm_minutes`: planned wall x 2 + 15 min), so a change of the plan that is not
+    carried into the profile (or the reverse) fails here."""
+    import pandas as pd
+    import yaml
+
+    frame = pd.read_csv(REPO / "results" / "plan" / "paper.csv")
+    want = frame.groupby("stage")["slurm_minutes"].max().to_dict()
+    for name in ("slurm", "slurm-test"):
+        resources = yaml.safe_load((REPO / "profiles" / name / "config.yaml").read_text())["set-resources"]
+        assert {stage: resources[stage]["runtime"] for stage in want} == want, name

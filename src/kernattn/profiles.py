@@ -89,6 +89,24 @@ def _counts(pairs: list[str], option: str) -> dict[str, int]:
 WORLD_KEYS = ("gpu", "gpu_model", "gres", "ranks", "nodes", "tasks", "mpi")
 
 
+def _value(block: list[str], key: str, default: int) -> int:
+    """The integer `key: N` of an entry's lines (default when absent)."""
+    for line in block:
+        name, _, rest = line.strip().partition(":")
+        if name == key:
+            return int(rest.split("#")[0].strip().strip('"') or default)
+    return default
+
+
+def _cpus_for(block: list[str], old_ranks: int, ranks: int) -> list[str]:
+    """The entry's cpus_per_task for `ranks` processes per node: its CPUs per rank (the
+    shipped entries are for one) x ranks. Each rank has its own DataLoader workers (the ViT's
+    vision.workers), so 8 ranks of a 15-CPU entry need 120 CPUs on their node, not 15."""
+    per_rank = max(1, _value(block, "cpus_per_task", 1) // max(1, old_ranks))
+    return [f"    cpus_per_task: {per_rank * ranks}  # {per_rank} per rank x {ranks} ranks\n"
+            if line.strip().startswith("cpus_per_task:") else line for line in block]
+
+
 def set_world(text: str, stage: str, gpus: int, nodes: int, gpu_model: str, source: Path) -> str:
     """The set-resources entry of `stage` asking for `gpus` GPUs on each of `nodes` nodes."""
     from .errors import UsageError
@@ -101,6 +119,7 @@ def set_world(text: str, stage: str, gpus: int, nodes: int, gpu_model: str, sour
     start = lines.index(head) + 1
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("    ")), len(lines))
     block = [line for line in lines[start:end] if line.strip().split(":")[0] not in WORLD_KEYS]
+    block = _cpus_for(block, _value(lines[start:end], "ranks", 1), gpus)
     model = f"{gpu_model}:" if gpu_model else ""
     if nodes == 1:
         world = [f"    gpu: {gpus}\n"] + ([f'    gpu_model: "{gpu_model}"\n'] if gpu_model else [])

@@ -30,7 +30,7 @@ def plan_minutes(args: argparse.Namespace, profile_text: str) -> dict[str, int]:
 
     from ..bench import peaks
     from ..config import load_params
-    from .plan import make_plan, profile_gpus, resolve_device, stage_minutes
+    from .plan import make_plan, measured_loader, profile_gpus, resolve_device, stage_minutes
     from .stages import stage_table
 
     if not args.plan_scale:
@@ -41,7 +41,7 @@ def plan_minutes(args: argparse.Namespace, profile_text: str) -> dict[str, int]:
         fh.write(yaml.safe_dump(yaml.safe_load(profile_text)))
         fh.flush()
         gpus_of = profile_gpus(fh.name)
-    plan = make_plan(params, stage_table(params), resolve_device(kind, args.plan_mfu), 10**6, gpus_of)
+    plan = make_plan(params, stage_table(params), resolve_device(kind, args.plan_mfu), 10**6, gpus_of, measured_loader())
     return stage_minutes(plan, args.safety)
 
 

@@ -9,6 +9,12 @@ longest chain of dependent jobs, the jobs between them taking no GPU time) and t
 of a greedy list schedule on the cluster's GPUs (critical-path-first, as Snakemake's
 scheduler would start ready jobs when GPUs free up).
 
+A ViT trained on ImageNet JPEGs can be held back by its input pipeline instead: its CPU
+workers decode and augment at most ranks x vision.workers x (images/s of one worker, as
+`kernattn bench-loader` measured it: results/*/loader-*.csv, timm/PIL on JPEGs) images a
+second. Its wall time is the longer of the two, and its GPU-hours are that wall time on its GPUs
+(they are held while they wait); the table says which bound set it.
+
 MFU: --mfu, else the median MFU gpu-check measured on that kind (results/gpu/*/train.csv),
 else the kind's stated default (gpus.yaml). `--gpu cpu`: the peak is measured here (float32
 matmul at the runs' thread count) and the MFU is the stated CPU default of gpus.yaml.
@@ -36,6 +42,9 @@ SAFETY = 2.0          # time limit = planned wall x this (MFU and scaling are es
 MARGIN_MIN = 15       # + minutes of start-up a plan does not count (imports, data, compile)
 PROFILE = "profiles/slurm/config.yaml"
 MEASURED = "results/gpu"
+LOADER_ROOT = "results"           # bench-loader's CSVs: results/<machine>/loader-*.csv
+LOADER_PIPELINE = "timm-pil"      # what tracks/vision/data.py runs on ImageNet (README "Input pipeline")
+COMPUTE, INPUT = "compute", "input pipeline"
 
 
 @dataclass(frozen=True)
@@ -84,7 +93,8 @@ def plan_jobs(p: Params, table: dict[str, Stage], gpus_of) -> list[Job]:
         out.append(Job(jid, stage, deps, work.total, gpus_of(stage),
                        {"track": pf.WORK[stage][0], "run": run, "source": spec.source or "",
                         "paper": paper_tables(p, pf.WORK[stage][0], spec.row),
-                        "flops_per_step": work.flops_per_step, "steps": work.steps}))
+                        "flops_per_step": work.flops_per_step, "steps": work.steps,
+                        "samples": work.steps * work.samples_per_step + work.eval_samples}))
     return out
 
 
@@ -229,6 +239,36 @@ def profile_gpus(profile: str | Path | None):
     return gpus_of
 
 
+# ----------------------------------------------------------------------------- the input pipeline
+@dataclass(frozen=True)
+class Loader:
+    """What one DataLoader worker decodes and augments, in images/s, and where that was measured."""
+    per_worker: float
+    source: str
+
+
+def measured_loader(root: str | Path = LOADER_ROOT) -> Loader | None:
+    """The median images/s of one worker of the ImageNet pipeline on JPEGs over every
+    bench-loader CSV under `root` (results/*/loader-*.csv), or None when none was measured."""
+    values, files = [], []
+    for path in sorted(Path(root).glob("*/loader-*.csv")):
+        with path.open() as fh:
+            got = [float(r["images_per_s"]) for r in csv.DictReader(fh)
+                   if r.get("pipeline") == LOADER_PIPELINE and r.get("source", "").startswith("jpeg")]
+        if got:
+            values += got
+            files.append(str(path))
+    return Loader(statistics.median(values), f"bench-loader ({', '.join(files)})") if values else None
+
+
+def input_hours(p: Params, job: Job, loader: Loader | None) -> float:
+    """Wall hours the job's data loading needs at the least (0: not bounded or not known): a
+    ViT on ImageNet JPEGs, each of its GPUs fed by vision.workers workers."""
+    if loader is None or job.info.get("track") != "vision" or p.vision.dataset != "imagenet" or p.vision.workers < 1:
+        return 0.0
+    return job.info["samples"] / (job.gpus * p.vision.workers * loader.per_worker) / 3600.0
+
+
 # ----------------------------------------------------------------------------- the plan
 @dataclass
 class Plan:
@@ -241,24 +281,32 @@ class Plan:
     critical_h: float
     critical: list[str]
     makespan_h: float
+    bound: dict[str, str] = field(default_factory=dict)  # planned jobs: COMPUTE or INPUT
+    loader: Loader | None = None
 
     @property
     def gpu_hours(self) -> float:
         return sum(self.hours.values())
 
 
-def make_plan(p: Params, table: dict[str, Stage], device: Device, n_gpus: int, gpus_of) -> Plan:
+def make_plan(p: Params, table: dict[str, Stage], device: Device, n_gpus: int, gpus_of,
+              loader: Loader | None = None) -> Plan:
+    """The plan (module docstring); `loader`: the input pipeline's rate (measured_loader), None
+    when the ViT is taken to be compute-bound."""
     jobs = plan_jobs(p, table, gpus_of)
     too_big = [j for j in jobs if j.gpus > n_gpus]
     if too_big:
         from ..errors import UsageError
         raise UsageError(f"{too_big[0].id} asks for {too_big[0].gpus} GPUs per run; the cluster has {n_gpus} "
                          f"(raise --gpus-per-node / --nodes or lower the profile's ranks/nodes)")
-    hours = {j.id: gpu_hours(j.flops, device.peak, device.mfu_for(j.info["track"])) for j in jobs if j.gpus}
-    gpus = {j.id: j.gpus for j in jobs}
-    wall = {jid: h / gpus[jid] for jid, h in hours.items()}
+    wall, hours, bound = {}, {}, {}
+    for j in (j for j in jobs if j.gpus):
+        compute = gpu_hours(j.flops, device.peak, device.mfu_for(j.info["track"])) / j.gpus
+        feed = input_hours(p, j, loader)
+        wall[j.id], bound[j.id] = (feed, INPUT) if feed > compute else (compute, COMPUTE)
+        hours[j.id] = wall[j.id] * j.gpus
     length, path = critical_path(jobs, wall)
-    return Plan(p.scale, device, n_gpus, jobs, wall, hours, length, path, schedule(jobs, wall, n_gpus))
+    return Plan(p.scale, device, n_gpus, jobs, wall, hours, length, path, schedule(jobs, wall, n_gpus), bound, loader)
 
 
 def slurm_minutes(wall_h: float, safety: float = SAFETY, margin: int = MARGIN_MIN) -> int:
@@ -283,6 +331,7 @@ def table(plan: Plan, safety: float = SAFETY):
              "paper": j.info.get("paper", ""),
              "steps": j.info["steps"], "flops_per_step": j.info["flops_per_step"], "flops": j.flops,
              "gpus": j.gpus, "mfu": plan.device.mfu_for(j.info["track"]), "gpu_hours": plan.hours[j.id], "wall_h": plan.wall[j.id],
+             "bound": plan.bound.get(j.id, COMPUTE),
              "slurm_minutes": slurm_minutes(plan.wall[j.id], safety)} for j in plan.jobs if j.id in plan.wall]
     return pd.DataFrame(rows)
 
@@ -297,4 +346,7 @@ def summary(plan: Plan) -> dict:
             "flops": float(frame["flops"].sum()) if len(frame) else 0.0, "gpu_hours": plan.gpu_hours,
             "gpu_hours_by_track": by_track, "gpu_hours_by_source": by_source,
             "gpu_hours_by_paper_table": by_table, "critical_path_h": plan.critical_h,
-            "critical_path": [j for j in plan.critical if j in plan.wall], "wall_h": plan.makespan_h}
+            "critical_path": [j for j in plan.critical if j in plan.wall], "wall_h": plan.makespan_h,
+            "input_bound_jobs": sorted(j for j, b in plan.bound.items() if b == INPUT),
+            "loader_images_per_s_per_worker": plan.loader.per_worker if plan.loader else None,
+            "loader_source": plan.loader.source if plan.loader else None}

@@ -36,7 +36,7 @@ def compute(args: argparse.Namespace):
     """(params, plan) for the parsed arguments."""
     from ..config import load_params
     from ..errors import UsageError
-    from .plan import make_plan, profile_gpus, resolve_device
+    from .plan import make_plan, measured_loader, profile_gpus, resolve_device
     from .stages import stage_table
 
     if args.gpus_per_node < 1 or args.nodes < 1:
@@ -46,7 +46,8 @@ def compute(args: argparse.Namespace):
     params = load_params(args.params, args.scale)
     device = resolve_device(args.gpu, args.mfu, params.train.threads or 1, MEASURED)
     gpus_of = profile_gpus(args.profile) if args.gpu != "cpu" else (lambda _stage: 1)
-    return params, make_plan(params, stage_table(params), device, args.gpus_per_node * args.nodes, gpus_of)
+    return params, make_plan(params, stage_table(params), device, args.gpus_per_node * args.nodes, gpus_of,
+                             measured_loader())
 
 
 def render(plan, safety: float) -> str:
@@ -65,6 +66,9 @@ def render(plan, safety: float) -> str:
             f"GPU-hours by paper table (a row two tables name counts in both): {tables}",
             f"critical path: {s['critical_path_h']:.2f} h ({' -> '.join(s['critical_path'])})",
             f"whole DAG on {s['gpus']} GPUs: {s['wall_h']:.2f} h wall (greedy schedule, critical path first)"]
+    if s["input_bound_jobs"]:
+        tail.append(f"held back by the input pipeline ({s['loader_images_per_s_per_worker']:.0f} img/s per worker, "
+                    f"{s['loader_source']}): {', '.join(s['input_bound_jobs'])}")
     return "\n".join([head, body, *tail])
 
 
