@@ -215,6 +215,9 @@ def test_gka_trails_deit_on_imagenet_passes_the_gates():
     section = {"finals": finals, "vp": vp, "runs": []}
     res = _top1_claim(claim, section, "paper")
     assert res.verdict == stats.REPRODUCED and res.estimate == pytest.approx(-0.66 + 0.05 / 3)
+    # paired differences -0.66, -0.61, -0.66: sd 0.0289, se 0.0167 on 2 df; the effect a one-sided
+    # 2.5% test detects with power 0.8 is (t_0.975 + t_0.8) x se = (4.303 + 1.061) x 0.0167 = 0.089 pp
+    assert "minimum detectable effect 0.09 pp" in res.ours
     two = {k: v for k, v in finals.items() if not k.endswith("-s2")}
     assert _top1_claim(claim, {**section, "finals": two}, "paper").verdict == "not judged (2 seeds)"
     flat = {k: {**v, "top1_ema": 71.54 if k.startswith("gka") else 72.2} for k, v in finals.items()}

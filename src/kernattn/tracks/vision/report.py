@@ -290,7 +290,8 @@ def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
                     f"({stats.seeds_text(len(seeds))}, no interval)")
     else:
         res.estimate, res.lo, res.hi = ci.diff, ci.lo, ci.hi
-        res.ours = f"GKA − DeiT top-1 EMA: {ci.diff:+.2f} pp [{ci.lo:+.2f}, {ci.hi:+.2f}]"
+        res.ours = (f"GKA − DeiT top-1 EMA: {ci.diff:+.2f} pp [{ci.lo:+.2f}, {ci.hi:+.2f}]; "
+                    f"minimum detectable effect {stats.mde(ci):.2f} pp")
     res.detail = _gka_state(found[0], finals, section, seeds)
     if vp.dataset != "imagenet":
         res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k; "
