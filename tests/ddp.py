@@ -62,15 +62,12 @@ def _rank_main(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None
         os._exit(code)
 
 
-WARM = {"train": ("kernattn.tracks.char.track",), "train-lm": ("kernattn.tracks.lm.track",),
-        "train-vision": ("kernattn.tracks.vision.track", "timm.optim", "timm.scheduler", "timm.data", "timm.loss",
-                         "timm.utils")}
-
-
 # What the fork server imports once, before its first child: what every rank would import
-# itself (torch._dynamo, which AdamW loads, takes seconds; every track's modules).
+# itself (torch._dynamo, which AdamW loads, takes seconds; each track's modules; timm's parts
+# the ViT's training uses).
 PRELOAD = ("torch", "torch._dynamo", "torch.distributed", "torch.nn.parallel", "kernattn.cli", "mlflow",
-           *sorted({name for names in WARM.values() for name in names}), __name__)
+           "kernattn.tracks.char.track", "kernattn.tracks.lm.track", "kernattn.tracks.vision.track",
+           "timm.data", "timm.loss", "timm.optim", "timm.scheduler", "timm.utils", __name__)
 
 
 def _context() -> multiprocessing.context.BaseContext:

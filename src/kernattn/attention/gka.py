@@ -51,12 +51,9 @@ from torch import nn
 from .base import KernelAttention, sdpa_flops
 from .fused import attend
 from .positions import Rope
-from .options import DATA_DRIVEN, DEFAULT_INIT_SIGMA, SIGMA_RULES, GKAOptions, initial_log_sigma  # noqa: F401 (re-exported)
+from .options import DATA_DRIVEN, GKAOptions, initial_log_sigma
 from .registry import register
 
-SIGMA_RULES = ("paper", "sqrt_d_half", "sqrt_d", "median")
-DEFAULT_INIT_SIGMA = "sqrt_d"  # the GKA-init study's choice (module docstring)
-DATA_DRIVEN = "median"
 MEDIAN_PAIRS = 1 << 24  # distances per head measured by the median rule (rows of the first batch that fit)
 
 

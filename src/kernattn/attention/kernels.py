@@ -31,7 +31,6 @@ from .options import KERNELS, NWOptions
 from .registry import register
 
 
-
 def sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Exact squared distances [..., Na, Nb] (differences, not the expansion)."""
     return torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist").pow(2)

@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .options import SPECS, choice, positive  # noqa: F401 (choice, positive: the option helpers' old home)
+from .options import SPECS
 
 IMPLS = ("fast", "reference")
 

@@ -19,8 +19,9 @@ from . import reference
 from .base import KernelAttention, sdpa_flops
 from .fused import attend
 from .positions import AlibiBias, FreeLagBias, Rope, T5Bias, normalise_qk
-from .options import POSITIONS, SoftmaxOptions  # noqa: F401 (re-exported)
+from .options import SoftmaxOptions
 from .registry import register
+
 
 def make_position(opts, n_head: int, d_head: int, causal: bool):
     """-> (rope module or None, lag-bias module or None)."""

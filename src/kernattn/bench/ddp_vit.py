@@ -8,7 +8,8 @@ One process per device, started with torch.multiprocessing: spawned on CUDA; on 
 from Python's fork server, which imports torch, timm and this module once and never trains
 (a rank forked from the parent could not run a backward pass once the parent has: autograd's
 threads; `gpu-check --part all` trains in the parent before this part). The ranks get the
-parent's environment as it is at the start (the fork server's would be older), meeting in the engine's process group (engine/dist.py: NCCL on CUDA, gloo on CPU). Each rank
+parent's environment as it is at the start (the fork server's would be older), meeting in the
+engine's process group (engine/dist.py: NCCL on CUDA, gloo on CPU). Each rank
 trains the same model on its own share of a global batch of `batch` x ranks images (shard
 r of the batch, as the engine splits one), so DDP's averaged gradient is the global batch's.
 Per rank and per step the time is taken as `kernattn bench` takes it (bench.timing); a

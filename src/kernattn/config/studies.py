@@ -16,7 +16,7 @@ run by `snakemake --cores all studies` (not by the main DAG).
   `original_width`); the bump verdict's tolerance `tol` in lags.
 - gka_init (seed 003): each row of `rows` (a track, char / lm / vision, and one of that
   track's rows whose attention is gka: matrix.rows, lm.rows, vision.rows) trained once per
-  init of `inits` (a number or a rule of kernattn.attention.gka.SIGMA_RULES) and seed: for
+  init of `inits` (a number or a rule of kernattn.attention.options.SIGMA_RULES) and seed: for
   the char track the studies' seeds, for lm and vision the seeds that track trains the row
   with. The report's test is pre-specified: a one-sided sign test over every (track, seed)
   pair that `sign_test` (an init's label) beats sigma = 1 -> supported / not supported.

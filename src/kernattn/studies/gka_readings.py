@@ -28,6 +28,7 @@ from torch import nn
 
 from ..attention import gka
 from ..attention.gka import GKAAttention
+from ..attention.options import initial_log_sigma
 
 
 def gka_modules(model: nn.Module) -> list[GKAAttention]:
@@ -130,6 +131,6 @@ def data_driven_log_sigma(model: nn.Module, run, apply: bool = True) -> list[tor
 
 
 def named_log_sigma(name: str, d_head: int) -> float:
-    """log sigma of a named init of the ablation at construction (kernattn.attention.gka's
+    """log sigma of a named init of the ablation at construction (kernattn.attention.options'
     rules: "sqrt_d_half", "sqrt_d"; "median" is data-driven, above, and starts at sqrt(d))."""
-    return gka.initial_log_sigma(name, d_head)
+    return initial_log_sigma(name, d_head)

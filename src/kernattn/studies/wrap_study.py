@@ -89,16 +89,12 @@ def bank_gate(moved: dict, params) -> tuple[bool, str]:
     """Gate (a), converged, on the row's original runs: every seed's bank moved less than
     gates.max_param_travel (paper_numbers.yaml) of Adam's travel limit over its schedule. A bank
     still travelling at that limit puts its bump wherever training stopped it."""
-    from importlib import resources
-
-    import yaml
-
     from ..report import gates
     from ..tracks.char.report_bankgate import adam_travel
+    from .wrap_votes import shipped_paper_numbers
 
-    doc = yaml.safe_load(resources.files("kernattn").joinpath("report/paper_numbers.yaml").read_text(encoding="utf-8"))
-    g = gates.params_converged(list(moved.values()), adam_travel(params.train), gates.thresholds(doc).max_param_travel,
-                               "bank log-parameters")
+    limit = gates.thresholds(shipped_paper_numbers()).max_param_travel
+    g = gates.params_converged(list(moved.values()), adam_travel(params.train), limit, "bank log-parameters")
     return g.passed, f"bank {'converged' if g.passed else 'not converged'}: {g.why}"
 
 
@@ -167,7 +163,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
     runs = wrap_runs(params)
     rows, records = [], []
     for row in wrap_rows(params):
-        corpora, init_bumps, moved = [], {}, {}
+        corpora, init_bumps, travelled = [], {}, {}
         for corpus in (REFERENCE, *w.corpora):
             cb = bumpshift.CorpusBumps(corpus, peaks[corpus]["sharp"])
             for c, spec in runs.values():
@@ -178,14 +174,14 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
             if corpus == REFERENCE:
                 for seed in sorted({s.seed for c, s in runs.values() if s.row == row}):
                     spec = find_run(params, f"{row}-s{seed}")
-                    init_bumps[seed], cb.bumps[seed], moved[seed] = init_and_trained_bumps(params, spec, device,
-                                                                                          params_file)
+                    init_bumps[seed], cb.bumps[seed], travelled[seed] = init_and_trained_bumps(
+                        params, spec, device, params_file)
                 records += [{"row": row, "corpus": INIT, "seed": s, "bump": b} for s, b in sorted(init_bumps.items())]
             records += [{"row": row, "corpus": corpus, "seed": s, "bump": b} for s, b in sorted(cb.bumps.items())]
             corpora.append(cb)
         voting, controls = split_controls(corpora, w.width)
         found = [bumpshift.study_verdict([corpora[0], c], REFERENCE, w.tol)["corpora"][1] for c in controls]
-        met, why = premise(corpora[0].bumps, init_bumps, peaks[REFERENCE]["sharp"], w.tol, bank_gate(moved, params))
+        met, why = premise(corpora[0].bumps, init_bumps, peaks[REFERENCE]["sharp"], w.tol, bank_gate(travelled, params))
         if found:  # the positive control must move with its planted period
             moved = all(c["verdict"] == bumpshift.TRACKS for c in found)
             met, why = met and moved, f"{why}; positive control {'found' if moved else 'not found'}"

@@ -139,15 +139,21 @@ def row_verdict(corpora: list[bumpshift.CorpusBumps], kinds: dict[str, str], lag
     return out
 
 
-def vanish_fraction() -> float:
-    """The pre-registered vanish_fraction of the claim 001-bump-paragraph-scale in the shipped
-    paper_numbers.yaml (the report judges the claim under the same file)."""
+def shipped_paper_numbers() -> dict:
+    """The shipped paper_numbers.yaml, whose pre-registered rules the study applies (the report
+    judges its claims under the same file)."""
     from importlib import resources
 
     import yaml
 
+    return yaml.safe_load(resources.files("kernattn").joinpath("report/paper_numbers.yaml").read_text(encoding="utf-8"))
+
+
+def vanish_fraction() -> float:
+    """The pre-registered vanish_fraction of the claim 001-bump-paragraph-scale in the shipped
+    paper_numbers.yaml."""
     where = "src/kernattn/report/paper_numbers.yaml"
-    doc = yaml.safe_load(resources.files("kernattn").joinpath("report/paper_numbers.yaml").read_text(encoding="utf-8"))
+    doc = shipped_paper_numbers()
     claim = next((c for c in (doc or {}).get("claims", []) if c.get("id") == CLAIM_ID), {})
     try:
         value = float(claim["vanish_fraction"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from ...attention.gka import DEFAULT_INIT_SIGMA, initial_log_sigma
+from ...attention.options import DEFAULT_INIT_SIGMA, initial_log_sigma
 from ...report import gates, stability, stats
 from ...report.claims import ClaimResult, paper_row
 from . import stages
