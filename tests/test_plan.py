@@ -43,7 +43,7 @@ def test_char_flops_per_step_equal_flopcounter_on_a_real_batch():
     from kernattn.tracks.char.model import GPT
 
     p = load_params(PARAMS, "micro")
-    run = pf.stage_runs(p, "train")["rope-s0"]
+    run = pf.stage_runs(p, "train")["rope-s0"].spec
     model = GPT(pf.char_vocab(p), p.model, run.variant, run.options)
     x = torch.randint(0, pf.char_vocab(p), (p.train.batch_size, p.model.context))
     assert pf.char_work(p, run).flops_per_step == _counted(lambda: model.loss(x, x).backward())
@@ -55,7 +55,7 @@ def test_lm_flops_per_step_equal_flopcounter_over_the_accumulated_batch():
 
     p = load_params(PARAMS, "micro", {"lm.grad_accum": 2})
     lm = p.lm
-    run = pf.stage_runs(p, "train_lm")["gka_tokens-s0"]
+    run = pf.stage_runs(p, "train_lm")["gka_tokens-s0"].spec
     model = GPT(row_config(lm, lm.vocab_size, run))
     x = torch.randint(0, lm.vocab_size, (lm.batch_size, lm.context))
 
@@ -72,7 +72,7 @@ def test_vision_flops_per_step_and_steps_of_a_real_batch():
 
     p = load_params(PARAMS, "micro")
     vp = p.vision
-    run = pf.stage_runs(p, "train_vision")["gka-s0"]
+    run = pf.stage_runs(p, "train_vision")["gka-s0"].spec
     model = vm.build_vit(vm.spec_from_params(vp, run.variant, 1, 10, run.options))
     x, y = torch.randn(vp.batch_size, 1, vp.img_size, vp.img_size), torch.randint(0, 10, (vp.batch_size,))
     work = pf.vision_work(p, run)
@@ -206,6 +206,54 @@ def test_plan_command_prints_and_writes_the_micro_plan(tmp_path, capsys):
     assert "on 4 x a100" in text and "MFU 0.50: --mfu" in text and "critical path" in text
 
 
+# ----------------------------------------------------------------------------- the studies' trainings
+def test_the_studies_trainings_are_planned_as_their_tracks_runs():
+    """train_wrap repeats a char run on another corpus (its work); train_gka_init trains each
+    track's GKA row (each run counted as its own track's, the ViT's and LM's included); prune's
+    work by hand: 3 arms x steps x batch samples of fwd + bwd, and evaluations of
+    eval_batches x batch windows: the 2 x layers x heads ablations + their base (2), and each
+    arm's start and end."""
+    from kernattn import studies
+
+    p = load_params(PARAMS, "micro")
+    wrap = pf.stage_runs(p, "train_wrap")
+    assert set(wrap) == set(studies.wrap_runs(p)) and {r.track for r in wrap.values()} == {"char"}
+    spec = wrap["gpa_dp_m8-rewrapped-s0"].spec
+    assert pf.char_work(p, spec) == pf.char_work(p, pf.stage_runs(p, "train")["gpa_dp_m8-s0"].spec)
+    init = pf.stage_runs(p, "train_gka_init")
+    assert {r.track for r in init.values()} == {"char", "lm", "vision"}
+    assert init["vision_gka-init_1-s0"].work(p, "train_gka_init").steps == pf.vision_work(
+        p, init["vision_gka-init_1-s0"].spec).steps
+    assert {r.study for r in init.values()} == {"gka_init"} and {r.study for r in wrap.values()} == {"wrap"}
+
+    tp, mp, steps = p.train, p.model, p.studies.prune.steps
+    full = pf.char_work(p, pf.stage_runs(p, "train")["gpa_dp_m8-s0"].spec)
+    work = pf.stage_runs(p, "prune")["gpa_dp_m8-s0"].work(p, "prune")
+    window = tp.eval_batches * tp.batch_size
+    assert work.steps == 3 * steps and work.samples_per_step == tp.batch_size
+    assert work.eval_samples == (2 * mp.n_layer * mp.n_head + 2) * window + 3 * 2 * window
+    assert work.total == pytest.approx(3 * steps * tp.batch_size * full.train_per_sample
+                                       + work.eval_samples * full.eval_per_sample)
+
+
+def test_the_plan_sums_the_main_dag_and_the_studies_apart(tmp_path, capsys):
+    """The summary's main-DAG hours plus each study's are the total; the studies' rows name
+    the claim they serve, not a paper table's row."""
+    import pandas as pd
+
+    out = tmp_path / "plan.csv"
+    assert main(["plan", "--params", str(PARAMS), "--scale", "micro", "--gpu", "a100", "--mfu", "0.5",
+                 "--out", str(out)]) == 0
+    frame, summary = pd.read_csv(out, keep_default_na=False), json.loads(out.with_suffix(".json").read_text())
+    studies = frame[frame["study"] != ""]
+    assert set(studies["stage"]) == {"train_wrap", "train_gka_init", "prune"}
+    assert set(studies["paper"]) == set(pl.STUDY_CLAIMS.values())
+    assert summary["gpu_hours_by_study"] == pytest.approx(studies.groupby("study")["gpu_hours"].sum().to_dict())
+    assert summary["gpu_hours_main"] + sum(summary["gpu_hours_by_study"].values()) == pytest.approx(summary["gpu_hours"])
+    assert summary["gpu_hours_main"] == pytest.approx(frame[frame["study"] == ""]["gpu_hours"].sum())
+    assert "of the studies (snakemake studies)" in capsys.readouterr().out
+
+
 # ----------------------------------------------------------------------------- against a measured run
 def test_plan_predicts_a_measured_cpu_training_within_2x(tmp_path):
     """The tiny scale's char shape (2 x 128, ctx 128, batch 16) for 6 steps on the micro corpus:
@@ -269,7 +317,7 @@ def test_install_profile_sets_the_planned_stages_time_limits(tmp_path, monkeypat
 
     a100 = peaks.get_kind("a100").bf16
     for stage, (track, _) in list(pf.WORK.items()):
-        rows = list(dict.fromkeys(r.row for r in pf.stage_runs(load_params(PARAMS, "micro"), stage).values()))
+        rows = list(dict.fromkeys(r.spec.row for r in pf.stage_runs(load_params(PARAMS, "micro"), stage).values()))
         monkeypatch.setitem(pf.WORK, stage, (track, lambda _p, spec, rows=rows: pf.Work(
             1.0, 0.0, 1, int(a100 * 0.4 * 3600 * (rows.index(spec.row) + 1)), 0)))
     dest = tmp_path / "slurm"
@@ -282,7 +330,10 @@ def test_install_profile_sets_the_planned_stages_time_limits(tmp_path, monkeypat
     plan = pl.make_plan(p, stage_table(p), pl.resolve_device("a100", 0.4), 8, pl.profile_gpus(REPO / "profiles/slurm/config.yaml"))
     want = pl.stage_minutes(plan, safety=3)
     assert want == {"train": 2 * 180 + pl.MARGIN_MIN, "train_lm": 3 * 180 + pl.MARGIN_MIN,  # 2 and 3 rows: x 3
-                    "eval_lm": 3 * 180 + pl.MARGIN_MIN, "train_vision": 3 * 180 + pl.MARGIN_MIN}
+                    "eval_lm": 3 * 180 + pl.MARGIN_MIN, "train_vision": 3 * 180 + pl.MARGIN_MIN,
+                    # the studies' trainings: one wrap row, one prune row; GKA init: rows gka, gka_tokens
+                    "train_wrap": 180 + pl.MARGIN_MIN, "prune": 180 + pl.MARGIN_MIN,
+                    "train_gka_init": 2 * 180 + pl.MARGIN_MIN}
     assert {s: resources[s]["runtime"] for s in want} == want
     assert resources["bench"] == {**shipped["bench"], "slurm_partition": "p", "gpu_model": "a100"}  # not planned: kept
 

@@ -85,17 +85,23 @@ def plan_jobs(p: Params, table: dict[str, Stage], gpus_of) -> list[Job]:
         if stage not in pf.WORK or run is None:
             out.append(Job(jid, stage, deps))
             continue
-        spec = specs.setdefault(stage, pf.stage_runs(p, stage))[run]
-        key = (stage, spec.row)
+        planned = specs.setdefault(stage, pf.stage_runs(p, stage))[run]
+        spec = planned.spec
+        key = (stage, planned.track, spec.row)
         if key not in cache:
-            cache[key] = pf.WORK[stage][1](p, spec)
+            cache[key] = planned.work(p, stage)
         work = cache[key]
         out.append(Job(jid, stage, deps, work.total, gpus_of(stage),
-                       {"track": pf.WORK[stage][0], "run": run, "source": spec.source or "",
-                        "paper": paper_tables(p, pf.WORK[stage][0], spec.row),
+                       {"track": planned.track, "run": run, "source": spec.source or "", "study": planned.study,
+                        "paper": STUDY_CLAIMS.get(planned.study) or paper_tables(p, planned.track, spec.row),
                         "flops_per_step": work.flops_per_step, "steps": work.steps,
                         "samples": work.steps * work.samples_per_step + work.eval_samples}))
     return out
+
+
+# What each study's trainings are for, in the plan's `paper` column (they train no paper table's row).
+STUDY_CLAIMS = {"wrap": "001 Section 3.2 (wrap study)", "prune": "001 Section 4 (prune study)",
+                "gka_init": "ours (GKA init study)"}
 
 
 def paper_tables(p: Params, track: str, row: str) -> str:
@@ -328,7 +334,7 @@ def table(plan: Plan, safety: float = SAFETY):
     import pandas as pd
 
     rows = [{"stage": j.stage, "run": j.info["run"], "track": j.info["track"], "source": j.info["source"],
-             "paper": j.info.get("paper", ""),
+             "study": j.info.get("study", ""), "paper": j.info.get("paper", ""),
              "steps": j.info["steps"], "flops_per_step": j.info["flops_per_step"], "flops": j.flops,
              "gpus": j.gpus, "mfu": plan.device.mfu_for(j.info["track"]), "gpu_hours": plan.hours[j.id], "wall_h": plan.wall[j.id],
              "bound": plan.bound.get(j.id, COMPUTE),
@@ -341,10 +347,13 @@ def summary(plan: Plan) -> dict:
     by_track = frame.groupby("track")["gpu_hours"].sum().to_dict() if len(frame) else {}
     by_source = frame.groupby("source")["gpu_hours"].sum().to_dict() if len(frame) else {}
     by_table = hours_by_paper_table(frame) if len(frame) else {}
+    studies = frame[frame["study"] != ""] if len(frame) else frame
+    by_study = studies.groupby("study")["gpu_hours"].sum().to_dict() if len(studies) else {}
     return {"scale": plan.scale, "gpu": plan.device.kind, "peak_flops": plan.device.peak, "mfu": plan.device.mfu,
             "mfu_source": plan.device.mfu_source, "gpus": plan.n_gpus, "jobs": len(plan.wall),
             "flops": float(frame["flops"].sum()) if len(frame) else 0.0, "gpu_hours": plan.gpu_hours,
             "gpu_hours_by_track": by_track, "gpu_hours_by_source": by_source,
+            "gpu_hours_main": plan.gpu_hours - sum(by_study.values()), "gpu_hours_by_study": by_study,
             "gpu_hours_by_paper_table": by_table, "critical_path_h": plan.critical_h,
             "critical_path": [j for j in plan.critical if j in plan.wall], "wall_h": plan.makespan_h,
             "input_bound_jobs": sorted(j for j, b in plan.bound.items() if b == INPUT),

@@ -62,7 +62,10 @@ def render(plan, safety: float) -> str:
         "wall_h": "{:.4g}".format}) if len(frame) else "(no planned jobs)"
     tracks = ", ".join(f"{t} {h:.2f}" for t, h in s["gpu_hours_by_track"].items())
     tables = ", ".join(f"{k} {h:.2f}" for k, h in s["gpu_hours_by_paper_table"].items())
+    studies = ", ".join(f"{k} {h:.2f}" for k, h in s["gpu_hours_by_study"].items())
     tail = [f"jobs: {s['jobs']}; FLOPs {s['flops']:.3e}; GPU-hours {s['gpu_hours']:.2f} ({tracks})",
+            f"GPU-hours of the main DAG (snakemake all) {s['gpu_hours_main']:.2f}; of the studies (snakemake "
+            f"studies) {s['gpu_hours'] - s['gpu_hours_main']:.2f} ({studies or 'none planned'})",
             f"GPU-hours by paper table (a row two tables name counts in both): {tables}",
             f"critical path: {s['critical_path_h']:.2f} h ({' -> '.join(s['critical_path'])})",
             f"whole DAG on {s['gpus']} GPUs: {s['wall_h']:.2f} h wall (greedy schedule, critical path first)"]

@@ -180,14 +180,56 @@ def vision_work(p: Params, run: RunSpec) -> Work:
     return Work(train, fwd, vp.batch_size, steps, evals)
 
 
-# The planned stages: name -> (track, how its work is counted).
+def prune_work(p: Params, run: RunSpec) -> Work:
+    """prune@<run>: the zero- and mean-ablation of every head on the validation windows
+    (2 x layers x heads + 2 evaluations), then three fine-tunings (studies.ARMS: pruned,
+    control, random) of studies.prune.steps steps, each evaluated at its start and end.
+    Removing a head saves its share of the pruned arm's FLOPs: not subtracted (an upper bound)."""
+    from ..studies import ARMS
+
+    full = char_work(p, run)
+    tp, steps = p.train, p.studies.prune.steps
+    window = tp.eval_batches * tp.batch_size
+    ablations = (2 * p.model.n_layer * p.model.n_head + 2) * window
+    return Work(full.train_per_sample, full.eval_per_sample, tp.batch_size, len(ARMS) * steps,
+                ablations + len(ARMS) * evaluations(steps, steps) * window)
+
+
+TRAINING = {"char": char_work, "lm": lm_work, "vision": vision_work}  # a track's training run
+
+# The planned stages: name -> (track, how its work is counted); track None: each run's own
+# (the GKA-init study trains a row of each track, counted as that track's training run).
+# Not planned: the benchmark and the extrapolation stages (forward passes of a few windows per
+# run: at paper scale under 1e-5 of the DAG's FLOPs) and every stage that trains nothing.
 WORK = {"train": ("char", char_work), "train_lm": ("lm", lm_work), "train_vision": ("vision", vision_work),
-        "eval_lm": ("lm", lm_eval_work)}
+        "eval_lm": ("lm", lm_eval_work),
+        "train_wrap": ("char", char_work), "train_gka_init": (None, None), "prune": ("char", prune_work)}
+STUDY_OF = {"train_wrap": "wrap", "train_gka_init": "gka_init", "prune": "prune"}  # the studies' planned stages
 
 
-def stage_runs(p: Params, stage: str) -> dict[str, RunSpec]:
-    """The run specs of a planned stage by run id."""
+@dataclass(frozen=True)
+class PlannedRun:
+    track: str      # whose model it trains (its MFU, its input pipeline)
+    spec: RunSpec
+    study: str = ""  # the study it belongs to ("" for the main DAG)
+
+    def work(self, p: Params, stage: str) -> Work:
+        fn = WORK[stage][1] or TRAINING[self.track]
+        return fn(p, self.spec)
+
+
+def stage_runs(p: Params, stage: str) -> dict[str, PlannedRun]:
+    """The runs of a planned stage by run id."""
+    from .. import studies
+    from ..config import find_run
     from ..tracks import track_module
 
+    study = STUDY_OF.get(stage, "")
+    if stage == "train_wrap":
+        return {r: PlannedRun("char", spec, study) for r, (_corpus, spec) in studies.wrap_runs(p).items()}
+    if stage == "train_gka_init":
+        return {r: PlannedRun(run.track, run.spec, study) for r, run in studies.gka_runs(p).items()}
+    if stage == "prune":
+        return {r: PlannedRun("char", find_run(p, r), study) for r in studies.prune_runs(p)}
     track = WORK[stage][0]
-    return {r.run_id: r for r in track_module(track, "stages").runs(p)}
+    return {r.run_id: PlannedRun(track, r) for r in track_module(track, "stages").runs(p)}
