@@ -78,7 +78,11 @@ def test_logged_travel_interpolates_the_schedule():
     assert gates.logged_travel([], []) == 0.0
 
 
-def _vision_runs(params, sigma_by_seed: dict, lr: float) -> dict:
+def _vision_runs(params, sigma_by_seed: dict, lr: float, late_change: float = 0.0) -> dict:
+    """Each seed's run folder: metrics.jsonl (its lr) and param_trace.npz, whose log sigma reaches
+    the final one at step 80 and then changes by `late_change` up to step 100 (the last 20%)."""
+    import numpy as np
+
     finals = {}
     for seed, sigma in sigma_by_seed.items():
         rid = f"gka-s{seed}"
@@ -86,6 +90,11 @@ def _vision_runs(params, sigma_by_seed: dict, lr: float) -> dict:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "metrics.jsonl").write_text("".join(
             json.dumps({"step": s, "split": "train", "loss": x, "lr": lr}) + "\n" for s, x in zip(STEPS, FALLING)))
+        end = np.log(np.asarray(sigma, dtype=float)).ravel()
+        values = np.stack([end * min(1.0, s / 80) + (late_change * (s - 80) / 20 if s > 80 else 0.0) for s in STEPS])
+        np.savez(folder / "param_trace.npz", steps=np.asarray(STEPS), values=values,
+                 names=np.asarray([f"blocks.{i}.attn.inner.log_sigma" for i in range(len(sigma))]),
+                 sizes=np.asarray([len(layer) for layer in sigma]))
         finals[rid] = {"sigma": sigma}
     return finals
 
@@ -107,6 +116,10 @@ def test_sigma_specialisation_on_constructed_bandwidths(tmp_path, monkeypatch):
     # travel 0.001 x 101 = 0.101: log 2.4 moved 8.7x the limit, still travelling -> not judged
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.001)}, p, build.load_paper_numbers(), "paper")
     assert res.verdict.startswith("not judged (not converged: gka-s0: log sigma moved up to")
+    # inside Adam's limit, but log sigma still changing by 0.05 over the last 20%: not judged
+    res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.02, late_change=0.05)}, p,
+                                 build.load_paper_numbers(), "paper")
+    assert res.verdict.startswith("not judged (not converged: gka-s0: log sigma changed by up to 0.050 over the last 20%")
     two = {k: v for k, v in _vision_runs(p, spread, 0.02).items() if k != "gka-s2"}
     assert report_gka.sigma_claim(claim, {"finals": two}, p, build.load_paper_numbers(), "paper").verdict \
         == "not judged (2 seeds)"

@@ -2,6 +2,7 @@
 promises under 2 ranks are in tests/test_ddp.py): 2 ranks on CPU (gloo) train what 1 rank
 trains with twice the accumulation, the same weights (and EMA) to 1e-6 and the same metrics
 lines: the validation set scored once across the ranks (top-1 counts exactly, losses to 1e-6).
+SIGTERM to one rank and a non-finite loss on one rank stop both, as in the char track.
 The ViT repeats each image 3 times an epoch (DeiT's repeated augmentation through the ranks'
 shares); its random augmentations are off here (each rank draws them from its own stream)."""
 
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ddp import launch, log_of, wait
+from kernattn.engine import HOLD_ENV
+from kernattn.engine.signals import NONFINITE_ENV
+from tests.ddp import launch, log_of, wait, wait_for_text
 from tests.test_ddp import argv, assert_close_weights, assert_same_lines
 from tests.test_engine import Case, ckpt_of, prepared, read_metrics, write_params  # noqa: F401 (fixture)
 from tests.test_train import _keep_torch_threads, corpus  # noqa: F401 (fixtures)
@@ -46,3 +49,28 @@ def test_two_ranks_train_what_one_rank_trains(tmp_path, prepared, track):  # noq
     if track == "vision":  # top-1 from counts: exactly equal
         assert [x["top1"] for x in lines[0] if x["split"] == "val"] == \
                [x["top1"] for x in lines[1] if x["split"] == "val"]
+
+
+@pytest.mark.parametrize("track", list(CASES))
+def test_sigterm_or_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path, prepared, track):  # noqa: F811
+    """SIGTERM to rank 1 alone after step 2: both ranks exit 143, rank 0 writes one checkpoint
+    at step 2. The rerun resumes there with rank 1's loss non-finite at step 3: both exit 3, one
+    FAILED line naming the kept checkpoint, no final.json (the char track's SIGKILL and
+    bit-exact rerun: tests/test_ddp.py)."""
+    case = CASES[track]
+    params = write_params(case, tmp_path, prepared(track))
+    run_dir = tmp_path / "runs" / case.run
+    ranks = launch(argv(case, params), 2, tmp_path / "a", **{HOLD_ENV: "2"})
+    wait_for_text(tmp_path / "a", "holding after step 2", ranks)
+    ranks[1].terminate()  # the rank that writes nothing: rank 0 learns it through the step's all_reduce
+    assert wait(ranks) == [143, 143], log_of(tmp_path / "a", 0)[-3000:]
+    assert "stopped at step 2 (SIGTERM)" in log_of(tmp_path / "a", 0) and ckpt_of(run_dir)["step"] == 2
+
+    codes = wait(launch(argv(case, params), 2, tmp_path / "b", **{NONFINITE_ENV: "1:3"}))
+    assert codes == [3, 3], log_of(tmp_path / "b", 0)[-3000:]
+    assert "resuming at step 2" in log_of(tmp_path / "b", 0)
+    lines = read_metrics(run_dir)
+    failed = [x for x in lines if x.get("status") == "FAILED"]
+    assert failed == [lines[-1]] and failed[0]["step"] == 3 and failed[0]["checkpoint_step"] == 2
+    assert ckpt_of(run_dir)["step"] == 2 and not (run_dir / "final.json").exists()
+    assert [log_of(tmp_path / "b", r).count("error:") for r in (0, 1)] == [1, 0]

@@ -33,6 +33,7 @@ import yaml
 
 from kernattn import cli
 from kernattn.engine import HOLD_ENV, is_timing, metric_dict, mlflow_params
+from kernattn.engine import trace as param_trace
 from tests.test_train import _keep_torch_threads, corpus  # noqa: F401 (fixtures)
 from tests import paths
 
@@ -167,6 +168,12 @@ def assert_same_run(case: Case, a: Path, b: Path) -> None:
     for part in (*case.parts, "rng", "loop"):
         assert_equal_tree(ca[part], cb[part], part)
     assert untimed(read_metrics(a)) == untimed(read_metrics(b))
+    # every case trains a variant with parameters of its own (a bank, GKA's sigma): recorded at
+    # each evaluation, cut back and carried across the resumes with the checkpoint
+    ta, tb = (param_trace.read(d) for d in (a, b))
+    assert ta is not None and tb is not None and ta["names"] == tb["names"] and ta["sizes"] == tb["sizes"]
+    assert ta["steps"].tolist() == tb["steps"].tolist() == [m["step"] for m in read_metrics(a) if m.get("split") == "val"]
+    assert (ta["values"] == tb["values"]).all() and len(ta["names"]) > 0
     fa, fb = (json.loads((d / "final.json").read_text()) for d in (a, b))
     assert {k: v for k, v in fa.items() if k not in TIMED_FINAL and not is_timing(k)} == \
            {k: v for k, v in fb.items() if k not in TIMED_FINAL and not is_timing(k)}
@@ -370,7 +377,8 @@ def test_every_track_checkpoints_one_vocabulary(whole):
 
     for track, case in CASES.items():
         ckpt = ckpt_of(whole(track))
-        assert set(ckpt) == {*CKPT_KEYS, "mlflow_run_id", "world_size", *case.parts}, track
+        # param_trace: every case's variant has parameters of its own (engine/trace.py)
+        assert set(ckpt) == {*CKPT_KEYS, "mlflow_run_id", "world_size", "param_trace", *case.parts}, track
         assert set(ckpt["loop"]) == {"acc", "acc_n", "last_train", "last_val"}
         final = json.loads((whole(track) / "final.json").read_text())
         assert final["track"] == track and final["steps"] == case.steps and math.isfinite(final["val_loss"])

@@ -184,3 +184,37 @@ def test_stop_signal_passes_sigterm_on_and_restores_the_handler():
         os.kill(os.getpid(), signal.SIGTERM)
     assert stop.requested and seen == [signal.SIGTERM]
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_parameter_trace_records_the_variants_own_parameters(tmp_path):
+    """engine/trace.py: a GPA model's bank (4 parameters x layers) recorded per evaluation, a
+    second record of the same step replacing the first, carried through state_dict, written as
+    param_trace.npz and read back; a model with no parameters of its own (static RoPE) writes none."""
+    import torch
+
+    from kernattn.engine import trace
+    from kernattn.tracks.char.model import GPT
+    from kernattn.config import load_params
+    from tests.paths import REPO
+
+    mp = load_params(REPO / "params.yaml", "micro").model
+    gpa = GPT(20, mp, "gpa", {"n_kernels": 2, "combine": "mult"})
+    t = trace.ParamTrace(gpa)
+    assert t and [n.rsplit(".", 1)[1] for n in t.params] == ["log_sigma", "log_length", "alpha", "log_tau"]
+    t.record(0)
+    with torch.no_grad():
+        gpa.blocks[0].attn.bank.log_tau.add_(0.5)
+    t.record(3)
+    t.record(3)  # the same step again: replaced, not appended
+    again = trace.ParamTrace(gpa)
+    again.load_state_dict(t.state_dict())
+    again.write(tmp_path)
+    got = trace.read(tmp_path)
+    n = mp.n_head * 2  # heads x kernels per parameter
+    assert got["steps"].tolist() == [0, 3] and got["sizes"] == [n] * 4 and got["values"].shape == (2, 4 * n)
+    change = got["values"][1] - got["values"][0]
+    assert (change[3 * n:] == 0.5).all() and (change[:3 * n] == 0).all()
+    rope = trace.ParamTrace(GPT(20, mp, "softmax", {"position": "rope"}))
+    rope.record(0)
+    rope.write(tmp_path / "rope")
+    assert not rope and trace.read(tmp_path / "rope") is None and rope.state_dict()["values"] is None

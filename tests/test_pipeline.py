@@ -90,6 +90,12 @@ def check_outputs(ws: Path) -> None:
         assert ev["run_id"] == run_id and ev["val_bpb"] > 0 and set(ev["core"]["tasks"]) == {
             "hellaswag_zeroshot", "copa", "openbook_qa", "lambada_openai", "winograd", "winogrande"}
     assert 'data-lm-row="gka_flops"' in html and 'data-lm-row="gka_tokens"' in html and 'data-lm-row="base"' in html
+    # the scale's own cost plan (the `plan` stage, issue 24): every training job of `all` and
+    # `studies`, on this machine's CPU, shown by the report beside the committed paper plan
+    plan = (ws / "results/micro/plan/micro.csv").read_text().splitlines()
+    assert plan[0].startswith("stage,run,track") and len(plan) - 1 == 24  # 11 main-DAG jobs, 13 of the studies
+    assert json.loads((ws / "results/micro/plan/micro.json").read_text())["gpu"] == "cpu"
+    assert (ws / "report/tables/plan-micro.csv").is_file()  # (the paper plan is results/plan/'s, not in this workspace)
 
 
 def test_dvc_yaml_is_generated_from_params():
@@ -227,14 +233,15 @@ def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(micro_dag):
     (workspace / "override.yaml").write_text("train:\n  lr: 0.5\n")
     jobs, proc = dry_run_jobs(workspace, "--configfile", "override.yaml", "-p")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert jobs == ["analyze_gpa@gpa_dp_m8-s0", "extrapolate_char", "report", "train@gpa_dp_m8-s0", "train@rope-s0"]
+    assert jobs == ["analyze_gpa@gpa_dp_m8-s0", "extrapolate_char", "plan", "report", "train@gpa_dp_m8-s0",
+                    "train@rope-s0"]
     [overrides] = set(re.findall(r"--overrides (\S+)", proc.stdout))
     assert yaml.safe_load((workspace / overrides).read_text()) == {"train": {"lr": 0.5}}
     lr = load_params(workspace / "params.yaml").lm.lr
     jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr}}}")
     assert jobs == []  # the value it has: nothing changes
     jobs, _ = dry_run_jobs(workspace, "--config", f"lm={{lr: {lr * 2}}}")
-    assert jobs == sorted(["bench", "extrapolate_lm", "prepare_lm", "report", *(f"{s}@{r}-s0" for s in ("train_lm", "eval_lm")
+    assert jobs == sorted(["bench", "extrapolate_lm", "plan", "prepare_lm", "report", *(f"{s}@{r}-s0" for s in ("train_lm", "eval_lm")
                                                  for r in ("base", "gka_tokens", "gka_flops"))])
 
 

@@ -20,10 +20,10 @@ from .registry import AttentionConfigError, available, freeze_options, make_opti
 
 
 def __getattr__(name: str):
-    if name == "KernelAttention":
-        from .base import KernelAttention
+    if name in ("KernelAttention", "owned_parameters"):
+        from . import base
 
-        return KernelAttention
+        return getattr(base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -47,4 +47,5 @@ def describe(name: str) -> dict[str, object]:
     return {k: f.default for k, f in option_fields(name).items()}
 
 
-__all__ = ["AttentionConfigError", "KernelAttention", "available", "build", "describe", "freeze_options", "variations"]
+__all__ = ["AttentionConfigError", "KernelAttention", "available", "build", "describe", "freeze_options",
+           "owned_parameters", "variations"]

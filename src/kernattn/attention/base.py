@@ -145,3 +145,15 @@ def _short(options) -> str:
     changed = [f"{f.name}={getattr(options, f.name)!r}" for f in fields(options)
                if getattr(options, f.name) != f.default]
     return "{" + ", ".join(changed) + "}"
+
+
+def owned_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
+    """The attention variants' own trainable parameters in `model` by name (GPA banks, GKA's
+    log sigma, T5 / lag tables, learned RoPE frequencies): those of every KernelAttention
+    module outside its nn.Linear and norm layers (which every variant has alike)."""
+    shared = {id(p) for m in model.modules() if isinstance(m, KernelAttention)
+              for sub in m.modules() if isinstance(sub, (nn.Linear, nn.LayerNorm, nn.RMSNorm))
+              for p in sub.parameters(recurse=False)}
+    attn = {id(p) for m in model.modules() if isinstance(m, KernelAttention) for p in m.parameters()}
+    return {name: p for name, p in model.named_parameters()
+            if id(p) in attn and id(p) not in shared and p.requires_grad}

@@ -12,6 +12,7 @@ full context: an upper bound, the prompts being shorter).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,13 +94,19 @@ def char_vocab(p: Params) -> int:
     return len(json.loads(path.read_text())) if path.is_file() else CHAR_VOCAB
 
 
+_CHAR_COUNTS: dict[str, tuple[float, float]] = {}  # one count per char model: the studies repeat the rows
+
+
 def char_work(p: Params, run: RunSpec) -> Work:
     from ..tracks.char.model import GPT
 
     mp, tp = p.model, p.train
     vocab = char_vocab(p)
-    train, fwd = count_sample(lambda: GPT(vocab, mp, run.variant, run.options), _tokens(vocab, mp.context),
-                              lambda m, xy: m.loss(*xy), lambda m, xy: m(xy[0]))
+    key = json.dumps([vocab, dataclasses.asdict(mp), run.variant, run.options], sort_keys=True, default=str)
+    if key not in _CHAR_COUNTS:
+        _CHAR_COUNTS[key] = count_sample(lambda: GPT(vocab, mp, run.variant, run.options), _tokens(vocab, mp.context),
+                                         lambda m, xy: m.loss(*xy), lambda m, xy: m(xy[0]))
+    train, fwd = _CHAR_COUNTS[key]
     evals = evaluations(tp.max_steps, tp.eval_every) * tp.eval_batches * tp.batch_size
     return Work(train, fwd, tp.batch_size, tp.max_steps, evals)
 

@@ -2,7 +2,7 @@
 
     each track's stages (kernattn.tracks.<t>.stages.stages, for t in TRACKS)
     length extrapolation (kernattn.studies.extrapolation: every char and LM run at 1x..8x its context)
-    bench (every track's models);  all of them -> report
+    bench (every track's models); plan (the scale's cost: kernattn plan);  all of them -> report
     the studies (kernattn.studies.stages), outside `all` (the Snakefile's `studies` target)
 
 The Snakefile's rules (one per stage, made in a loop) and dvc.yaml (dag.dvc) both read this table, so the
@@ -18,6 +18,7 @@ from ..stage import Stage
 from ..studies import extrapolation
 from ..studies import stages as studies
 from ..tracks import TRACKS, track_module
+from .plan_files import plan_arguments, plan_csv
 
 STUDY_TARGETS = studies.TARGETS
 
@@ -42,11 +43,30 @@ def shared_stages(p: Params) -> list[Stage]:
     bench = Stage("bench", ("bench", *(s for m in modules for s in m.MODEL_SECTIONS)),
                   ("bench", "attention", "tracks"), lambda _: [bench_output(p)],
                   dvc_outs=lambda _: [p.bench.out_dir], threads="all")
-    report_inputs = [*(f for m in modules for f in m.report_inputs(p)), *extrapolation.outputs(p), bench_output(p)]
+    plan = Stage("plan", PLAN_SECTIONS, ("dag", "tracks", "studies", "attention", "bench"), lambda _: plan_outputs(p),
+                 inputs=lambda _: plan_inputs(p),
+                 extra=plan_arguments(p, p.scale))
+    report_inputs = [*(f for m in modules for f in m.report_inputs(p)), *extrapolation.outputs(p), bench_output(p),
+                     *plan_outputs(p)]
     report = Stage("report", ("report", "bench", *(s for m in modules for s in m.REPORT_SECTIONS)),
                    ("report", "tracks"), lambda _: [report_output(p)], inputs=lambda _: report_inputs,
                    dvc_outs=lambda _: [p.report.out_dir])
-    return [bench, report]
+    return [bench, plan, report]
+
+
+# What `kernattn plan` reads: every model, schedule and run list of the main DAG and the studies.
+PLAN_SECTIONS = ("data", "model", "train", "matrix", "lm", "vision", "studies")
+
+
+def plan_inputs(p: Params) -> list[str]:
+    """The prepared data whose sizes the plan counts: the char vocabulary, the ViT's images."""
+    return [*track_module("char", "stages").data_outputs(p), track_module("vision", "stages").data_output(p)]
+
+
+def plan_outputs(p: Params) -> list[str]:
+    """The scale's own plan (the report's "Cost plan" part): the table and its summary."""
+    csv = plan_csv(p, p.scale)
+    return [csv, csv.removesuffix(".csv") + ".json"]
 
 
 def studies_outputs(stages: dict[str, Stage]) -> list[str]:

@@ -7,8 +7,9 @@ fingerprint; nothing to do when final.json has it), build the track on its devic
 metrics.jsonl back to the checkpoint, write config.json, open (or reopen) the MLflow run, then
 steps until max_steps: each step is grad_accum micro-batches, clipping, the optimizer and the
 track's after_step. Train lines every log_every steps (the mean loss since the last one),
-evaluations at step 0, every eval_every steps and at the end, checkpoints every
-checkpoint_every steps and at the end; final.json last.
+evaluations at step 0, every eval_every steps and at the end (each records the variants' own
+parameters: trace.py, param_trace.npz), checkpoints every checkpoint_every steps and at the
+end; final.json last.
 
 Exit codes: 0 finished (or already finished, or --stop-after), 143 SIGTERM (checkpoint
 saved), 3 divergence: a nan/inf training loss (its first step is kept on the device, read
@@ -49,6 +50,7 @@ from .runtime import (autocast_factory, derive_seed, digest, resolve_device, rng
                       set_rng_state)
 from .session import QuietSession, Session
 from .signals import EXIT_SIGTERM, StopSignal, hold, hold_at_step, nonfinite_at
+from .trace import ParamTrace
 from .track import Track
 
 EXIT_DIVERGED = 3
@@ -160,6 +162,7 @@ class Loop:
         self.stop_all = False
         self.autocast = autocast_factory(self.device, sec.dtype)
         self.st = LoopState(acc=torch.zeros((), dtype=torch.float64, device=self.device))
+        self.trace = ParamTrace(track.model)  # the variants' own parameters at every evaluation
         self.resumed = ckpt is not None
         if ckpt is not None:
             self._restore(ckpt)
@@ -197,6 +200,7 @@ class Loop:
         st.step, st.metrics_lines = int(ckpt["step"]), int(ckpt["metrics_lines"])
         st.elapsed_s, st.train_s = float(ckpt["elapsed_s"]), float(ckpt["train_s"])
         st.mlflow_run_id, st.ckpt_step = ckpt.get("mlflow_run_id"), st.step
+        self.trace.load_state_dict(ckpt.get("param_trace"))
 
     def _restore_rng(self, ckpt: dict[str, Any]) -> None:
         """This rank's RNG states; on another number of ranks, the shared generators (the data
@@ -231,6 +235,8 @@ class Loop:
                  "rng": rngs[0], "world_size": self.world.size}
         if self.world.size > 1:
             state["rng_ranks"] = rngs
+        if self.trace:
+            state["param_trace"] = self.trace.state_dict()
         state |= {name: part.state_dict() for name, part in track.parts().items()}
         atomic_torch_save(self.ckpt_path, state)
         self.session.tracker.flush()
@@ -249,6 +255,8 @@ class Loop:
             if code is not None:
                 status = "KILLED"
                 return code
+            if self.world.main:
+                self.trace.write(self.track.run_dir)  # before final.json, which the session writes last
             self.session.finish()
             status = "FINISHED"
             return 0
@@ -384,6 +392,8 @@ class Loop:
                 raise Diverged(st.step, f"validation {key} is {value}")
         self.tick()
         st.last_val = values
+        if self.world.main:
+            self.trace.record(st.step)
         items = st.step * track.items_per_step
         fields = track.line_fields("val", st.step, values)
         self.session.log.write({"step": st.step, "split": "val", **fields, "elapsed_s": st.elapsed_s,

@@ -2,10 +2,9 @@
 scale and of the paper scale cost, from `kernattn plan --out` (kernattn.dag.plan): per stage
 its jobs, FLOPs, GPU-hours, longest wall time and SLURM time limit, and the whole DAG's
 GPU-hours (per track and per source document), critical path and wall time on the cluster
-planned for. It judges no claim. The plans are read from results/<scale>/plan/ when they were
-written, else from results/plan/ (kept in git: the paper scale's on H100); otherwise the part
-names the commands that write them (the DAG does not run them: counting every model's FLOPs
-takes about a minute on two cores).
+planned for. It judges no claim. The plans are read from results/<scale>/plan/ (the DAG's
+`plan` stage writes the scale's own there), else from results/plan/ (kept in git: the paper
+scale's on H100); otherwise the part names the command that writes them.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..dag.plan_files import plan_arguments, plan_csv
 from .claims import ClaimResult
 from .part import ClaimKind, ReportContext
 
@@ -24,14 +24,8 @@ PAPER = "paper"
 COMMITTED = Path("results/plan")  # plans kept in git (the paper's on H100), shown when the scale has none
 
 
-def plan_dir(params) -> Path:
-    """results/<scale>/plan: beside the scale's bench folder."""
-    return Path(params.bench.out_dir).parent / "plan"
-
-
 def command(params, scale: str) -> str:
-    gpu = "--gpu cpu --gpus-per-node 2" if scale == params.scale and params.train.device == "cpu" else "--gpu h100"
-    return f"kernattn plan --scale {scale} {gpu} --out {plan_dir(params) / f'{scale}.csv'}"
+    return f"kernattn plan --scale {scale} {plan_arguments(params, scale)}"
 
 
 def stage_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -51,7 +45,7 @@ def _html(df: pd.DataFrame) -> str:
 
 def entry(ctx: ReportContext, scale: str) -> dict:
     """One plan's context: found (summary and stage table) or the command that writes it."""
-    found = [c for c in (plan_dir(ctx.params) / f"{scale}.csv", COMMITTED / f"{scale}.csv")
+    found = [c for c in (Path(plan_csv(ctx.params, scale)), COMMITTED / f"{scale}.csv")
              if c.is_file() and c.with_suffix(".json").is_file()]
     if not found:
         return {"scale": scale, "found": False, "command": command(ctx.params, scale)}

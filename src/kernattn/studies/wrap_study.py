@@ -85,17 +85,27 @@ def bank_moved(init, model) -> float:
     return max((float((b.detach() - a.detach()).abs().max()) for a, b in pairs), default=0.0)
 
 
-def bank_gate(moved: dict, params) -> tuple[bool, str]:
-    """Gate (a), converged, on the row's original runs: every seed's bank moved less than
-    gates.max_param_travel (paper_numbers.yaml) of Adam's travel limit over its schedule. A bank
-    still travelling at that limit puts its bump wherever training stopped it."""
+def bank_gate(moved: dict, params, row: str) -> tuple[bool, str]:
+    """Gate (a), converged, on the row's original runs (`moved`: seed -> bank_moved): every
+    seed's bank moved less than gates.max_param_travel (paper_numbers.yaml) of Adam's travel
+    limit over its schedule, and changed by at most gates.max_param_change over the last part
+    of training (its param_trace.npz). A bank still moving puts its bump wherever training
+    stopped it."""
     from ..report import gates
     from ..tracks.char.report_bankgate import adam_travel
+    from ..tracks.char.stages import run_dir
     from .wrap_votes import shipped_paper_numbers
 
-    limit = gates.thresholds(shipped_paper_numbers()).max_param_travel
-    g = gates.params_converged(list(moved.values()), adam_travel(params.train), limit, "bank log-parameters")
-    return g.passed, f"bank {'converged' if g.passed else 'not converged'}: {g.why}"
+    th = gates.thresholds(shipped_paper_numbers())
+    checks = [gates.params_converged(list(moved.values()), adam_travel(params.train), th.max_param_travel,
+                                     "bank log-parameters")]
+    for seed in sorted(moved):
+        g = gates.run_settled(run_dir(params, f"{row}-s{seed}"), th, "bank parameters")
+        checks.append(gates.gate(g.name, g.passed, f"{row}-s{seed}: {g.why}"))
+    failed = next((g for g in checks if not g.passed), None)
+    if failed is not None:
+        return False, f"bank not converged: {failed.why}"
+    return True, f"bank converged: {checks[0].why}; each seed's changed by at most {th.max_param_change:g} at the end"
 
 
 def split_controls(corpora: list, width: int) -> tuple[list, list]:
@@ -181,7 +191,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
             corpora.append(cb)
         voting, controls = split_controls(corpora, w.width)
         found = [bumpshift.study_verdict([corpora[0], c], REFERENCE, w.tol)["corpora"][1] for c in controls]
-        met, why = premise(corpora[0].bumps, init_bumps, peaks[REFERENCE]["sharp"], w.tol, bank_gate(travelled, params))
+        met, why = premise(corpora[0].bumps, init_bumps, peaks[REFERENCE]["sharp"], w.tol, bank_gate(travelled, params, row))
         if found:  # the positive control must move with its planted period
             moved = all(c["verdict"] == bumpshift.TRACKS for c in found)
             met, why = met and moved, f"{why}; positive control {'found' if moved else 'not found'}"

@@ -165,10 +165,8 @@ class GPT(nn.Module):
     def variant_parameters(self) -> list[nn.Parameter]:
         """The attention variants' own parameters (GPA banks, GKA log sigma, T5 / lag tables,
         learned RoPE frequencies): those of each block's attention outside its nn.Linear and
-        nn.LayerNorm layers."""
-        owned = {id(p) for b in self.blocks for m in b.attn.modules()
-                 if isinstance(m, (nn.Linear, nn.LayerNorm)) for p in m.parameters(recurse=False)}
-        return [p for b in self.blocks for p in b.attn.parameters() if id(p) not in owned and p.requires_grad]
+        norm layers (attention.owned_parameters)."""
+        return list(attention.owned_parameters(self).values())
 
     def param_groups(self, weight_decay: float, variant_lr_scale: float = 1.0) -> list[dict[str, Any]]:
         """AdamW groups: weight decay on the weights of nn.Linear layers only (attention

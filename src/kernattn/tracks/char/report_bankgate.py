@@ -1,9 +1,10 @@
 """Gate (a) of issue 25 for readings of a trained kernel bank (the bump, its lag): has the bank
-stopped moving? The char track keeps a run's bank at initialisation and at the end only
-(analyze-gpa's kernels.csv; the init is the options' own: GPAOptions), so the test is the
-one report.gates.params_converged makes: a log-parameter that moved by about the farthest
-Adam can move it (the sum of the schedule's learning rates, track.lr_at) went one way at
-every step and was still travelling when training stopped.
+stopped moving? Two tests, both on every kernel of every bank. (1) report.gates.params_converged
+on the bank at initialisation and at the end (analyze-gpa's kernels.csv; the init is the
+options' own: GPAOptions): a log-parameter that moved by about the farthest Adam can move it
+(the sum of the schedule's learning rates, track.lr_at) went one way at every step and was
+still travelling when training stopped. (2) report.gates.run_settled on the bank recorded at
+every evaluation (the run's param_trace.npz): its change over the last part of training.
 
 Read per run: |log sigma - log sigma_0|, |log l - log l_0|, |log tau - log tau_0| (tau_0 the
 kernel's place in linspace(init_tau)) and |alpha - alpha_0| (alpha is stored as is), every
@@ -11,6 +12,8 @@ kernel of every bank.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -37,8 +40,15 @@ def moved(kernels: pd.DataFrame, options: dict) -> np.ndarray:
     return np.abs(np.concatenate([np.asarray(x, dtype=float) for x in out]))
 
 
-def bank_gate(kernels: pd.DataFrame, options: dict, tp, max_fraction: float) -> gates.Gate:
-    """The bank of one run has converged (gates.params_converged on `moved`)."""
+def bank_gate(kernels: pd.DataFrame, options: dict, tp, th: gates.Thresholds, run_dir: Path) -> gates.Gate:
+    """The bank of one run has converged: it did not travel at Adam's speed limit
+    (gates.params_converged on `moved`) and it stopped moving over the last part of training
+    (gates.run_settled on the run's param_trace.npz); the first that fails, or a pass naming both."""
     if kernels.empty:
         return gates.gate(gates.CONVERGED, False, "no kernels.csv (run kernattn analyze-gpa)")
-    return gates.params_converged(moved(kernels, options), adam_travel(tp), max_fraction, "bank log-parameters")
+    travel = gates.params_converged(moved(kernels, options), adam_travel(tp), th.max_param_travel,
+                                    "bank log-parameters")
+    if not travel.passed:
+        return travel
+    settled = gates.run_settled(run_dir, th, "bank parameters")
+    return settled if not settled.passed else gates.gate(gates.CONVERGED, True, f"{travel.why}; {settled.why}")

@@ -28,7 +28,7 @@ import pandas as pd
 
 from . import report_bankgate, report_readings
 from .analysis import plots
-from .stages import SUMMARY, analysis_dir, corpus_dir, gpa_runs
+from .stages import SUMMARY, analysis_dir, corpus_dir, gpa_runs, run_dir
 from ...config import Params, RunSpec
 from ...report import gates, stats
 from ...report.palette import row_colors
@@ -109,8 +109,8 @@ def section(ctx: ReportContext, runs, main_df: pd.DataFrame) -> dict:
     rows = []
     for name in dict.fromkeys(a.spec.row for a in analyses):
         members = [a for a in analyses if a.spec.row == name]
-        rows.append(_row(name, members, assets, tables, corpus_counts, corpus_summary, interp, params.train,
-                         gates.thresholds(papers).max_param_travel))
+        rows.append(_row(name, members, assets, tables, corpus_counts, corpus_summary, interp, params,
+                         gates.thresholds(papers)))
     bank_size = _bank_size(params, papers, main_df, runs, assets, tables)
     out = {
         "present": bool(analyses), "warnings": warnings, "paper": interp, "rows": rows,
@@ -127,7 +127,7 @@ def section(ctx: ReportContext, runs, main_df: pd.DataFrame) -> dict:
     return out
 
 
-def _row(name, members, assets, tables, corpus_counts, corpus_summary, interp, train, max_travel) -> dict:
+def _row(name, members, assets, tables, corpus_counts, corpus_summary, interp, params, th) -> dict:
     first = members[0]
     ok = [a for a in members if a.summary is not None]
     row = {"row": name, "label": first.spec.label, "options": first.spec.options,
@@ -136,7 +136,7 @@ def _row(name, members, assets, tables, corpus_counts, corpus_summary, interp, t
     for a in members:
         rec = {"run_id": a.spec.run_id, "seed": a.spec.seed, "ok": a.summary is not None, "problem": a.problem}
         if a.summary is not None:
-            rec.update(_run_record(a, assets, tables, train, max_travel))
+            rec.update(_run_record(a, assets, tables, params, th))
             if row["init_png"] is None:  # the init does not depend on the seed (seed 001's init)
                 row["init_png"] = _copy(a.folder / "banks_init.png", assets / f"gpa-{name}-banks_init.png")
         row["runs"].append(rec)
@@ -156,7 +156,7 @@ def _copy(src: Path, dest: Path) -> str | None:
     return f"assets/{dest.name}"
 
 
-def _run_record(a: RunAnalysis, assets: Path, tables: Path, train, max_travel: float) -> dict:
+def _run_record(a: RunAnalysis, assets: Path, tables: Path, params, th) -> dict:
     s = a.summary
     rid = a.spec.run_id
     csvs = {}
@@ -178,7 +178,7 @@ def _run_record(a: RunAnalysis, assets: Path, tables: Path, train, max_travel: f
             if 0 < len(kernels) <= FULL_KERNEL_TABLE_MAX else None)
     h, g = s["heads"], s["generated"]
     l1 = s["bumps"]["trained"][0]
-    gate = report_bankgate.bank_gate(kernels, a.spec.options, train, max_travel)
+    gate = report_bankgate.bank_gate(kernels, a.spec.options, params.train, th, run_dir(params, rid))
     banks = a.folder / "banks_trained.csv"
     layer1 = report_readings.layer1_similarity(pd.read_csv(banks)) if banks.is_file() else None
     return {

@@ -10,7 +10,9 @@
                     paired with the constant threshold), with its gates: seeds, spread, and
                     the bandwidths converged (report.gates.params_converged: log sigma moved
                     from its initial value by less than max_param_travel of Adam's travel,
-                    the sum of the learning rates the run logged).
+                    the sum of the learning rates the run logged; and report.gates.run_settled:
+                    log sigma changed by at most max_param_change over the last part of
+                    training, read from the run's param_trace.npz).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def sigma_moved(sigma: list[list[float]], init_sigma, d_head: int) -> list[float
     return [abs(math.log(s) - log0) for layer in sigma for s in layer]
 
 
-def _converged(params, row, runs: list[str], finals: dict, max_fraction: float) -> str | None:
+def _converged(params, row, runs: list[str], finals: dict, th: gates.Thresholds) -> str | None:
     """The withheld verdict of the first run whose bandwidths have not settled, or None."""
     vp = params.vision
     init = row.options.get("init_sigma", DEFAULT_INIT_SIGMA)
@@ -67,7 +69,9 @@ def _converged(params, row, runs: list[str], finals: dict, max_fraction: float) 
         if not rec.lrs or len(lrs) != len(rec.lrs):
             return stats.not_judged(f"{gates.CONVERGED}: {rid}: no learning rates in its metrics.jsonl "
                                     f"(Adam's travel unknown)")
-        g = gates.params_converged(moved, gates.logged_travel(rec.steps, lrs), max_fraction, "log sigma")
+        g = gates.params_converged(moved, gates.logged_travel(rec.steps, lrs), th.max_param_travel, "log sigma")
+        if g.passed:
+            g = gates.run_settled(stages.run_dir(params, rid), th, "log sigma", names=("log_sigma",))
         if not g.passed:
             return gates.withheld([gates.gate(g.name, False, f"{rid}: {g.why}")])
     return None
@@ -85,7 +89,7 @@ def sigma_claim(claim: dict, section: dict, params, papers: dict, scale: str) ->
         return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail=f"no final.json of {row.name} with sigma")
     threshold = float(claim["min_ratio"])
     ratios = [head_ratio(finals[r]["sigma"]) for r in runs]
-    gate = _converged(params, row, runs, finals, gates.thresholds(papers).max_param_travel)
+    gate = _converged(params, row, runs, finals, gates.thresholds(papers))
     comp = stats.judge_family([stats.Test("min_ratio", [threshold] * len(ratios), "ratio", ratios, paired=True,
                                           gate=gate)])[0]
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale)
