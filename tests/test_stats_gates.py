@@ -210,3 +210,10 @@ def test_params_settled_reads_the_change_over_the_tail(tmp_path):
     _write_trace(tmp_path, steps, vals, names=("a.log_tau", "b.log_sigma"), sizes=[1, 1])
     assert not gates.run_settled(tmp_path, th, "all").passed
     assert gates.run_settled(tmp_path, th, "log sigma", names=("log_sigma",)).passed
+
+
+def test_bootstrap_mde_by_hand():
+    """A 95% interval [-1, 1]: se = 1 / 1.95996; MDE = (1.95996 + 0.84162) x se = 1.42941. At 99%
+    (a Bonferroni level) the same interval is narrower in se: (2.57583 + 0.84162) / 2.57583 = 1.32674."""
+    assert stats.BootCI(0.0, -1.0, 1.0, 10, 100).mde() == pytest.approx(1.42941, abs=1e-5)
+    assert stats.BootCI(0.0, -1.0, 1.0, 10, 100, level=0.99).mde() == pytest.approx(1.32674, abs=1e-5)

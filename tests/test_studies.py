@@ -221,7 +221,8 @@ def corpora(orig, rewrapped, unwrapped=(None, None), peaks=(68, 51, None)):
 
 
 @pytest.mark.parametrize("orig, rewrapped, verdict", [
-    ((69, 70), (52, 53), bumpshift.TRACKS),        # moved by -17 = 51 - 68 on both seeds
+    ((69, 70), (52, 54), bumpshift.TRACKS),        # shifts -17, -16: about [-25, -8] (51 - 68 = -17)
+    ((69, 70), (52, 53), bumpshift.INCONCLUSIVE),  # -17 on both seeds: no spread, no interval (not estimable)
     ((69, 71), (50, 53), bumpshift.TRACKS),        # shifts -19, -18: interval about [-25, -12]
     ((69, 70), (70, 70), bumpshift.STAYS),         # did not move
     ((69, 70), (60, 71), bumpshift.INCONCLUSIVE),  # shifts -9, +1: the interval holds 0 and -17
@@ -243,7 +244,7 @@ def test_study_verdict_needs_a_moved_line_width_and_two_seeds():
     one_seed = bumpshift.study_verdict([bumpshift.CorpusBumps("original", 68, {0: 69.0}),
                                         bumpshift.CorpusBumps("rewrapped", 51, {0: 52.0})])
     assert one_seed["verdict"] == bumpshift.INCONCLUSIVE and one_seed["corpora"][0]["bump"]["lo"] is None
-    two = bumpshift.study_verdict(corpora((69, 70), (52, 53)) + [bumpshift.CorpusBumps("w40", 41, {0: 70, 1: 70})])
+    two = bumpshift.study_verdict(corpora((69, 70), (52, 54)) + [bumpshift.CorpusBumps("w40", 41, {0: 70, 1: 70})])
     assert two["verdict"] == bumpshift.INCONCLUSIVE  # one counterfactual tracks, the other stays
     with pytest.raises(ValueError, match="no reference corpus"):
         bumpshift.study_verdict(corpora((69, 70), (52, 53)), reference="dickens")

@@ -70,11 +70,11 @@ def test_init_comparisons_across_tracks_are_one_holm_family():
 
 # ----------------------------------------------------------------------------- constructed studies
 def wrap_summary(scale: str) -> dict:
-    """One row: the bump moves from 69/71 to 50/52 when the line peak moves from 68 to 49:
-    shift -19 exactly (zero spread): it tracks the line width."""
-    corpora = [bumpshift.CorpusBumps("original", 68, {0: 69.0, 1: 71.0}),
-               bumpshift.CorpusBumps("rewrapped", 49, {0: 50.0, 1: 52.0}),
-               bumpshift.CorpusBumps("unwrapped", None, {0: 70.0, 1: None})]
+    """One row: the bump moves from 69/71/70 to 50/51/52 when the line peak moves from 68 to 49:
+    shifts -19, -20, -18 (-19 +- 2.484 +- 2 tol holds -19, not 0): it tracks the line width."""
+    corpora = [bumpshift.CorpusBumps("original", 68, {0: 69.0, 1: 71.0, 2: 70.0}),
+               bumpshift.CorpusBumps("rewrapped", 49, {0: 50.0, 1: 51.0, 2: 52.0}),
+               bumpshift.CorpusBumps("unwrapped", None, {0: 70.0, 1: None, 2: 71.0})]
     row = {"row": "gpa_m64", **bumpshift.study_verdict(corpora, "original", 2.0)}
     peak = {"sharp": 68, "peak": 68, "contrast": 16.0, "line_peak": 67, "paragraph_median": 184.0}
     return {"study": "wrap", "scale": scale, "width": 50, "tol": 2.0, "reference": "original",
@@ -155,7 +155,8 @@ def test_report_with_the_three_studies(tmp_path):
     assert prune["estimate"] == pytest.approx(0.002) and prune["ci_hi"] == pytest.approx(0.002 + T975[1] * 0.001)
     assert 0.002 + T95_ONE_SIDED_1 * 0.001 < 0.02
     wrap = claims.loc["001-bump-paragraph-scale"]
-    assert (wrap["estimate"], wrap["ci_lo"], wrap["ci_hi"]) == (-19.0, -19.0, -19.0)
+    half = 4.302653 / 3 ** 0.5  # t_{0.975, 2} x sd 1 / sqrt(3)
+    assert (wrap["estimate"], wrap["ci_lo"], wrap["ci_hi"]) == pytest.approx((-19.0, -19.0 - half, -19.0 + half))
     assert "snakemake --cores all studies" not in html  # every study present: no "how to produce it"
     assert "is not well defined here" in html and "the head only" in html
     assert (folder / "assets" / "study-gka-sigma.png").read_bytes()[:8] == PNG
@@ -376,8 +377,8 @@ def test_a_row_without_the_wrap_premise_has_no_vote():
 
     summary = wrap_summary("tiny")
     met = summary["rows"][0] | {"premise_met": True, "premise_why": "bump 70.0 vs newline peak 68"}
-    stays = [bumpshift.CorpusBumps("original", 68, {0: 76.0, 1: 77.0}),
-             bumpshift.CorpusBumps("rewrapped", 49, {0: 76.0, 1: 77.0})]
+    stays = [bumpshift.CorpusBumps("original", 68, {0: 76.0, 1: 77.0, 2: 76.0}),
+             bumpshift.CorpusBumps("rewrapped", 49, {0: 76.0, 1: 78.0, 2: 75.0})]  # shifts 0, +1, -1
     unmet = {"row": "gpa_dp_m8", **bumpshift.study_verdict(stays, "original", 2.0), "premise_met": False,
              "premise_why": "bump 76.5 vs newline peak 68 (tolerance 2)"}
     assert (met["verdict"], unmet["verdict"]) == (bumpshift.TRACKS, bumpshift.STAYS)
@@ -389,3 +390,33 @@ def test_a_row_without_the_wrap_premise_has_no_vote():
     assert res.verdict == stats.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS)
     assert "premise not met, not judged: gpa_dp_m8" in res.detail
     assert "gpa_dp_m8" not in res.ours and "gpa_m64 rewrapped: shift -19.0" in res.ours
+
+
+def test_the_prune_margin_is_half_the_nope_rope_gap_at_this_scale(tmp_path, monkeypatch):
+    """paper_numbers.yaml's prune claim: margin 0.5 x (NoPE - RoPE), the char rows' final
+    validation losses paired by seed. Tiny's seeds 0, 1: gaps 0.5 and 0.55, mean 0.525, interval
+    above 0 -> margin 0.2625. Without a finished NoPE run: no margin, and the claim is not judged."""
+    import json
+
+    from kernattn.report.build import load_paper_numbers
+    from kernattn.studies.report import _prune_claim, prune_context, prune_margin
+    from kernattn.tracks.char import stages as char
+
+    monkeypatch.chdir(tmp_path)
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", "tiny")
+    claim = next(c for c in load_paper_numbers()["claims"] if c["id"] == "001-weak-head-removable")
+    assert claim["margin"] == {"fraction": 0.5, "of": ["no_pos", "rope"]}
+    assert prune_margin(claim, params) == (None, "no margin: no_pos and rope have no finished runs of one seed "
+                                                 "at scale tiny")
+    for row, losses in (("rope", (2.0, 2.05)), ("no_pos", (2.5, 2.6))):
+        for seed, loss in enumerate(losses):
+            final = Path(char.final_output(params, f"{row}-s{seed}"))
+            final.parent.mkdir(parents=True, exist_ok=True)
+            final.write_text(json.dumps({"val_loss": loss}))
+    margin, why = prune_margin(claim, params)
+    assert margin == pytest.approx(0.2625) and why == "margin 0.2625 = 0.5 × (NoPE − RoPE = 0.5250)"
+    assert prune_margin({"margin": 0.02}, params) == (0.02, "margin 0.0200 (fixed)")
+    runs = [prune_run(s, 2.05, 2.05) for s in range(3)]
+    part = prune_context({"threshold": 0.1, "runs": runs}, None) | {"margin_why": "no margin: no_pos not trained"}
+    res = _prune_claim({"id": "001-weak-head-removable"}, part, "tiny")
+    assert res.verdict == "not judged (no margin: no_pos not trained)"

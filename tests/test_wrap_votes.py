@@ -31,8 +31,10 @@ ORIGINAL = cb("original", (69.0, 70.0, 71.0))
     ((69.0, 71.0, 70.0), 185, bumpshift.STAYS, "it stayed with the line breaks gone"),
     # paragraphs of 99 characters: the lag 100, shift 32; shifts 31, 32, 30: mean 31 +- 2.48 holds 32, not 0
     ((100.0, 102.0, 101.0), 100, bumpshift.TRACKS, "it moved to the paragraph lag 100"),
-    # shifts -29, -29, -29 hold neither 0 nor 117: the bump moved elsewhere
-    ((40.0, 41.0, 42.0), 185, bumpshift.INCONCLUSIVE, "the interval holds neither prediction"),
+    # shifts -29, -28, -30 hold neither 0 nor 117: the bump moved elsewhere
+    ((40.0, 42.0, 41.0), 185, bumpshift.INCONCLUSIVE, "the interval holds neither prediction"),
+    # shifts -29, -29, -29: no spread, so no interval (never a zero-width one) and no verdict
+    ((40.0, 41.0, 42.0), 185, bumpshift.INCONCLUSIVE, "every seed shifted by -29: variance not estimable"),
     # one seed of three gone is not a disappearance; the other two stayed (shifts 0, +1: mean 0.5
     # +- 12.71 x 0.5 = 6.35 on one df, holds 0, not 117)
     ((None, 70.0, 72.0), 185, bumpshift.STAYS, "it stayed with the line breaks gone"),
@@ -68,9 +70,11 @@ def test_the_vanish_fraction_decides_a_split_of_seeds():
 @pytest.mark.parametrize("bumps, peak, lag, votes, verdict, words", [
     # lines kept (peak 68), paragraphs of 98: lag 99. Shifts 0, +1, -1 hold 0, not 31: the line width
     ((69.0, 71.0, 70.0), 68, 99, True, bumpshift.TRACKS, "the bump stayed at the line width"),
-    # shifts 31, 31, 31 (zero spread: the interval is the point, +- tol): the paragraph lag
-    ((100.0, 101.0, 102.0), 68, 99, True, bumpshift.STAYS, "the bump moved to the paragraph lag 99"),
-    ((84.0, 85.0, 86.0), 68, 99, True, bumpshift.INCONCLUSIVE, "holds neither"),
+    # shifts 31, 32, 30: 31 +- 2.48 (+- 2 tol) holds 31, not 0: the paragraph lag
+    ((100.0, 102.0, 101.0), 68, 99, True, bumpshift.STAYS, "the bump moved to the paragraph lag 99"),
+    ((84.0, 86.0, 85.0), 68, 99, True, bumpshift.INCONCLUSIVE, "holds neither"),
+    # shifts 31, 31, 31: no spread, no interval
+    ((100.0, 101.0, 102.0), 68, 99, True, bumpshift.INCONCLUSIVE, "variance not estimable"),
     # paragraphs beyond the context the banks are read at (128): no vote
     ((69.0, 71.0, 70.0), 68, 200, False, bumpshift.INCONCLUSIVE, "beyond the 128 lags"),
     # predictions 0 and +1 within the tolerance: no vote
@@ -98,12 +102,12 @@ def test_every_corpus_votes_in_the_row_verdict():
                    cb("paragraphs_100", paragraphs)]
         return wrap_votes.row_verdict(corpora, kinds, lags, 128, 2.0, 0.5)
 
-    line = row((52.0, 53.0, 54.0), (None, None, None), (69.0, 71.0, 70.0))
+    line = row((52.0, 54.0, 53.0), (None, None, None), (69.0, 71.0, 70.0))
     assert line["verdict"] == bumpshift.TRACKS and line["voting"] == 3
     assert [c.get("votes", False) for c in line["corpora"]] == [False, True, True, True]
-    para = row((69.0, 71.0, 70.0), (70.0, 69.0, 71.0), (100.0, 101.0, 102.0))
+    para = row((69.0, 71.0, 70.0), (70.0, 69.0, 71.0), (100.0, 102.0, 101.0))
     assert para["verdict"] == bumpshift.STAYS and para["voting"] == 3
-    split = row((52.0, 53.0, 54.0), (70.0, 69.0, 71.0), (69.0, 71.0, 70.0))
+    split = row((52.0, 54.0, 53.0), (70.0, 69.0, 71.0), (69.0, 71.0, 70.0))
     assert split["verdict"] == bumpshift.INCONCLUSIVE
     before = bumpshift.study_verdict([ORIGINAL, cb("unwrapped", (None, None, None), None),
                                       cb("paragraphs_100", (69.0, 71.0, 70.0))], "original", 2.0)
@@ -129,7 +133,9 @@ def test_the_claim_reads_every_vote():
     res = _wrap_claim({"id": wrap_votes.CLAIM_ID}, wrap_context(summary), "tiny")
     assert res.verdict == stats.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS)
     assert "gpa_m64 unwrapped: the bump disappeared in 3 of 3 seeds" in res.ours
-    assert "gpa_m64 paragraphs_100: shift +0.0 [-2.5, +2.5] lags, line prediction +0, paragraph prediction +31" in res.ours
+    # MDE: tol 2 + (t_{0.975,2} 4.3027 + t_{0.8,2} 1.0607) x se 1/sqrt(3) = 5.10 lags
+    assert ("gpa_m64 paragraphs_100: shift +0.0 [-2.5, +2.5] lags (MDE 5.1), line prediction +0, "
+            "paragraph prediction +31") in res.ours
     assert res.estimate == pytest.approx(0.0)  # the one vote with an interval
 
 

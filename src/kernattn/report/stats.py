@@ -425,6 +425,15 @@ class BootCI:
     hi: float
     n_items: int
     resamples: int
+    level: float = LEVEL
+
+    def mde(self, power: float = POWER) -> float:
+        """Minimum detectable effect at this interval's spread: the true difference a one-sided
+        test at the interval's own level detects with probability `power`, the bootstrap
+        distribution taken as normal, so its standard error = half-width / z_{(1+level)/2}:
+        (z_{(1+level)/2} + z_power) x se."""
+        z = float(_st.norm.ppf((1 + self.level) / 2))
+        return (z + float(_st.norm.ppf(power))) * (self.hi - self.lo) / 2 / z
 
 
 def paired_bootstrap(strata: Sequence[tuple[Sequence[float], Sequence[float]]],
@@ -453,7 +462,7 @@ def paired_bootstrap(strata: Sequence[tuple[Sequence[float], Sequence[float]]],
     values = np.asarray(statistic(draws), dtype=float)
     tail = (1 - level) / 2 * 100
     lo, hi = np.percentile(values, [tail, 100 - tail])
-    return BootCI(estimate, float(lo), float(hi), sum(a.size for a, _ in data), resamples)
+    return BootCI(estimate, float(lo), float(hi), sum(a.size for a, _ in data), resamples, level)
 
 
 def centered_diff_statistic(baselines: Sequence[float]):

@@ -261,15 +261,41 @@ def prune_context(summary: dict, margin: float | None) -> dict:
             "flops_saved": _ci(r["flops_saved_fraction"] for r in runs)}
 
 
+def prune_margin(claim: dict | None, params) -> tuple[float | None, str]:
+    """The prune claim's non-inferiority margin and how it was set: a number fixed in
+    paper_numbers.yaml, or a fraction (fixed there) of the char track's NoPE - RoPE gap at this
+    scale (the rows' final validation losses, paired by seed: stats.noninferiority_margin).
+    None, with the reason, when either row has no finished run here or the gap is not established."""
+    if claim is None:
+        return None, "no prune claim"
+    m = claim["margin"]
+    if not isinstance(m, dict):
+        return float(m), f"margin {float(m):.4f} (fixed)"
+    from ..tracks.char import stages as char
+
+    losses: dict[str, dict[int, float]] = {row: {} for row in m["of"]}
+    for spec in char.runs(params):
+        final = Path(char.final_output(params, spec.run_id))
+        if spec.row in losses and final.is_file():
+            losses[spec.row][spec.seed] = float(json.loads(final.read_text())["val_loss"])
+    nope, rope = m["of"]
+    seeds = sorted(losses[nope].keys() & losses[rope].keys())
+    if not seeds:
+        return None, f"no margin: {nope} and {rope} have no finished runs of one seed at scale {params.scale}"
+    margin, why = stats.noninferiority_margin(float(m["fraction"]), [losses[nope][k] for k in seeds],
+                                              [losses[rope][k] for k in seeds], paired=True)
+    return margin, (f"margin {margin:.4f} = {why}" if margin is not None else f"no margin: {why}")
+
+
 # ----------------------------------------------------------------------------- the part
 def section(ctx: ReportContext) -> dict:
     """The three studies' contexts (each {"present": False, ...} when its summary is missing);
     their tables into ctx.tables."""
     params = ctx.params
-    margin = next((float(c["margin"]) for c in ctx.claims_of(["study_prune"])), None)
+    margin, margin_why = prune_margin(next(iter(ctx.claims_of(["study_prune"])), None), params)
     out = {"command": paths.command(), "params": params.studies}
     for key, study, build in (("wrap", "wrap", wrap_context), ("gka", "gka_init", lambda s: gka_context(s, params.studies.gka_init.sign_test)),
-                              ("prune", "prune", lambda s: prune_context(s, margin))):
+                              ("prune", "prune", lambda s: prune_context(s, margin) | {"margin_why": margin_why})):
         path = paths.summary_path(params, study)
         summary = _read(path)
         if summary is None or summary.get("scale") != params.scale:
@@ -344,6 +370,7 @@ def _arch_columns(a: dict, scale: str) -> dict:
             **_ci_cols("random_cost_fine_tuned", a["random_ft"])}
     for key, comp in a["comparisons"].items():
         line[f"test_{key}"] = stats.at_scale(comp.verdict, scale)
+        line[f"test_{key}_mde"] = comp.mde  # minimum detectable effect at its seeds and spread (None: not estimable)
     return line
 
 
@@ -394,8 +421,9 @@ def _vote_words(r: dict) -> str:
     if r["shift"] is None:
         return r["reason"]
     para = f", paragraph prediction {r['paragraph']:+d}" if r["paragraph"] is not None else ""
-    return (f"shift {r['shift']['mean']:+.1f} [{r['shift']['lo']:+.1f}, {r['shift']['hi']:+.1f}] lags, "
-            f"line prediction {r['predicted']:+d}{para}")
+    mde = r["shift"].get("mde")
+    return (f"shift {r['shift']['mean']:+.1f} [{r['shift']['lo']:+.1f}, {r['shift']['hi']:+.1f}] lags"
+            + (f" (MDE {mde:.1f})" if mde is not None else "") + f", line prediction {r['predicted']:+d}{para}")
 
 
 def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
@@ -437,11 +465,16 @@ def _prune_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
         return ClaimResult(claim, premise_not_met(s["threshold"], weakest), scale=scale,
                            ours="; ".join(f"{a['row']}: {a['premise_why']}" for a in archs),
                            detail="the k weakest heads were removed anyway; their costs are in the section")
+    if part["margin"] is None:
+        return ClaimResult(claim, stats.not_judged(part.get("margin_why", "no margin")), scale=scale,
+                           ours="; ".join(f"{a['row']}: {a['premise_why']}" for a in judged),
+                           detail="the costs without and after fine-tuning are in the section")
     comps = [a["comparisons"][k] for a in judged for k in ("no_fine_tune", "fine_tuned") if k in a["comparisons"]]
     ours = "; ".join(f"{c.a} − {c.b.rpartition(': ')[2]}: {fmt_diff(c.ci) if c.ci else 'no interval'}"
-                     for c in comps)
+                     + (f", MDE {c.mde:.4f}" if c.mde is not None else "") for c in comps)
     skipped = [a["row"] for a in archs if not a["premise_met"]]
-    detail = f"margin {part['margin']}" + (f"; premise not met, not judged: {', '.join(skipped)}" if skipped else "")
+    detail = part.get("margin_why", f"margin {part['margin']}") + (
+        f"; premise not met, not judged: {', '.join(skipped)}" if skipped else "")
     res = ClaimResult(claim, stats.combine([c.verdict for c in comps]), comps, scale=scale, ours=ours,
                       detail=detail, interval="95% paired t over seeds of the cost without fine-tuning")
     first = judged[0]["comparisons"].get("no_fine_tune")

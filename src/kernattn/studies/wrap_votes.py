@@ -68,13 +68,16 @@ def _start(other: bumpshift.CorpusBumps, line, paragraph) -> dict:
             "shift": None}
 
 
-def _interval(out: dict, ref, other, level: float):
-    """The paired shift interval recorded in `out`, or None (and the reason) below two seeds."""
+def _interval(out: dict, ref, other, level: float, tol: float):
+    """The paired shift interval recorded in `out` (with its minimum detectable shift), or None
+    (and the reason) below two seeds or with no spread."""
     shift = _paired(ref, other, level)
     if shift is None or shift.lo is None:
-        out["reason"] = f"{0 if shift is None else shift.n} seed(s) with a bump in both corpora: no interval"
+        out["reason"] = (f"{0 if shift is None else shift.n} seed(s) with a bump in both corpora: no interval"
+                         if shift is None or shift.n < 2 else
+                         f"every seed shifted by {shift.mean:+g}: variance not estimable, no interval")
         return None
-    out["shift"] = {"n": shift.n, "mean": shift.mean, "lo": shift.lo, "hi": shift.hi}
+    out["shift"] = {"n": shift.n, "mean": shift.mean, "lo": shift.lo, "hi": shift.hi, "mde": shift.mde(tol, level)}
     return shift
 
 
@@ -95,7 +98,7 @@ def unwrapped_vote(ref: bumpshift.CorpusBumps, other: bumpshift.CorpusBumps, lag
         out["reason"] = (f"{VANISHED} in {len(gone)} of {len(seeds)} seeds (more than {vanish_fraction:g} of them): "
                          f"what the line-width reading predicts")
         return out
-    shift = _interval(out, ref, other, level)
+    shift = _interval(out, ref, other, level, tol)
     if shift is not None:
         out["verdict"], out["reason"] = _read(shift, out["predicted_shift"], 0, tol, (
             f"it moved to the paragraph lag {lag}", "it stayed with the line breaks gone"))
@@ -115,7 +118,7 @@ def paragraphs_vote(ref: bumpshift.CorpusBumps, other: bumpshift.CorpusBumps, la
         out["reason"] = f"the two readings predict shifts {line:+d} and {paragraph:+d}, within the tolerance {tol:g}"
     else:
         out["votes"] = True
-        shift = _interval(out, ref, other, level)
+        shift = _interval(out, ref, other, level, tol)
         if shift is not None:
             out["verdict"], out["reason"] = _read(shift, line, paragraph, tol, (
                 "the bump stayed at the line width", f"the bump moved to the paragraph lag {lag}"))

@@ -337,7 +337,8 @@ def _core_tasks_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: s
                                       BOOT_RESAMPLES, level=level, seed=BOOT_SEED + i)
         side = "higher" if boot.lo > 0 else "lower" if boot.hi < 0 else "equal"
         calls.append("agrees" if side == want else "disagrees" if "equal" not in (side, want) else "undecided")
-        texts.append(f"{task} {boot.estimate:+.3f} [{boot.lo:+.3f}, {boot.hi:+.3f}] ({want}: {calls[-1]})")
+        texts.append(f"{task} {boot.estimate:+.3f} [{boot.lo:+.3f}, {boot.hi:+.3f}], MDE {boot.mde():.3f} "
+                     f"({want}: {calls[-1]})")
     verdict = (stats.REPRODUCED if all(c == "agrees" for c in calls) else
                stats.CONTRADICTED if "disagrees" in calls else stats.INCONCLUSIVE)
     return ClaimResult(claim, verdict, scale=scale, ours="; ".join(texts),
@@ -389,6 +390,6 @@ def _core_claim(claim: dict, row: dict, pair: tuple[str, str], groups: dict, sca
     b = boot["mean"]
     verdict = stats.REPRODUCED if b.hi < 0 else stats.CONTRADICTED if b.lo > 0 else stats.INCONCLUSIVE
     return ClaimResult(claim, verdict, scale=scale, estimate=b.estimate, lo=b.lo, hi=b.hi,
-                       ours=f"GKA − base mean centered: {b.estimate:+.4f} [{b.lo:+.4f}, {b.hi:+.4f}]",
+                       ours=f"GKA − base mean centered: {b.estimate:+.4f} [{b.lo:+.4f}, {b.hi:+.4f}], MDE {b.mde():.4f}",
                        interval=f"95% paired bootstrap over {b.n_items} items ({b.resamples} resamples), "
                                 f"seeds {', '.join(map(str, boot['seeds']))}")

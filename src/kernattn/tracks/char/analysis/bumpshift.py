@@ -42,6 +42,7 @@ TRACKS = "the bump tracks the line width"
 STAYS = "the bump stays at paragraph scale"
 INCONCLUSIVE = "inconclusive"
 LEVEL = 0.95
+POWER = 0.8  # of the minimum detectable shift (Interval.mde), as report.stats.POWER
 DEFAULT_TOL = 2.0
 
 
@@ -55,20 +56,32 @@ def run_bump(first_layer, min_lag: int) -> float | None:
 class Interval:
     n: int
     mean: float
-    lo: float | None  # None with one value
+    lo: float | None  # None with one value, or with no spread (never a zero-width interval)
     hi: float | None
+    se: float | None = None
+
+    def mde(self, tol: float, level: float = LEVEL, power: float = POWER) -> float | None:
+        """The smallest true shift this interval (widened by `tol` as the rule widens it) tells
+        from 0 with probability `power`: tol + (t_{(1+level)/2} + t_power) x se, df = n - 1."""
+        if self.se is None:
+            return None
+        df = self.n - 1
+        return tol + (float(stats.t.ppf((1 + level) / 2, df)) + float(stats.t.ppf(power, df))) * self.se
 
 
 def t_interval(values, level: float = LEVEL) -> Interval | None:
-    """Mean and Student t interval of `values` (None when empty)."""
+    """Mean and Student t interval of `values` (None when empty). With one value, or values all
+    equal (a spread of 0: the variance is not estimable), no interval: never p = 0."""
     vals = [float(v) for v in values]
     if not vals:
         return None
     n, mean = len(vals), float(np.mean(vals))
-    if n < 2:
+    sd = float(np.std(vals, ddof=1)) if n > 1 else 0.0
+    if n < 2 or sd == 0:
         return Interval(n, mean, None, None)
-    half = float(stats.t.ppf((1 + level) / 2, n - 1)) * float(np.std(vals, ddof=1)) / math.sqrt(n)
-    return Interval(n, mean, mean - half, mean + half)
+    se = sd / math.sqrt(n)
+    half = float(stats.t.ppf((1 + level) / 2, n - 1)) * se
+    return Interval(n, mean, mean - half, mean + half, se)
 
 
 @dataclass
@@ -101,9 +114,10 @@ def shift_verdict(ref: CorpusBumps, other: CorpusBumps, tol: float = DEFAULT_TOL
                    if ref.bumps[s] is not None and other.bumps[s] is not None)
     shift = t_interval([other.bumps[s] - ref.bumps[s] for s in seeds], level)
     if shift is None or shift.lo is None:
-        out["reason"] = f"{len(seeds)} seed(s) with a bump in both corpora: no interval"
+        out["reason"] = (f"{len(seeds)} seed(s) with a bump in both corpora: no interval" if shift is None or shift.n < 2
+                         else f"every seed shifted by {shift.mean:+g}: variance not estimable, no interval")
         return out
-    out["shift"] = {"n": shift.n, "mean": shift.mean, "lo": shift.lo, "hi": shift.hi}
+    out["shift"] = {"n": shift.n, "mean": shift.mean, "lo": shift.lo, "hi": shift.hi, "mde": shift.mde(tol, level)}
     lo, hi = shift.lo - tol, shift.hi + tol
     has_line, has_zero = lo <= predicted <= hi, lo <= 0 <= hi
     if has_line and not has_zero:
