@@ -239,12 +239,15 @@ def test_the_world_from_torchrun_or_srun_and_the_accumulation_rule(monkeypatch):
 
 def test_a_run_resumed_on_another_number_of_ranks_continues_the_same_optimisation(tmp_path, corpus, whole2):  # noqa: F811
     """2 ranks stop at step 3 (--stop-after); 1 rank resumes with the same global batch and data
-    position: the 2-rank run's weights (to 1e-6) and metrics, and one line saying so."""
-    params = write_params(CHAR, tmp_path, corpus)
-    assert wait(launch([*argv(CHAR, params), "--stop-after", "3"], 2, tmp_path / "a")) == [0, 0]
-    assert wait(launch(argv(CHAR, params), 1, tmp_path / "b")) == [0], log_of(tmp_path / "b", 0)[-3000:]
-    assert "the checkpoint was written by 2 ranks, resuming on 1" in log_of(tmp_path / "b", 0)
-    run_dir = tmp_path / "runs" / CHAR.run
-    assert ckpt_of(run_dir)["world_size"] == 1
-    assert_close_weights(ckpt_of(whole2[1])["model"], ckpt_of(run_dir)["model"])
-    assert_same_lines(read_metrics(whole2[1]), read_metrics(run_dir))
+    position: the 2-rank run's weights (to 1e-6) and metrics, and one line saying so. And the
+    other way: 1 rank stops at step 3, 2 ranks resume it, with the same result."""
+    for first, then, folder in ((2, 1, tmp_path / "down"), (1, 2, tmp_path / "up")):
+        params = write_params(CHAR, folder, corpus)
+        assert wait(launch([*argv(CHAR, params), "--stop-after", "3"], first, folder / "a")) == [0] * first
+        assert wait(launch(argv(CHAR, params), then, folder / "b")) == [0] * then, log_of(folder / "b", 0)[-3000:]
+        written = f"{first} rank{'s' if first > 1 else ''}"
+        assert f"the checkpoint was written by {written}, resuming on {then}" in log_of(folder / "b", 0)
+        run_dir = folder / "runs" / CHAR.run
+        assert ckpt_of(run_dir)["world_size"] == then
+        assert_close_weights(ckpt_of(whole2[1])["model"], ckpt_of(run_dir)["model"])
+        assert_same_lines(read_metrics(whole2[1]), read_metrics(run_dir))

@@ -214,8 +214,8 @@ class Loop:
                 seed_everything(derive_seed(self.track.seed, f"rank{world.rank}:step{int(ckpt['step'])}"))
             if world.main:
                 print(f"kernattn {self.track.command}: {self.track.run_id}: the checkpoint was written by "
-                      f"{len(ranks)} ranks, resuming on {world.size}: the same global batch and data position, "
-                      f"another split", flush=True)
+                      f"{len(ranks)} rank{'s' if len(ranks) > 1 else ''}, resuming on {world.size}: the same "
+                      f"global batch and data position, another split", flush=True)
 
     def checkpoint(self) -> None:
         st, track = self.st, self.track
