@@ -218,6 +218,12 @@ def test_gka_trails_deit_on_imagenet_passes_the_gates():
     # paired differences -0.66, -0.61, -0.66: sd 0.0289, se 0.0167 on 2 df; the effect a one-sided
     # 2.5% test detects with power 0.8 is (t_0.975 + t_0.8) x se = (4.303 + 1.061) x 0.0167 = 0.089 pp
     assert "minimum detectable effect 0.09 pp" in res.ours
+    assert "best EMA top-1" not in res.detail  # no best recorded: nothing shown
+    best = {k: {**v, "best_top1_ema": v["top1_ema"] + (1.0 if k.startswith("gka") else 0.5)} for k, v in finals.items()}
+    res = _top1_claim(claim, {**section, "finals": best}, "paper")  # judged on the final, the best beside it
+    assert res.estimate == pytest.approx(-0.66 + 0.05 / 3)
+    assert "best EMA top-1 (the verdict reads the final one) GKA − DeiT: " \
+           f"{-0.66 + 0.05 / 3 + 0.5:+.2f} pp" in res.detail
     two = {k: v for k, v in finals.items() if not k.endswith("-s2")}
     assert _top1_claim(claim, {**section, "finals": two}, "paper").verdict == "not judged (2 seeds)"
     flat = {k: {**v, "top1_ema": 71.54 if k.startswith("gka") else 72.2} for k, v in finals.items()}
@@ -258,3 +264,14 @@ def test_a_vit_comparison_is_gated_on_its_runs_loss_having_stopped_falling(tmp_p
     assert _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("VLT-Ti", "DeiT-Ti")).verdict == stats.REPRODUCED
     other = stats.not_comparable("data set differs")
     assert _loss_gated(ClaimResult(claim, other), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == other
+
+
+def test_the_best_ema_top1_is_read_from_the_evaluations(tmp_path):
+    from kernattn.tracks.vision.report import best_top1_ema
+
+    metrics = tmp_path / "metrics.jsonl"
+    assert best_top1_ema(metrics) is None
+    metrics.write_text("".join(json.dumps(x) + "\n" for x in (
+        {"split": "val", "step": 0, "top1_ema": 10.0}, {"split": "train", "step": 1, "loss": 2.0},
+        {"split": "val", "step": 3, "top1_ema": 31.5}, {"split": "val", "step": 6, "top1_ema": 30.0})))
+    assert best_top1_ema(metrics) == 31.5

@@ -376,7 +376,10 @@ def _bpb_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> 
                     f"({stats.seeds_text(len(seeds))}, no interval)")
     else:  # stated as GKA - base, the paper's direction
         res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
-        res.ours = f"GKA − base val BPB: {res.estimate:+.4f} [{res.lo:+.4f}, {res.hi:+.4f}]"
+        res.ours = f"GKA − base val BPB: {res.estimate:+.4f} [{res.lo:+.4f}, {res.hi:+.4f}], MDE {comp.mde:.4f}"
+    # the judged value is the final one (paper_numbers.yaml judged_loss): eval-lm scores the final
+    # weights only, so there is no best BPB to show beside it
+    res.detail = "BPB of the final weights (eval-lm scores no other)"
     return res
 
 
