@@ -48,7 +48,7 @@ def test_install_profile_gives_a_stage_gpus_and_nodes(tmp_path, capsys):
     assert main(["install-profile", "--partition", "cpu", "--gpu-model", "h100", "--gpus", "train_gka_init=2",
                  "--source", str(REPO / "profiles/slurm"), "--dest", str(dest)]) == 0
     init = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]["train_gka_init"]
-    assert (init["gpu"], init["ranks"], init["nodes"], init["runtime"]) == (2, 2, 1, 1488)
+    assert (init["gpu"], init["ranks"], init["nodes"], init["runtime"]) == (2, 2, 1, 3857)  # the plan's (its ViT runs)
     capsys.readouterr()
     assert main(["install-profile", "--partition", "cpu", "--gpus", "report=2", "--source",
                  str(REPO / "profiles/slurm"), "--dest", str(dest)]) == 2
