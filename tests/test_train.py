@@ -256,4 +256,3 @@ def test_tracker_retries_locks_and_warns_once(monkeypatch):
     tracker.flush()
     tracker.end("FINISHED")  # all no-ops
     assert tracking.flatten({"a": {"b": 1, "c": (1, 2)}, "d": None}) == {"a.b": "1", "a.c": "[1, 2]", "d": "None"}
-
