@@ -2,5 +2,4 @@
 params), snakemake.py (what the Snakefile's rules take from it), dvc.py (dvc.yaml from it).
 
 Imports config and the tracks' light path modules (lm.pipeline, vision.stages, analysis);
-nothing imports dag but the CLI, the Snakefile, kernattn.pipeline (the old name) and the
-report's plan part (plan_files: where a scale's plan is written)."""
+nothing imports dag but the CLI, the Snakefile and kernattn.pipeline (the old name)."""

@@ -18,7 +18,7 @@ from ..stage import Stage
 from ..studies import extrapolation
 from ..studies import stages as studies
 from ..tracks import TRACKS, track_module
-from .plan_files import plan_arguments, plan_csv
+from ..plan_files import plan_arguments, plan_csv
 
 STUDY_TARGETS = studies.TARGETS
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..dag.plan_files import plan_arguments, plan_csv
+from ..plan_files import plan_arguments, plan_csv
 from .claims import ClaimResult
 from .part import ClaimKind, ReportContext
 

@@ -1,6 +1,6 @@
 """Where the DAG's `plan` stage writes a scale's cost plan, and the `kernattn plan` arguments it
-runs with: read by the stage table (kernattn.dag.stages) and the report's plan part alike, so
-it imports nothing of the package."""
+runs with: read by the report's plan part and by the stage table (kernattn.dag.stages, which
+parses with every Snakemake command: this module imports nothing of the package)."""
 
 from __future__ import annotations
 
