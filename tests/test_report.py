@@ -852,7 +852,8 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
     assert float(bpb["estimate"]) == pytest.approx(0.11)
     assert (float(bpb["ci_lo"]), float(bpb["ci_hi"])) == (pytest.approx(0.11 - half, rel=1e-6),
                                                           pytest.approx(0.11 + half, rel=1e-6))
-    assert bpb["detail"].startswith("gka_paper: sigma at the end: not read (no checkpoint)")  # sigma = 1 row
+    assert bpb["detail"].startswith("BPB of the final weights (eval-lm scores no other); "
+                                    "gka_paper: sigma at the end: not read (no checkpoint)")  # sigma = 1 row
     core_claim = csv.loc["003-lm-core"]
     assert core_claim["verdict"] == "consistent at tiny"  # GKA's mean centered score surely lower
     assert float(core_claim["estimate"]) == pytest.approx(-0.4 / 6)  # COPA: (0.8 - 1) / (1 - 0.5), 6 tasks
