@@ -116,10 +116,15 @@ def test_sigma_specialisation_on_constructed_bandwidths(tmp_path, monkeypatch):
     # travel 0.001 x 101 = 0.101: log 2.4 moved 8.7x the limit, still travelling -> not judged
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.001)}, p, build.load_paper_numbers(), "paper")
     assert res.verdict.startswith("not judged (not converged: gka-s0: log sigma moved up to")
-    # inside Adam's limit, but log sigma still changing by 0.05 over the last 20%: not judged
+    # inside Adam's limit over the run, but over the last 20% (steps 80-100: Adam can move log
+    # sigma 20 x 0.02 = 0.4) it still changes by 0.3, 75% of that: not judged; 0.05 (12%) passes
+    res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.02, late_change=0.3)}, p,
+                                 build.load_paper_numbers(), "paper")
+    assert res.verdict.startswith("not judged (not converged: gka-s0: log sigma changed by up to 0.300 over the last "
+                                  "20% of training (steps 80-100), 75% of Adam's travel limit 0.400 there")
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.02, late_change=0.05)}, p,
                                  build.load_paper_numbers(), "paper")
-    assert res.verdict.startswith("not judged (not converged: gka-s0: log sigma changed by up to 0.050 over the last 20%")
+    assert res.verdict == stats.REPRODUCED
     two = {k: v for k, v in _vision_runs(p, spread, 0.02).items() if k != "gka-s2"}
     assert report_gka.sigma_claim(claim, {"finals": two}, p, build.load_paper_numbers(), "paper").verdict \
         == "not judged (2 seeds)"

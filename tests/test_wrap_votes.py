@@ -33,8 +33,9 @@ ORIGINAL = cb("original", (69.0, 70.0, 71.0))
     ((100.0, 102.0, 101.0), 100, bumpshift.TRACKS, "it moved to the paragraph lag 100"),
     # shifts -29, -28, -30 hold neither 0 nor 117: the bump moved elsewhere
     ((40.0, 42.0, 41.0), 185, bumpshift.INCONCLUSIVE, "the interval holds neither prediction"),
-    # shifts -29, -29, -29: no spread, so no interval (never a zero-width one) and no verdict
-    ((40.0, 41.0, 42.0), 185, bumpshift.INCONCLUSIVE, "every seed shifted by -29: variance not estimable"),
+    # shifts -29, -29, -29: no spread, so the rounding floor sd sqrt(2/12) (never a zero-width
+    # interval): -29 +- 4.303 x 0.408 / sqrt(3) = 1.01 (+- 2 tol) holds neither 0 nor 117
+    ((40.0, 41.0, 42.0), 185, bumpshift.INCONCLUSIVE, "the interval holds neither prediction"),
     # one seed of three gone is not a disappearance; the other two stayed (shifts 0, +1: mean 0.5
     # +- 12.71 x 0.5 = 6.35 on one df, holds 0, not 117)
     ((None, 70.0, 72.0), 185, bumpshift.STAYS, "it stayed with the line breaks gone"),
@@ -73,8 +74,8 @@ def test_the_vanish_fraction_decides_a_split_of_seeds():
     # shifts 31, 32, 30: 31 +- 2.48 (+- 2 tol) holds 31, not 0: the paragraph lag
     ((100.0, 102.0, 101.0), 68, 99, True, bumpshift.STAYS, "the bump moved to the paragraph lag 99"),
     ((84.0, 86.0, 85.0), 68, 99, True, bumpshift.INCONCLUSIVE, "holds neither"),
-    # shifts 31, 31, 31: no spread, no interval
-    ((100.0, 101.0, 102.0), 68, 99, True, bumpshift.INCONCLUSIVE, "variance not estimable"),
+    # shifts 31, 31, 31: the rounding floor's interval 31 +- 1.01 (+- 2 tol) holds 31, not 0
+    ((100.0, 101.0, 102.0), 68, 99, True, bumpshift.STAYS, "the bump moved to the paragraph lag 99"),
     # paragraphs beyond the context the banks are read at (128): no vote
     ((69.0, 71.0, 70.0), 68, 200, False, bumpshift.INCONCLUSIVE, "beyond the 128 lags"),
     # predictions 0 and +1 within the tolerance: no vote
@@ -146,3 +147,12 @@ def test_the_vanish_fraction_is_pre_registered():
     assert wrap_votes.vanish_fraction() == float(claim["vanish_fraction"]) == 0.5
     assert wrap_votes.paragraph_lag({"paragraph_median": 97.5}) == 99  # round half to even, + 1
     assert wrap_votes.paragraph_lag({"paragraph_median": None}) is None
+
+
+def test_a_shift_without_spread_has_the_rounding_floor():
+    """Every seed shifted by exactly -17 (integer lags): the interval is not of zero width but
+    uses the rounding sd sqrt(2/12) = 0.408: -17 +- 4.303 x 0.408 / sqrt(3) = +-1.014."""
+    out = bumpshift.shift_verdict(ORIGINAL, cb("rewrapped", (52.0, 53.0, 54.0), 51), 2.0)
+    half = T975_2 * math.sqrt(2 / 12) / math.sqrt(3)
+    assert out["shift"]["lo"] == pytest.approx(-17 - half) and out["shift"]["hi"] == pytest.approx(-17 + half)
+    assert out["verdict"] == bumpshift.TRACKS

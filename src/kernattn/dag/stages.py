@@ -43,7 +43,8 @@ def shared_stages(p: Params) -> list[Stage]:
     bench = Stage("bench", ("bench", *(s for m in modules for s in m.MODEL_SECTIONS)),
                   ("bench", "attention", "tracks"), lambda _: [bench_output(p)],
                   dvc_outs=lambda _: [p.bench.out_dir], threads="all")
-    plan = Stage("plan", PLAN_SECTIONS, ("dag", "tracks", "studies", "attention", "bench"), lambda _: plan_outputs(p),
+    plan = Stage("plan", PLAN_SECTIONS, ("dag", "tracks", "studies", "attention", "bench", "plan_files.py"),
+                 lambda _: plan_outputs(p),
                  inputs=lambda _: plan_inputs(p),
                  extra=plan_arguments(p, p.scale))
     report_inputs = [*(f for m in modules for f in m.report_inputs(p)), *extrapolation.outputs(p), bench_output(p),

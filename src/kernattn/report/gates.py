@@ -3,9 +3,10 @@ verdict when it fails: "not judged (<gate>: <why>)".
 
     converged   the quantity judged has stopped moving: the validation loss's fitted drop over
                 the last `last_fraction` of training (`loss_converged`), and for readings of a
-                trained bank or bandwidth, its parameters' change over that same tail of
-                training, read from the run's param_trace.npz (`params_settled`, `run_settled`),
-                and how far they moved against the farthest Adam can move them (`params_converged`)
+                trained bank or bandwidth, how far its parameters moved against the farthest
+                Adam can move them, from initialisation (`params_converged`) and over that same
+                tail of training, read from the run's param_trace.npz (`params_settled`,
+                `run_settled`)
     estimable   at least stats.MIN_SEEDS seeds per arm and a non-zero spread (stats.judge_family
                 applies it itself)
     premise     what the paper's reading presupposes (e.g. a bank below the strength threshold
@@ -64,18 +65,17 @@ class Thresholds:
 
     last_fraction: float     # the tail of training the loss slope is fitted on
     max_loss_drop: float     # largest fitted drop of the loss over that tail
-    max_param_travel: float  # largest fraction of Adam's travel limit a read parameter may use
-    max_param_change: float  # largest change of a read parameter over that tail (params_settled)
+    max_param_travel: float  # largest fraction of Adam's travel limit a read parameter may use:
+                             # from initialisation (params_converged) and over the tail (params_settled)
 
 
 def thresholds(papers: dict) -> Thresholds:
     g = papers.get("gates") or {}
     try:
-        return Thresholds(float(g["last_fraction"]), float(g["max_loss_drop"]), float(g["max_param_travel"]),
-                          float(g["max_param_change"]))
+        return Thresholds(float(g["last_fraction"]), float(g["max_loss_drop"]), float(g["max_param_travel"]))
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"paper_numbers.yaml: gates needs numbers last_fraction, max_loss_drop, "
-                         f"max_param_travel and max_param_change ({exc})") from None
+        raise ValueError(f"paper_numbers.yaml: gates needs numbers last_fraction, max_loss_drop and "
+                         f"max_param_travel ({exc})") from None
 
 
 def loss_converged(steps: Sequence[int], losses: Sequence[float], last_fraction: float,
@@ -117,46 +117,67 @@ def params_converged(moved: Sequence[float], travel: float, max_fraction: float,
                 f"(threshold {max_fraction:.0%})")
 
 
-def params_settled(steps: Sequence[int], values, last_fraction: float, max_change: float, what: str) -> Gate:
-    """A trained parameter read by a claim has stopped moving: over the evaluations in the
-    last `last_fraction` of training (steps >= (1 - last_fraction) x the last one), its
-    largest change between the first of them and the end is at most `max_change`. `values`
-    [evaluations, parameters] as the run's param_trace.npz stores them (log sigma, log length,
-    log tau: a change there is a relative change). Needs 2 evaluations in that tail."""
+def params_settled(steps: Sequence[int], values, step_lrs: Sequence[float], last_fraction: float,
+                   max_fraction: float, what: str) -> Gate:
+    """A trained parameter read by a claim has stopped moving: over the evaluations in the last
+    `last_fraction` of training (steps >= (1 - last_fraction) x the last one), its largest
+    change between the first of them and the end is at most max_fraction of the farthest Adam
+    could move it there (the sum of `step_lrs`, the rate of every optimizer step with any
+    variant scale, over the steps between those two evaluations). A parameter still travelling
+    one way uses about all of it; one that only jitters about its optimum under gradient noise
+    moves about lr x sqrt(steps), a small share of a long tail. `values` [evaluations,
+    parameters] as the run's param_trace.npz stores them. Needs 2 evaluations in that tail."""
     steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     if steps.size == 0 or values.size == 0:
-        return gate(CONVERGED, False, f"no {what} recorded at the evaluations (no param_trace.npz)")
+        return gate(CONVERGED, False, f"no {what} recorded at the evaluations")
     tail = np.flatnonzero(steps >= (1 - last_fraction) * steps.max())
     if tail.size < 2:
         return gate(CONVERGED, False, f"{tail.size} {what} record(s) in the last {last_fraction:.0%} of training "
                                       f"(2 needed)")
+    first, last = int(steps[tail[0]]), int(steps[tail[-1]])
+    travel = adam_travel(np.asarray(step_lrs, dtype=float)[first:last])
     change = float(np.abs(values[tail[-1]] - values[tail[0]]).max())
-    return gate(CONVERGED, change <= max_change,
-                f"{what} changed by up to {change:.3f} over the last {last_fraction:.0%} of training "
-                f"(steps {int(steps[tail[0]])}-{int(steps[tail[-1]])}; threshold {max_change:g})")
+    where = f"over the last {last_fraction:.0%} of training (steps {first}-{last})"
+    if not travel > 0:
+        return gate(CONVERGED, False, f"no learning rate known {where}")
+    return gate(CONVERGED, change <= max_fraction * travel,
+                f"{what} changed by up to {change:.3f} {where}, {change / travel:.0%} of Adam's travel limit "
+                f"{travel:.3f} there (threshold {max_fraction:.0%})")
 
 
-def run_settled(run_dir: Path, th: "Thresholds", what: str, names: Sequence[str] | None = None) -> Gate:
-    """params_settled on a run's param_trace.npz (kernattn.engine.trace): every traced
-    parameter, or those whose name ends with one of `names` (e.g. ("log_sigma",))."""
+def run_settled(run_dir: Path, th: "Thresholds", what: str, step_lrs: Sequence[float],
+                names: Sequence[str] | None = None) -> Gate:
+    """params_settled on a run's param_trace.npz (kernattn.engine.trace) at the threshold
+    max_param_travel: every traced parameter, or those whose name ends with one of `names`
+    (e.g. ("log_sigma",)). `step_lrs`: the rate of every optimizer step of the run."""
     from ..engine.trace import read
 
     trace = read(run_dir)
     if trace is None:
-        return gate(CONVERGED, False, f"no {Path(run_dir).name}/param_trace.npz ({what} not recorded: rerun the run)")
+        return gate(CONVERGED, False, f"no {Path(run_dir).name}/param_trace.npz ({what} not recorded; a run "
+                                      f"finished before the engine recorded them needs --fresh)")
     keep = np.concatenate([np.full(size, names is None or any(n.endswith(k) for k in names), dtype=bool)
                            for n, size in zip(trace["names"], trace["sizes"])])
-    return params_settled(trace["steps"], trace["values"][:, keep], th.last_fraction, th.max_param_change, what)
+    if not keep.any():
+        return gate(CONVERGED, False, f"{Path(run_dir).name}/param_trace.npz holds no parameter named "
+                                      f"*{' or *'.join(names or ())} ({what})")
+    return params_settled(trace["steps"], trace["values"][:, keep], step_lrs, th.last_fraction,
+                          th.max_param_travel, what)
+
+
+def logged_lrs(steps: Sequence[int], lrs: Sequence[float]) -> np.ndarray:
+    """The rate of every step 0 .. last logged step of a schedule known only at the steps a run
+    logged (metrics.jsonl's train lines: the learning rate every log_every steps), linearly
+    interpolated between the logged ones (held flat before the first)."""
+    steps, lrs = np.asarray(steps, dtype=float), np.asarray(lrs, dtype=float)
+    if steps.size == 0:
+        return np.zeros(0)
+    return np.interp(np.arange(int(steps.max()) + 1), steps, lrs)
 
 
 def logged_travel(steps: Sequence[int], lrs: Sequence[float]) -> float:
-    """adam_travel of a schedule known only at the steps a run logged (metrics.jsonl's train
-    lines: the learning rate every log_every steps): the rate at every step 0 .. last logged
-    step, linearly interpolated between the logged ones (held flat before the first)."""
-    steps, lrs = np.asarray(steps, dtype=float), np.asarray(lrs, dtype=float)
-    if steps.size == 0:
-        return 0.0
-    return adam_travel(np.interp(np.arange(int(steps.max()) + 1), steps, lrs))
+    """adam_travel of a schedule known only at the steps a run logged (logged_lrs)."""
+    return adam_travel(logged_lrs(steps, lrs))
 
 
 def runs_loss_converged(metrics_files: Iterable[tuple[str, Path]], th: Thresholds) -> Gate:

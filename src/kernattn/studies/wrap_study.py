@@ -88,24 +88,24 @@ def bank_moved(init, model) -> float:
 def bank_gate(moved: dict, params, row: str) -> tuple[bool, str]:
     """Gate (a), converged, on the row's original runs (`moved`: seed -> bank_moved): every
     seed's bank moved less than gates.max_param_travel (paper_numbers.yaml) of Adam's travel
-    limit over its schedule, and changed by at most gates.max_param_change over the last part
-    of training (its param_trace.npz). A bank still moving puts its bump wherever training
-    stopped it."""
+    limit over its schedule, and over the last part of training (its param_trace.npz). A bank
+    still moving puts its bump wherever training stopped it."""
     from ..report import gates
-    from ..tracks.char.report_bankgate import adam_travel
+    from ..tracks.char.report_bankgate import variant_lrs
     from ..tracks.char.stages import run_dir
     from .wrap_votes import shipped_paper_numbers
 
-    th = gates.thresholds(shipped_paper_numbers())
-    checks = [gates.params_converged(list(moved.values()), adam_travel(params.train), th.max_param_travel,
+    th, lrs = gates.thresholds(shipped_paper_numbers()), variant_lrs(params.train)
+    checks = [gates.params_converged(list(moved.values()), gates.adam_travel(lrs), th.max_param_travel,
                                      "bank log-parameters")]
     for seed in sorted(moved):
-        g = gates.run_settled(run_dir(params, f"{row}-s{seed}"), th, "bank parameters")
+        g = gates.run_settled(run_dir(params, f"{row}-s{seed}"), th, "bank parameters", lrs)
         checks.append(gates.gate(g.name, g.passed, f"{row}-s{seed}: {g.why}"))
     failed = next((g for g in checks if not g.passed), None)
     if failed is not None:
         return False, f"bank not converged: {failed.why}"
-    return True, f"bank converged: {checks[0].why}; each seed's changed by at most {th.max_param_change:g} at the end"
+    return True, (f"bank converged: {checks[0].why}; each seed's used at most {th.max_param_travel:.0%} of Adam's "
+                  f"travel over the last {th.last_fraction:.0%} of training")
 
 
 def split_controls(corpora: list, width: int) -> tuple[list, list]:

@@ -47,7 +47,7 @@ def paragraph_lag(peaks: dict) -> int | None:
 def _paired(ref: bumpshift.CorpusBumps, other: bumpshift.CorpusBumps, level: float):
     seeds = sorted(s for s in ref.bumps.keys() & other.bumps.keys()
                    if ref.bumps[s] is not None and other.bumps[s] is not None)
-    return bumpshift.t_interval([other.bumps[s] - ref.bumps[s] for s in seeds], level)
+    return bumpshift.t_interval([other.bumps[s] - ref.bumps[s] for s in seeds], level, bumpshift.SHIFT_SD_FLOOR)
 
 
 def _read(shift, line: int, paragraph: int, tol: float, words: tuple[str, str]) -> tuple[str, str]:
@@ -70,12 +70,10 @@ def _start(other: bumpshift.CorpusBumps, line, paragraph) -> dict:
 
 def _interval(out: dict, ref, other, level: float, tol: float):
     """The paired shift interval recorded in `out` (with its minimum detectable shift), or None
-    (and the reason) below two seeds or with no spread."""
+    (and the reason) below two seeds."""
     shift = _paired(ref, other, level)
     if shift is None or shift.lo is None:
-        out["reason"] = (f"{0 if shift is None else shift.n} seed(s) with a bump in both corpora: no interval"
-                         if shift is None or shift.n < 2 else
-                         f"every seed shifted by {shift.mean:+g}: variance not estimable, no interval")
+        out["reason"] = f"{0 if shift is None else shift.n} seed(s) with a bump in both corpora: no interval"
         return None
     out["shift"] = {"n": shift.n, "mean": shift.mean, "lo": shift.lo, "hi": shift.hi, "mde": shift.mde(tol, level)}
     return shift

@@ -4,7 +4,8 @@ on the bank at initialisation and at the end (analyze-gpa's kernels.csv; the ini
 options' own: GPAOptions): a log-parameter that moved by about the farthest Adam can move it
 (the sum of the schedule's learning rates, track.lr_at) went one way at every step and was
 still travelling when training stopped. (2) report.gates.run_settled on the bank recorded at
-every evaluation (the run's param_trace.npz): its change over the last part of training.
+every evaluation (the run's param_trace.npz): its change over the last part of training
+against what Adam could move it there.
 
 Read per run: |log sigma - log sigma_0|, |log l - log l_0|, |log tau - log tau_0| (tau_0 the
 kernel's place in linspace(init_tau)) and |alpha - alpha_0| (alpha is stored as is), every
@@ -23,10 +24,15 @@ from ...report import gates
 from .track import lr_at
 
 
-def adam_travel(tp) -> float:
-    """The sum of the learning rates the char schedule (train params `tp`) gives the
+def variant_lrs(tp) -> list[float]:
+    """The learning rate of every step that the char schedule (train params `tp`) gives the
     variant-owned parameters (x train.variant_lr_scale)."""
-    return gates.adam_travel([lr_at(s, tp) * tp.variant_lr_scale for s in range(tp.max_steps)])
+    return [lr_at(s, tp) * tp.variant_lr_scale for s in range(tp.max_steps)]
+
+
+def adam_travel(tp) -> float:
+    """The sum of those learning rates: the farthest Adam moves such a parameter in a run."""
+    return gates.adam_travel(variant_lrs(tp))
 
 
 def moved(kernels: pd.DataFrame, options: dict) -> np.ndarray:
@@ -50,5 +56,5 @@ def bank_gate(kernels: pd.DataFrame, options: dict, tp, th: gates.Thresholds, ru
                                     "bank log-parameters")
     if not travel.passed:
         return travel
-    settled = gates.run_settled(run_dir, th, "bank parameters")
+    settled = gates.run_settled(run_dir, th, "bank parameters", variant_lrs(tp))
     return settled if not settled.passed else gates.gate(gates.CONVERGED, True, f"{travel.why}; {settled.why}")

@@ -358,7 +358,7 @@ def _gap_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> 
         res.interval = f"95% paired t over seeds {', '.join(map(str, seeds))}"
     mean = {k: sum(gap[k][s] for s in seeds) / len(seeds) for k in pair}
     res.ours = (f"gap GKA {mean[pair[1]]:+.4f}, base {mean[pair[0]]:+.4f}; GKA − base "
-                + (f"{comp.ci.diff:+.4f} [{comp.ci.lo:+.4f}, {comp.ci.hi:+.4f}]" if res.interval
+                + (f"{comp.ci.diff:+.4f} [{comp.ci.lo:+.4f}, {comp.ci.hi:+.4f}], MDE {comp.mde:.4f}" if res.interval
                    else f"{mean[pair[1]] - mean[pair[0]]:+.4f} (no interval)"))
     return res
 

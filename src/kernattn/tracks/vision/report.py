@@ -251,7 +251,7 @@ def _vlt_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
     gap = sum(vlt) / len(vlt) - sum(deit) / len(deit)
     if comp.ci is not None and comp.ci.estimable:
         res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
-        res.ours = f"VLT − DeiT top-1 EMA: {res.estimate:+.2f} pp [{res.lo:+.2f}, {res.hi:+.2f}]"
+        res.ours = f"VLT − DeiT top-1 EMA: {res.estimate:+.2f} pp [{res.lo:+.2f}, {res.hi:+.2f}], MDE {comp.mde:.2f} pp"
         res.interval = f"95% paired t over seeds {', '.join(map(str, seeds))}"
     else:
         res.ours = f"VLT − DeiT top-1 EMA: {gap:+.2f} pp ({stats.seeds_text(len(seeds))}, no interval)"

@@ -11,8 +11,8 @@
                     the bandwidths converged (report.gates.params_converged: log sigma moved
                     from its initial value by less than max_param_travel of Adam's travel,
                     the sum of the learning rates the run logged; and report.gates.run_settled:
-                    log sigma changed by at most max_param_change over the last part of
-                    training, read from the run's param_trace.npz).
+                    the same over the last part of training, read from the run's
+                    param_trace.npz).
 """
 
 from __future__ import annotations
@@ -69,9 +69,10 @@ def _converged(params, row, runs: list[str], finals: dict, th: gates.Thresholds)
         if not rec.lrs or len(lrs) != len(rec.lrs):
             return stats.not_judged(f"{gates.CONVERGED}: {rid}: no learning rates in its metrics.jsonl "
                                     f"(Adam's travel unknown)")
-        g = gates.params_converged(moved, gates.logged_travel(rec.steps, lrs), th.max_param_travel, "log sigma")
+        step_lrs = gates.logged_lrs(rec.steps, lrs)
+        g = gates.params_converged(moved, gates.adam_travel(step_lrs), th.max_param_travel, "log sigma")
         if g.passed:
-            g = gates.run_settled(stages.run_dir(params, rid), th, "log sigma", names=("log_sigma",))
+            g = gates.run_settled(stages.run_dir(params, rid), th, "log sigma", step_lrs, names=("log_sigma",))
         if not g.passed:
             return gates.withheld([gates.gate(g.name, False, f"{rid}: {g.why}")])
     return None

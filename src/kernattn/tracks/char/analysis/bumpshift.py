@@ -69,14 +69,22 @@ class Interval:
         return tol + (float(stats.t.ppf((1 + level) / 2, df)) + float(stats.t.ppf(power, df))) * self.se
 
 
-def t_interval(values, level: float = LEVEL) -> Interval | None:
-    """Mean and Student t interval of `values` (None when empty). With one value, or values all
-    equal (a spread of 0: the variance is not estimable), no interval: never p = 0."""
+# A bump is read on integer lags (run_bump: the median over heads, so halves too): each reading
+# carries a rounding error of up to half a lag, uniform, sd 1/sqrt(12); a shift between two
+# readings sqrt(2/12). A shift interval uses at least that sd: seeds that agree exactly still
+# leave the rounding unknown, and an interval is never of zero width (never p = 0).
+SHIFT_SD_FLOOR = math.sqrt(2 / 12)
+
+
+def t_interval(values, level: float = LEVEL, sd_floor: float = 0.0) -> Interval | None:
+    """Mean and Student t interval of `values` (None when empty), their sd taken as at least
+    `sd_floor`. With one value, or values all equal and no floor (a spread of 0: the variance
+    is not estimable), no interval."""
     vals = [float(v) for v in values]
     if not vals:
         return None
     n, mean = len(vals), float(np.mean(vals))
-    sd = float(np.std(vals, ddof=1)) if n > 1 else 0.0
+    sd = max(float(np.std(vals, ddof=1)) if n > 1 else 0.0, sd_floor)
     if n < 2 or sd == 0:
         return Interval(n, mean, None, None)
     se = sd / math.sqrt(n)
@@ -112,10 +120,9 @@ def shift_verdict(ref: CorpusBumps, other: CorpusBumps, tol: float = DEFAULT_TOL
     out["votes"] = True
     seeds = sorted(s for s in ref.bumps.keys() & other.bumps.keys()
                    if ref.bumps[s] is not None and other.bumps[s] is not None)
-    shift = t_interval([other.bumps[s] - ref.bumps[s] for s in seeds], level)
+    shift = t_interval([other.bumps[s] - ref.bumps[s] for s in seeds], level, SHIFT_SD_FLOOR)
     if shift is None or shift.lo is None:
-        out["reason"] = (f"{len(seeds)} seed(s) with a bump in both corpora: no interval" if shift is None or shift.n < 2
-                         else f"every seed shifted by {shift.mean:+g}: variance not estimable, no interval")
+        out["reason"] = f"{len(seeds)} seed(s) with a bump in both corpora: no interval"
         return out
     out["shift"] = {"n": shift.n, "mean": shift.mean, "lo": shift.lo, "hi": shift.hi, "mde": shift.mde(tol, level)}
     lo, hi = shift.lo - tol, shift.hi + tol
