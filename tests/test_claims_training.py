@@ -73,8 +73,9 @@ def test_stability_record_and_verdicts(tmp_path):
 
 
 def test_logged_travel_interpolates_the_schedule():
-    # lr logged at steps 0, 10 (0.0 -> 1.0): every step 0..10 at 0.1 * step, summed = 5.5
-    assert gates.logged_travel([0, 10], [0.0, 1.0]) == pytest.approx(5.5)
+    # lr logged by the lines of steps 1 and 11 (0.0 -> 1.0): the rates of optimizer steps 0 and
+    # 10; every step 0..10 at 0.1 x step, summed = 5.5
+    assert gates.logged_travel([1, 11], [0.0, 1.0]) == pytest.approx(5.5)
     assert gates.logged_travel([], []) == 0.0
 
 
@@ -106,14 +107,14 @@ def test_sigma_specialisation_on_constructed_bandwidths(tmp_path, monkeypatch):
     assert report_gka.head_ratio([[1.0, 2.0, 4.0], [1.0, 1.5, 3.0], [1.0, 1.1, 1.2]]) == pytest.approx(3.0)
     spread = {s: [[1.0, 1.8 + 0.1 * s, 2.2]] * 12 for s in (0, 1, 2)}  # ratios 2.2, 2.2, 2.2 + spread below
     spread[2] = [[1.0, 1.9, 2.4]] * 12
-    # travel 0.02 x 101 steps = 2.02; log 2.4 = 0.875 < 0.5 x 2.02: converged
+    # travel 0.02 x 100 steps = 2.0; log 2.4 = 0.875 < 0.5 x 2.0: converged
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.02)}, p, build.load_paper_numbers(), "paper")
     assert res.verdict == stats.REPRODUCED, res.ours
     assert res.estimate == pytest.approx((2.2 + 2.2 + 2.4) / 3) and res.lo < res.estimate < res.hi
     flat = {s: [[1.0, 1.05, 1.1 + 0.01 * s]] * 12 for s in (0, 1, 2)}  # ratios ~1.1: below 1.5
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, flat, 0.02)}, p, build.load_paper_numbers(), "paper")
     assert res.verdict == stats.CONTRADICTED
-    # travel 0.001 x 101 = 0.101: log 2.4 moved 8.7x the limit, still travelling -> not judged
+    # travel 0.001 x 100 = 0.1: log 2.4 moved 8.8x the limit, still travelling -> not judged
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.001)}, p, build.load_paper_numbers(), "paper")
     assert res.verdict.startswith("not judged (not converged: gka-s0: log sigma moved up to")
     # inside Adam's limit over the run, but over the last 20% (steps 80-100: Adam can move log

@@ -218,7 +218,11 @@ def test_params_settled_reads_the_change_over_the_tail(tmp_path):
     assert gates.run_settled(tmp_path, th, "log sigma", lrs, names=("log_sigma",)).passed
     none = gates.run_settled(tmp_path, th, "x", lrs, names=("log_length",))
     assert not none.passed and "holds no parameter named *log_length" in none.why
-    assert gates.logged_lrs([0, 10], [0.0, 1.0]).tolist() == pytest.approx([0.1 * i for i in range(11)])
+    # a train line at step k logs the rate of optimizer step k - 1: lines at 1 and 11 (0 and 1)
+    # give steps 0..10 the rates 0, 0.1, ..., 1.0
+    assert gates.logged_lrs([1, 11], [0.0, 1.0]).tolist() == pytest.approx([0.1 * i for i in range(11)])
+    assert "learning rates known only to step 50, the p to step 100" in gates.params_settled(
+        steps, vals, [0.01] * 50, 0.2, 0.5, "p").why
 
 
 def test_bootstrap_mde_by_hand():

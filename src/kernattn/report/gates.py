@@ -135,6 +135,8 @@ def params_settled(steps: Sequence[int], values, step_lrs: Sequence[float], last
         return gate(CONVERGED, False, f"{tail.size} {what} record(s) in the last {last_fraction:.0%} of training "
                                       f"(2 needed)")
     first, last = int(steps[tail[0]]), int(steps[tail[-1]])
+    if last > len(step_lrs):
+        return gate(CONVERGED, False, f"learning rates known only to step {len(step_lrs)}, the {what} to step {last}")
     travel = adam_travel(np.asarray(step_lrs, dtype=float)[first:last])
     change = float(np.abs(values[tail[-1]] - values[tail[0]]).max())
     where = f"over the last {last_fraction:.0%} of training (steps {first}-{last})"
@@ -166,13 +168,15 @@ def run_settled(run_dir: Path, th: "Thresholds", what: str, step_lrs: Sequence[f
 
 
 def logged_lrs(steps: Sequence[int], lrs: Sequence[float]) -> np.ndarray:
-    """The rate of every step 0 .. last logged step of a schedule known only at the steps a run
-    logged (metrics.jsonl's train lines: the learning rate every log_every steps), linearly
-    interpolated between the logged ones (held flat before the first)."""
+    """The rate of every optimizer step 0 .. k-1 (0-based, as the char track's lr_at) of a
+    schedule known only at the train lines a run logged up to step k (metrics.jsonl: the
+    learning rate every log_every steps). A line at step k carries the rate of optimizer step
+    k - 1 (the loop sets it, steps, then counts the step); linearly interpolated between the
+    logged ones, held flat before the first."""
     steps, lrs = np.asarray(steps, dtype=float), np.asarray(lrs, dtype=float)
     if steps.size == 0:
         return np.zeros(0)
-    return np.interp(np.arange(int(steps.max()) + 1), steps, lrs)
+    return np.interp(np.arange(int(steps.max())), steps - 1, lrs)
 
 
 def logged_travel(steps: Sequence[int], lrs: Sequence[float]) -> float:
