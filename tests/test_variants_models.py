@@ -54,8 +54,7 @@ def test_every_variant_trains_in_the_lm_with_its_windows(name, opts):
     with one line naming lm.window_pattern, and trains with full attention instead."""
     torch.manual_seed(0)
     cfg = lm_config(name, opts, window_pattern="SL", short_window=8)
-    spec = registry.variant(name)
-    if not spec.module.allows_window(registry.make_options(name, dict(cfg.attention[1])), True):
+    if not registry.make_options(name, dict(cfg.attention[1])).allows_window(True):
         with pytest.raises(attention.AttentionConfigError) as e:
             GPT(cfg)
         msg = str(e.value)
@@ -66,7 +65,7 @@ def test_every_variant_trains_in_the_lm_with_its_windows(name, opts):
     assert all(m.registry_name == name and m.causal for m in inner)
     assert [m.window for m in inner] == model.windows
     # value embeddings exactly where the variant has a value projection, on alternating layers
-    has_v = spec.module.has_value_projection
+    has_v = registry.variant(name).module.has_value_projection
     assert model.value_embed_layers == ([1] if has_v else [])
     assert (model.blocks[1].attn.ve_gate is not None) == has_v
     two_steps(model, torch.randint(0, 64, (2, 33)), lm_loss)

@@ -13,6 +13,11 @@ def plan_csv(params, scale: str) -> str:
     return str(Path(params.bench.out_dir).parent / "plan" / f"{scale}.csv")
 
 
+def summary_path(plan_table: str | Path) -> Path:
+    """The plan's summary beside its per-job table (`kernattn plan --out F.csv` writes F.json)."""
+    return Path(plan_table).with_suffix(".json")
+
+
 def plan_arguments(params, scale: str) -> str:
     """The `kernattn plan` arguments for `scale` as params' own scale plans it: a CPU scale on
     this machine's two cores (its peak measured), any other on the default 8 x H100 node."""

@@ -10,9 +10,10 @@ A variant implements three methods on the output of its own `prepare(x)`:
 
 What a model needs to know about a variant without running it lives here too:
 `has_value_projection` (a W_V whose output can take the LM's value embeddings),
-`allows_window(options)`, `position_scheme()` (the 1-D positional form it applies, if any)
-and `mixing_flops(n, keys)` (the matmul FLOPs of mixing tokens, which FLOPs/token adds to
-6 x the linear weights).
+`position_scheme()` (the 1-D positional form it applies, if any; its options decide it, as
+they decide whether it has a sliding-window form: options.allows_window, options.py) and
+`mixing_flops(n, keys)` (the matmul FLOPs of mixing tokens, which FLOPs/token adds to 6 x the
+linear weights).
 """
 
 from __future__ import annotations
@@ -51,14 +52,9 @@ class KernelAttention(nn.Module):
     registry_name = "?"          # set by registry.register
     has_value_projection = True  # a W_V: the LM adds its value embeddings to that output
 
-    @classmethod
-    def allows_window(cls, options, causal: bool) -> bool:
-        """Whether the variant has a sliding-window form with these options (options.py)."""
-        return options.allows_window(causal)
-
     def __init__(self, d_model: int, n_head: int, causal: bool, window: int | None, impl: str, options):
         super().__init__()
-        if window is not None and not self.allows_window(options, causal):
+        if window is not None and not options.allows_window(causal):
             raise AttentionConfigError(
                 f"attention {self.registry_name!r} with options {_short(options)} has no "
                 f"{'causal' if causal else 'bidirectional'} sliding-window form; use window=None"

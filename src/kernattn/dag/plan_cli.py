@@ -77,16 +77,15 @@ def render(plan, safety: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
-
     from ..io import atomic_write_text
+    from ..plan_files import summary_path
     from .plan import summary, table
 
     _, plan = compute(args)
     print(render(plan, args.safety))
     if args.out:
         atomic_write_text(args.out, table(plan, args.safety).to_csv(index=False))
-        summary_file = Path(args.out).with_suffix(".json")
+        summary_file = summary_path(args.out)
         atomic_write_text(summary_file, json.dumps(summary(plan), indent=2) + "\n")
         print(f"wrote {args.out} and {summary_file}")
     return 0

@@ -18,7 +18,7 @@ from ..stage import Stage
 from ..studies import extrapolation
 from ..studies import stages as studies
 from ..tracks import TRACKS, track_module
-from ..plan_files import plan_arguments, plan_csv
+from ..plan_files import plan_arguments, plan_csv, summary_path
 
 STUDY_TARGETS = studies.TARGETS
 
@@ -67,7 +67,7 @@ def plan_inputs(p: Params) -> list[str]:
 def plan_outputs(p: Params) -> list[str]:
     """The scale's own plan (the report's "Cost plan" part): the table and its summary."""
     csv = plan_csv(p, p.scale)
-    return [csv, csv.removesuffix(".csv") + ".json"]
+    return [csv, str(summary_path(csv))]
 
 
 def studies_outputs(stages: dict[str, Stage]) -> list[str]:

@@ -14,6 +14,7 @@ parameters; rank 0 writes the file.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -59,8 +60,6 @@ class ParamTrace:
     def write(self, run_dir: Path) -> None:
         if not self.params or not self.steps:
             return
-        import io
-
         buf = io.BytesIO()
         np.savez(buf, steps=np.asarray(self.steps, dtype=np.int64), values=torch.stack(self.values).numpy(),
                  names=np.asarray(list(self.params)), sizes=np.asarray([p.numel() for p in self.params.values()]))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..plan_files import plan_arguments, plan_csv
+from ..plan_files import plan_arguments, plan_csv, summary_path
 from .claims import ClaimResult
 from .part import ClaimKind, ReportContext
 
@@ -46,12 +46,11 @@ def _html(df: pd.DataFrame) -> str:
 def entry(ctx: ReportContext, scale: str) -> dict:
     """One plan's context: found (summary and stage table) or the command that writes it."""
     found = [c for c in (Path(plan_csv(ctx.params, scale)), COMMITTED / f"{scale}.csv")
-             if c.is_file() and c.with_suffix(".json").is_file()]
+             if c.is_file() and summary_path(c).is_file()]
     if not found:
         return {"scale": scale, "found": False, "command": command(ctx.params, scale)}
     csv_path = found[0]
-    summary_path = csv_path.with_suffix(".json")
-    summary = json.loads(summary_path.read_text())
+    summary = json.loads(summary_path(csv_path).read_text())
     stages = stage_table(pd.read_csv(csv_path))
     stages.to_csv(ctx.tables / f"plan-{scale}.csv", index=False)
     return {"scale": scale, "found": True, "path": str(csv_path), "summary": summary, "html": _html(stages),

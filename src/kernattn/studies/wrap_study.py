@@ -91,15 +91,15 @@ def bank_gate(moved: dict, params, row: str) -> tuple[bool, str]:
     limit over its schedule, and over the last part of training (its param_trace.npz). A bank
     still moving puts its bump wherever training stopped it."""
     from ..report import gates
-    from ..tracks.char.report_bankgate import variant_lrs
+    from ..tracks.char.report_bankgate import adam_travel, bank_settled
     from ..tracks.char.stages import run_dir
     from .wrap_votes import shipped_paper_numbers
 
-    th, lrs = gates.thresholds(shipped_paper_numbers()), variant_lrs(params.train)
-    checks = [gates.params_converged(list(moved.values()), gates.adam_travel(lrs), th.max_param_travel,
+    th = gates.thresholds(shipped_paper_numbers())
+    checks = [gates.params_converged(list(moved.values()), adam_travel(params.train), th.max_param_travel,
                                      "bank log-parameters")]
     for seed in sorted(moved):
-        g = gates.run_settled(run_dir(params, f"{row}-s{seed}"), th, "bank parameters", lrs)
+        g = bank_settled(run_dir(params, f"{row}-s{seed}"), params.train, th)
         checks.append(gates.gate(g.name, g.passed, f"{row}-s{seed}: {g.why}"))
     failed = next((g for g in checks if not g.passed), None)
     if failed is not None:

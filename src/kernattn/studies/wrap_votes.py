@@ -44,12 +44,6 @@ def paragraph_lag(peaks: dict) -> int | None:
     return None if median is None else round(median) + 1
 
 
-def _paired(ref: bumpshift.CorpusBumps, other: bumpshift.CorpusBumps, level: float):
-    seeds = sorted(s for s in ref.bumps.keys() & other.bumps.keys()
-                   if ref.bumps[s] is not None and other.bumps[s] is not None)
-    return bumpshift.t_interval([other.bumps[s] - ref.bumps[s] for s in seeds], level, bumpshift.SHIFT_SD_FLOOR)
-
-
 def _read(shift, line: int, paragraph: int, tol: float, words: tuple[str, str]) -> tuple[str, str]:
     """(verdict, reason) of a shift interval against the two readings' predicted shifts."""
     lo, hi = shift.lo - tol, shift.hi + tol
@@ -66,17 +60,6 @@ def _start(other: bumpshift.CorpusBumps, line, paragraph) -> dict:
     return {"corpus": other.name, "newline_peak": other.newline_peak, "votes": False,
             "verdict": bumpshift.INCONCLUSIVE, "predicted_shift": line, "paragraph_shift": paragraph,
             "shift": None}
-
-
-def _interval(out: dict, ref, other, level: float, tol: float):
-    """The paired shift interval recorded in `out` (with its minimum detectable shift), or None
-    (and the reason) below two seeds."""
-    shift = _paired(ref, other, level)
-    if shift is None or shift.lo is None:
-        out["reason"] = f"{0 if shift is None else shift.n} seed(s) with a bump in both corpora: no interval"
-        return None
-    out["shift"] = {"n": shift.n, "mean": shift.mean, "lo": shift.lo, "hi": shift.hi, "mde": shift.mde(tol, level)}
-    return shift
 
 
 def unwrapped_vote(ref: bumpshift.CorpusBumps, other: bumpshift.CorpusBumps, lag: int | None, tol: float,
@@ -96,7 +79,7 @@ def unwrapped_vote(ref: bumpshift.CorpusBumps, other: bumpshift.CorpusBumps, lag
         out["reason"] = (f"{VANISHED} in {len(gone)} of {len(seeds)} seeds (more than {vanish_fraction:g} of them): "
                          f"what the line-width reading predicts")
         return out
-    shift = _interval(out, ref, other, level, tol)
+    shift = bumpshift.record_shift(out, ref, other, tol, level)
     if shift is not None:
         out["verdict"], out["reason"] = _read(shift, out["predicted_shift"], 0, tol, (
             f"it moved to the paragraph lag {lag}", "it stayed with the line breaks gone"))
@@ -116,7 +99,7 @@ def paragraphs_vote(ref: bumpshift.CorpusBumps, other: bumpshift.CorpusBumps, la
         out["reason"] = f"the two readings predict shifts {line:+d} and {paragraph:+d}, within the tolerance {tol:g}"
     else:
         out["votes"] = True
-        shift = _interval(out, ref, other, level, tol)
+        shift = bumpshift.record_shift(out, ref, other, tol, level)
         if shift is not None:
             out["verdict"], out["reason"] = _read(shift, line, paragraph, tol, (
                 "the bump stayed at the line width", f"the bump moved to the paragraph lag {lag}"))

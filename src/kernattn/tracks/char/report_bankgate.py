@@ -46,6 +46,12 @@ def moved(kernels: pd.DataFrame, options: dict) -> np.ndarray:
     return np.abs(np.concatenate([np.asarray(x, dtype=float) for x in out]))
 
 
+def bank_settled(run_dir: Path, tp, th: gates.Thresholds) -> gates.Gate:
+    """report.gates.run_settled on one run's bank (its param_trace.npz), against the char
+    schedule's rates for the variant-owned parameters."""
+    return gates.run_settled(run_dir, th, "bank parameters", variant_lrs(tp))
+
+
 def bank_gate(kernels: pd.DataFrame, options: dict, tp, th: gates.Thresholds, run_dir: Path) -> gates.Gate:
     """The bank of one run has converged: it did not travel at Adam's speed limit
     (gates.params_converged on `moved`) and it stopped moving over the last part of training
@@ -56,5 +62,5 @@ def bank_gate(kernels: pd.DataFrame, options: dict, tp, th: gates.Thresholds, ru
                                     "bank log-parameters")
     if not travel.passed:
         return travel
-    settled = gates.run_settled(run_dir, th, "bank parameters", variant_lrs(tp))
+    settled = bank_settled(run_dir, tp, th)
     return settled if not settled.passed else gates.gate(gates.CONVERGED, True, f"{travel.why}; {settled.why}")

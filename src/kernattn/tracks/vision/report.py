@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from . import report_gka, stages
+from ...io import read_lines
 from ...report import gates, gka_state, stats
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
@@ -122,7 +123,7 @@ def best_top1_ema(metrics: Path) -> float | None:
     final one, which the verdicts read (paper_numbers.yaml `judged_loss: final`)."""
     if not metrics.is_file():
         return None
-    vals = [line["top1_ema"] for line in map(json.loads, metrics.read_text().splitlines())
+    vals = [line["top1_ema"] for line in map(json.loads, read_lines(metrics))
             if line.get("split") == "val" and "top1_ema" in line]
     return max(vals) if vals else None
 

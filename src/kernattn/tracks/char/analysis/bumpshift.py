@@ -105,6 +105,20 @@ class CorpusBumps:
         return t_interval([b for b in self.bumps.values() if b is not None], level)
 
 
+def record_shift(out: dict, ref: CorpusBumps, other: CorpusBumps, tol: float, level: float = LEVEL) -> Interval | None:
+    """The seed-paired shift of the bump, other - ref, over the seeds with a bump in both (sd at
+    least SHIFT_SD_FLOOR), recorded in out["shift"] with its minimum detectable shift; None,
+    and out["reason"], below two such seeds."""
+    seeds = sorted(s for s in ref.bumps.keys() & other.bumps.keys()
+                   if ref.bumps[s] is not None and other.bumps[s] is not None)
+    shift = t_interval([other.bumps[s] - ref.bumps[s] for s in seeds], level, SHIFT_SD_FLOOR)
+    if shift is None or shift.lo is None:
+        out["reason"] = f"{len(seeds)} seed(s) with a bump in both corpora: no interval"
+        return None
+    out["shift"] = {"n": shift.n, "mean": shift.mean, "lo": shift.lo, "hi": shift.hi, "mde": shift.mde(tol, level)}
+    return shift
+
+
 def shift_verdict(ref: CorpusBumps, other: CorpusBumps, tol: float = DEFAULT_TOL, level: float = LEVEL) -> dict:
     """The verdict of one counterfactual against the reference (module docstring)."""
     out = {"corpus": other.name, "newline_peak": other.newline_peak, "votes": False, "verdict": INCONCLUSIVE,
@@ -118,13 +132,9 @@ def shift_verdict(ref: CorpusBumps, other: CorpusBumps, tol: float = DEFAULT_TOL
         out["reason"] = f"the newline peak moved by {predicted} lags, within the tolerance {tol:g}"
         return out
     out["votes"] = True
-    seeds = sorted(s for s in ref.bumps.keys() & other.bumps.keys()
-                   if ref.bumps[s] is not None and other.bumps[s] is not None)
-    shift = t_interval([other.bumps[s] - ref.bumps[s] for s in seeds], level, SHIFT_SD_FLOOR)
-    if shift is None or shift.lo is None:
-        out["reason"] = f"{len(seeds)} seed(s) with a bump in both corpora: no interval"
+    shift = record_shift(out, ref, other, tol, level)
+    if shift is None:
         return out
-    out["shift"] = {"n": shift.n, "mean": shift.mean, "lo": shift.lo, "hi": shift.hi, "mde": shift.mde(tol, level)}
     lo, hi = shift.lo - tol, shift.hi + tol
     has_line, has_zero = lo <= predicted <= hi, lo <= 0 <= hi
     if has_line and not has_zero:
