@@ -137,6 +137,35 @@ def test_loss_gate_on_constructed_curves():
         "not judged (premise not met: no weak bank)"
 
 
+def test_gap_gate_on_constructed_curves():
+    """Gate (a) for a comparison: the gap between two rows' mean losses (over seeds) must stop
+    moving. Evaluations every 10 steps to 100; the tail is steps 80-100."""
+    steps = list(range(0, 101, 10))
+
+    def curve(rate, start=3.0):
+        return (steps, [start - rate * s for s in steps])
+
+    # both rows falling 0.001 a step (0.02 over the tail) side by side: the gap stands still
+    g = gates.gap_converged("a", [curve(0.001, 2.9)], "b", [curve(0.001)], 0.2, 0.01)
+    assert g.passed and "a − b moved +0.0000" in g.why and "fell a 0.0200, b 0.0200" in g.why
+    # a falls 0.001 a step, b's two seeds 0.0005 and 0.0002 (mean 0.00035): the gap a - b closes by
+    # 0.00065 x 20 = 0.013 > 0.01 over the tail; either sign fails
+    g = gates.gap_converged("a", [curve(0.001)], "b", [curve(0.0005), curve(0.0002)], 0.2, 0.01)
+    assert not g.passed and g.why.startswith("a − b moved -0.0130 over the last 20% of training (threshold ±0.01;")
+    assert not gates.gap_converged("b", [curve(0.0005), curve(0.0002)], "a", [curve(0.001)], 0.2, 0.01).passed
+    # b at 0.0007 a step: the gap moves 0.006, within the threshold
+    assert gates.gap_converged("a", [curve(0.001)], "b", [curve(0.0007)], 0.2, 0.01).passed
+    # runs of unequal length are compared at the same fraction of their training: b trained to 50
+    # steps on the same schedule shape (falling 0.002 a step, its tail 40-50) keeps a's gap still
+    short = (list(range(0, 51, 5)), [3.0 - 0.002 * s for s in range(0, 51, 5)])
+    assert gates.gap_converged("a", [curve(0.001)], "b", [short], 0.2, 0.01).passed
+    # too few evaluations in the tail, or a row without a curve: not judged, saying why
+    few = gates.gap_converged("a", [([0, 50, 100], [3, 2, 1])], "b", [([0, 50, 100], [3, 2, 1])], 0.2, 0.01)
+    assert not few.passed and "1 val loss evaluation(s)" in few.why
+    none = gates.gap_converged("a", [curve(0.001)], "b", [([], [])], 0.2, 0.01)
+    assert not none.passed and "no val loss curve of b" in none.why
+
+
 def test_parameter_travel_gate():
     # tiny char schedule of the science notes: banks moving 0.21-0.29 against a limit of about 0.27
     lrs = [2e-3] * 100 + [1e-3] * 70

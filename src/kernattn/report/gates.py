@@ -1,8 +1,10 @@
 """Gates a comparison must pass before it gets a verdict (issue 25), each printed in the
 verdict when it fails: "not judged (<gate>: <why>)".
 
-    converged   the quantity judged has stopped moving: the validation loss's fitted drop over
-                the last `last_fraction` of training (`loss_converged`), and for readings of a
+    converged   the quantity judged has stopped moving: for a comparison of two rows, the
+                fitted change of their loss gap over the last `last_fraction` of training
+                (`gap_converged`); for a reading of one run, its validation loss's fitted drop
+                there (`loss_converged`); and for readings of a
                 trained bank or bandwidth, how far its parameters moved against the farthest
                 Adam can move them, from initialisation (`params_converged`) and over that same
                 tail of training, read from the run's param_trace.npz (`params_settled`,
@@ -64,7 +66,7 @@ class Thresholds:
     """paper_numbers.yaml `gates:` (units: the loss's, nats per character or token)."""
 
     last_fraction: float     # the tail of training the loss slope is fitted on
-    max_loss_drop: float     # largest fitted drop of the loss over that tail
+    max_loss_drop: float     # largest fitted change over that tail of one run's loss (drop) or of two rows' gap
     max_param_travel: float  # largest fraction of Adam's travel limit a read parameter may use:
                              # from initialisation (params_converged) and over the tail (params_settled)
 
@@ -78,23 +80,73 @@ def thresholds(papers: dict) -> Thresholds:
                          f"max_param_travel ({exc})") from None
 
 
-def loss_converged(steps: Sequence[int], losses: Sequence[float], last_fraction: float,
-                   max_drop: float, what: str = "val loss") -> Gate:
-    """The least-squares slope of the loss over the evaluations in the last `last_fraction`
-    of training (steps >= (1 - last_fraction) * final step), times that span: the drop the
-    fit says happened there. Passes when the drop is at most `max_drop`; needs 3 points."""
-    steps, losses = np.asarray(steps, dtype=float), np.asarray(losses, dtype=float)
+def tail_drop(steps: Sequence[int], values: Sequence[float], last_fraction: float) -> tuple[float | None, int]:
+    """The least-squares slope of `values` over the evaluations in the last `last_fraction` of
+    training (steps >= (1 - last_fraction) x the last step), times that span: the drop the fit
+    says happened there (negative: a rise), and the number of evaluations it rests on (None
+    below 3, too few for a slope)."""
+    steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     if steps.size == 0:
-        return gate(CONVERGED, False, f"no {what} evaluations")
+        return None, 0
     end = steps.max()
     tail = steps >= (1 - last_fraction) * end
     if tail.sum() < 3:
-        return gate(CONVERGED, False, f"{int(tail.sum())} {what} evaluation(s) in the last {last_fraction:.0%} "
+        return None, int(tail.sum())
+    return float(-np.polyfit(steps[tail], values[tail], 1)[0] * last_fraction * end), int(tail.sum())
+
+
+def loss_converged(steps: Sequence[int], losses: Sequence[float], last_fraction: float,
+                   max_drop: float, what: str = "val loss") -> Gate:
+    """One run's loss has stopped falling: its tail_drop over the last `last_fraction` of
+    training at most `max_drop` (a rise passes); needs 3 evaluations there."""
+    if len(steps) == 0:
+        return gate(CONVERGED, False, f"no {what} evaluations")
+    drop, n = tail_drop(steps, losses, last_fraction)
+    if drop is None:
+        return gate(CONVERGED, False, f"{n} {what} evaluation(s) in the last {last_fraction:.0%} "
                                       f"of training (3 needed for a slope)")
-    slope = np.polyfit(steps[tail], losses[tail], 1)[0]
-    drop = -slope * last_fraction * end
     return gate(CONVERGED, drop <= max_drop,
                 f"{what} fell {drop:.4f} over the last {last_fraction:.0%} of training (threshold {max_drop:g})")
+
+
+Curve = tuple[Sequence[int], Sequence[float]]  # one run's (steps, losses)
+
+
+def mean_curve(curves: Sequence[Curve], fractions: np.ndarray) -> np.ndarray:
+    """The mean over runs (seeds) of their losses at `fractions` of each run's training (step /
+    its last step; linear between its evaluations), so runs of unequal length (a row trained on
+    fewer tokens) are compared at the same point of their schedules."""
+    out = []
+    for steps, losses in curves:
+        steps = np.asarray(steps, dtype=float)
+        out.append(np.interp(fractions, steps / steps.max(), np.asarray(losses, dtype=float)))
+    return np.mean(out, axis=0)
+
+
+def gap_converged(a: str, a_curves: Sequence[Curve], b: str, b_curves: Sequence[Curve], last_fraction: float,
+                  max_drift: float, what: str = "val loss") -> Gate:
+    """Gate (a) for a comparison of two rows: the quantity judged, the gap between their mean
+    losses (a - b over seeds, at the evaluations of a's first run, as fractions of training),
+    has stopped moving: its fitted change over the last `last_fraction` of training (tail_drop,
+    either sign) at most `max_drift`. Rows still learning at the same pace keep their gap and
+    their order; a gap still closing or opening faster can reorder rows whose difference is of
+    that order. Each row's own fall there is printed beside it: when the rows are still learning
+    the gap is the one at this budget, which more training may change."""
+    empty = next((name for name, cs in ((a, a_curves), (b, b_curves)) if not cs or any(len(s) == 0 for s, _ in cs)),
+                 None)
+    if empty is not None:
+        return gate(CONVERGED, False, f"no {what} curve of {empty} (every run of it evaluated)")
+    steps = np.asarray(a_curves[0][0], dtype=float)
+    grid = np.unique(steps / steps.max())
+    ma, mb = mean_curve(a_curves, grid), mean_curve(b_curves, grid)
+    drift, n = tail_drop(grid, ma - mb, last_fraction)
+    if drift is None:
+        return gate(CONVERGED, False, f"{n} {what} evaluation(s) in the last {last_fraction:.0%} of training "
+                                      f"(3 needed for a slope)")
+    falls = ", ".join(f"{name} {tail_drop(grid, m, last_fraction)[0]:.4f}" for name, m in ((a, ma), (b, mb)))
+    return gate(CONVERGED, abs(drift) <= max_drift,
+                f"{a} − {b} moved {-drift:+.4f} over the last {last_fraction:.0%} of training "
+                f"(threshold ±{max_drift:g}; each row's {what} fell {falls} there)")
 
 
 def adam_travel(lrs: Sequence[float]) -> float:
@@ -184,15 +236,14 @@ def logged_travel(steps: Sequence[int], lrs: Sequence[float]) -> float:
     return adam_travel(logged_lrs(steps, lrs))
 
 
-def runs_loss_converged(metrics_files: Iterable[tuple[str, Path]], th: Thresholds) -> Gate:
-    """Gate (a) over several runs: each run's training loss (metrics.jsonl's train lines,
-    report.stability.read_record) has stopped falling (loss_converged); the first run that
-    fails, named, or a pass. `metrics_files`: (run id, its metrics.jsonl)."""
+def runs_gap_converged(a: str, a_files: Sequence[Path], b: str, b_files: Sequence[Path], th: Thresholds) -> Gate:
+    """Gate (a) for a comparison of two rows from their runs' training losses (metrics.jsonl's
+    train lines, report.stability.read_record): gap_converged at the thresholds. `a_files`,
+    `b_files`: the metrics.jsonl of every run (seed) of each row."""
     from .stability import read_record
 
-    for run_id, path in metrics_files:
-        rec = read_record(path)
-        g = loss_converged(rec.steps, rec.losses, th.last_fraction, th.max_loss_drop, "train loss")
-        if not g.passed:
-            return gate(g.name, False, f"{run_id}: {g.why}")
-    return gate(CONVERGED, True)
+    def curves(files):
+        recs = [read_record(f) for f in files]
+        return [(r.steps, r.losses) for r in recs if r.losses]
+
+    return gap_converged(a, curves(a_files), b, curves(b_files), th.last_fraction, th.max_loss_drop, "train loss")

@@ -3,7 +3,8 @@
 stats.judge_family), extra parameters by construction (count) and the papers' model sizes
 (number). Each comparison reads the validation loss paper_numbers.yaml pre-registers
 (`judged_loss`: final or best) and shows the other beside it; it is judged only when both
-rows converged (report/gates.py: the loss's fitted drop over the last part of training) and
+rows' gap stopped moving (report/gates.py gap_converged: its fitted change over the last part
+of training; each row's own fall is printed beside it) and
 the seeds allow it (stats.MIN_SEEDS, a non-zero spread). A "works as well as RoPE" margin is
 a number or a fraction of the NoPE - RoPE gap at this scale (stats.noninferiority_margin)."""
 
@@ -47,15 +48,27 @@ def _interval_text(comps: list[stats.Comparison], judged: str) -> str:
 @dataclass
 class Setting:
     """What every comparison claim of the char track reads: the judged and the other loss per
-    row and seed, the convergence gate per row, the rows' names for missing-row notes."""
+    row and seed, every run's validation curve per row (gate (a) on a pair's gap), the rows'
+    names for missing-row notes."""
 
     judged: str
     values: dict          # row -> seed -> judged loss
     other: dict           # row -> seed -> the other loss (shown beside)
-    converged: dict       # row -> failed gate's verdict or None
+    curves: dict | None   # row -> [(steps, val losses) of each seed]; None: no convergence gate
+    thresholds: gates.Thresholds | None
     missing_note: object
     scale: str
     other_name: str = ""
+
+    def gap_gate(self, a: str, b: str) -> tuple[str | None, str]:
+        """Gate (a) for a - b (gates.gap_converged): the failed gate's verdict or None, and
+        what it measured (printed beside the verdict either way)."""
+        if self.curves is None:
+            return None, ""
+        th = self.thresholds
+        g = gates.gap_converged(a, self.curves.get(a, []), b, self.curves.get(b, []), th.last_fraction,
+                                th.max_loss_drop)
+        return gates.withheld([g]), g.why
 
 
 def _margin(claim: dict, st: Setting) -> tuple[float | None, str]:
@@ -82,13 +95,13 @@ def _tests(claim: dict, st: Setting) -> list[stats.Test] | None:
     out = []
     for a, b in pairs:
         va, vb, paired = _pair(st.values, a, b)
-        gate = st.converged.get(a) or st.converged.get(b)
+        gate, measured = st.gap_gate(a, b)
         if kind == "noninferior" and margin is None:
             gate = gate or stats.not_judged(margin_note.removeprefix("no margin: "))
         oa, ob, _ = _pair(st.other, a, b)
         other = f"{st.other_name}: {a} − {b} {sum(oa) / len(oa) - sum(ob) / len(ob):+.4f}"
         out.append(stats.Test(a, va, b, vb, paired, margin=margin if kind == "noninferior" else None, gate=gate,
-                              note="; ".join(x for x in (margin_note, other) if x)))
+                              note="; ".join(x for x in (margin_note, other, None if gate else measured) if x)))
     return out
 
 
@@ -190,7 +203,8 @@ def _number_claim(claim: dict, ours, scale: str) -> ClaimResult:
 def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
           curves: dict | None = None) -> list[ClaimResult]:
     """Claims of kinds order, noninferior, count and number on the runs table, in their order.
-    `curves`: run id -> (steps, val losses), for the convergence gate (None: no gate)."""
+    `curves`: run id -> (steps, val losses), for the convergence gate on each compared pair's
+    gap (None: no gate)."""
     rows = {r.name: r for r in params.matrix.rows}
     scale = params.scale
     judged = papers.get("judged_loss", "final")
@@ -204,9 +218,10 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
         return f"{name} is not a row of {params.path}"
 
     other = next(x for x in JUDGED if x != judged)
-    st = Setting(judged, _seed_values(runs_df, column[judged]), _seed_values(runs_df, column[other]),
-                 convergence(runs_df, curves, papers) if curves is not None else {}, missing_note, scale,
-                 f"{other} loss")
+    row_curves = None if curves is None else {
+        row: [curves.get(rid, ([], [])) for rid in g["run_id"]] for row, g in runs_df.groupby("row", sort=False)}
+    st = Setting(judged, _seed_values(runs_df, column[judged]), _seed_values(runs_df, column[other]), row_curves,
+                 gates.thresholds(papers) if curves is not None else None, missing_note, scale, f"{other} loss")
     compared = _judge_comparisons([c for c in claims if c["kind"] in ("order", "noninferior")], st)
     results = []
     for claim in claims:

@@ -223,15 +223,19 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     return out
 
 
-def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, ...]) -> ClaimResult:
-    """Gate (a), converged, on a top-1 comparison that was tested: every run of the rows that
-    name `models` (Table 5) ended with a training loss that stopped falling."""
+def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str]) -> ClaimResult:
+    """Gate (a), converged, on a top-1 comparison that was tested: the gap between the training
+    losses of the rows that name the two `models` (Table 5) has stopped moving over the last
+    part of training (report.gates.runs_gap_converged)."""
     if res.verdict not in (stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE):
         return res  # not run, not comparable or withheld already: nothing was tested
-    rows = {r.name for r in (paper_row(ctx.params.vision.rows, "003", m, table=5) for m in models) if r}
-    files = [(s.run_id, stages.run_dir(ctx.params, s.run_id) / "metrics.jsonl")
-             for s in stages.runs(ctx.params) if s.row in rows]
-    res.verdict = gates.apply(res.verdict, [gates.runs_loss_converged(files, gates.thresholds(ctx.papers))])
+    rows = [paper_row(ctx.params.vision.rows, "003", m, table=5) for m in models]
+    if any(r is None for r in rows):
+        return res
+    files = [[stages.run_dir(ctx.params, s.run_id) / "metrics.jsonl" for s in stages.runs(ctx.params) if s.row == r.name]
+             for r in rows]
+    th = gates.thresholds(ctx.papers)
+    res.verdict = gates.apply(res.verdict, [gates.runs_gap_converged(rows[0].name, files[0], rows[1].name, files[1], th)])
     return res
 
 
