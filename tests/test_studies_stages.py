@@ -69,6 +69,30 @@ def test_rows_the_scale_does_not_train_are_left_out_of_the_studies(tmp_path):
     assert [r.track for r in studies.gka_runs(p).values()] == ["char"] * 8 + ["lm"] * 8 + ["vision"] * 8
 
 
+def test_the_gka_init_study_trains_its_char_row_at_its_own_seeds(tmp_path):
+    """studies.gka_init.seeds: the char GKA row's seeds for this study only (its runs pair with
+    each other), beyond the matrix's; the wrap and prune studies keep the studies' seeds; the
+    small scale gives it 6 (the fewest a one-sided sign test at 2.5% can pass with); empty is
+    a one-line error."""
+    from kernattn import studies
+
+    small = load_params(PARAMS, "small")
+    char_runs = [r.spec.seed for r in studies.gka_runs(small).values() if r.track == "char"]
+    assert char_runs == [0, 1, 2, 3, 4, 5] * 2 and max(small.matrix.seeds) == 4
+    assert studies.prune_runs(small)[:5] == [f"gpa_dp_m8-s{s}" for s in range(5)]
+    doc = yaml.safe_load(PARAMS.read_text())
+    doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": [7]}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    runs = studies.gka_runs(load_params(path, "tiny"))
+    assert sorted(r for r, x in runs.items() if x.track == "char") == [f"gka-init_{i}-s7" for i in
+                                                                        ("1", "median", "sqrt_d", "sqrt_d_half")]
+    doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": []}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ParamsError, match=r"studies.gka_init.seeds is empty"):
+        load_params(path, "tiny")
+
+
 def test_an_lm_or_vision_scale_without_the_gka_row_leaves_it_out(tmp_path):
     """A scale whose own lm.rows leave out the study's LM row trains the other tracks' and says so."""
     from kernattn import studies

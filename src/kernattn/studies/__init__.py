@@ -96,11 +96,13 @@ class InitRun:
 
 
 def init_base_runs(p: Params, track: str, row: str) -> list[RunSpec]:
-    """The runs of `track`'s row `row` the study repeats per init: the char row at the
-    studies' seeds, an LM or vision row at the seeds its track trains it with."""
+    """The runs of `track`'s row `row` the study repeats per init: the char row at
+    studies.gka_init.seeds (or the studies' seeds), an LM or vision row at the seeds its track
+    trains it with."""
     if track == "char":
         r = next(r for r in p.matrix.rows if r.name == row)
-        return runs_of([r], seeds(p))
+        own = p.studies.gka_init.seeds
+        return runs_of([r if own is None else dataclasses.replace(r, seeds=own)], seeds(p))
     # none when the scale's rows leave the row out (config.studies.init_rows_not_trained)
     return [r for r in (lm_runs(p.lm) if track == "lm" else vision_runs(p.vision)) if r.row == row]
 
