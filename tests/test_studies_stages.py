@@ -78,7 +78,7 @@ def test_the_gka_init_study_trains_its_char_row_at_its_own_seeds(tmp_path):
 
     small = load_params(PARAMS, "small")
     char_runs = [r.spec.seed for r in studies.gka_runs(small).values() if r.track == "char"]
-    assert char_runs == [0, 1, 2, 3, 4, 5] * 2 and max(small.matrix.seeds) == 4
+    assert char_runs == [5, 6, 7, 8, 9, 10] * 2 and max(small.matrix.seeds) == 4
     assert studies.prune_runs(small)[:5] == [f"gpa_dp_m8-s{s}" for s in range(5)]
     doc = yaml.safe_load(PARAMS.read_text())
     doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": [7]}}
@@ -90,6 +90,10 @@ def test_the_gka_init_study_trains_its_char_row_at_its_own_seeds(tmp_path):
     doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": []}}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     with pytest.raises(ParamsError, match=r"studies.gka_init.seeds is empty"):
+        load_params(path, "tiny")
+    doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": [3, 3]}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ParamsError, match=r"studies.gka_init.seeds lists seed 3 twice"):
         load_params(path, "tiny")
 
 
