@@ -656,8 +656,8 @@ def test_unconverged_runs_are_not_judged(tmp_path):
     index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[])
     verdict = parse(index).verdicts["000-gpa-beats-rope"]
     assert verdict.startswith("at scale tiny: not judged (not converged: gpa_dp_m8 − rope moved -0.5994 "
-                              "over the last 20% of training (threshold ±0.01; each row's val loss fell "
-                              "gpa_dp_m8 0.6000, rope 0.0006 there))"), verdict
+                              "over the last 20% of training (threshold ±0.01); the rows are still learning "
+                              "(each row's val loss fell gpa_dp_m8 0.6000, rope 0.0006 there)"), verdict
     pairs = pd.read_csv(index.parent / "tables" / "claims-pairs.csv")
     assert pairs.loc[pairs["claim"] == "000-gpa-beats-rope", "p_holm"].isna().all()
     write_runs(params_path, meta=False, unconverged=("gpa_dp_m8", "rope"))
@@ -921,7 +921,7 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
             (run_dir(params, f"{row}-s{seed}") / "metrics.jsonl").write_text("".join(
                 json.dumps({"step": st, "split": "train", "loss": 3.0 - 0.01 * st}) + "\n" for st in range(0, 101, 5)))
     g = lm_report._converged(ctx, ("base", "gka_paper"))
-    assert g.passed and "each row's train loss fell base 0.2000, gka_paper 0.2000" in g.why, g.why
+    assert g.passed and "still learning (each row's train loss fell base 0.2000, gka_paper 0.2000" in g.why, g.why
     # one of gka_paper's three runs still falls 0.01 a step while the others flattened (1e-4):
     # the mean curves' slopes -0.0034 and -1e-4 open the gap base - gka_paper by 0.0033 x 20 = 0.066
     for row in ("base", "gka_paper"):
@@ -932,6 +932,9 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path):
                 + "\n" for st in range(0, 101, 5)))
     g = lm_report._converged(ctx, ("base", "gka_paper"))
     assert not g.passed and g.why.startswith("base − gka_paper moved +0.0660 over the last 20% of training"), g.why
+    # a run without a metrics.jsonl is named, never left out of its row's mean
+    (run_dir(params, "base-s2") / "metrics.jsonl").unlink()
+    assert lm_report._converged(ctx, ("base", "gka_paper")).why == "no train loss evaluations of base-s2"
 
 
 def test_one_colour_per_matrix_row():

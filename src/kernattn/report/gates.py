@@ -24,7 +24,7 @@ verdict already made.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,7 +112,7 @@ def loss_converged(steps: Sequence[int], losses: Sequence[float], last_fraction:
 Curve = tuple[Sequence[int], Sequence[float]]  # one run's (steps, losses)
 
 
-def mean_curve(curves: Sequence[Curve], fractions: np.ndarray) -> np.ndarray:
+def mean_curve(curves: Iterable[Curve], fractions: np.ndarray) -> np.ndarray:
     """The mean over runs (seeds) of their losses at `fractions` of each run's training (step /
     its last step; linear between its evaluations), so runs of unequal length (a row trained on
     fewer tokens) are compared at the same point of their schedules."""
@@ -123,30 +123,52 @@ def mean_curve(curves: Sequence[Curve], fractions: np.ndarray) -> np.ndarray:
     return np.mean(out, axis=0)
 
 
-def gap_converged(a: str, a_curves: Sequence[Curve], b: str, b_curves: Sequence[Curve], last_fraction: float,
-                  max_drift: float, what: str = "val loss") -> Gate:
-    """Gate (a) for a comparison of two rows: the quantity judged, the gap between their mean
-    losses (a - b over seeds, at the evaluations of a's first run, as fractions of training),
-    has stopped moving: its fitted change over the last `last_fraction` of training (tail_drop,
-    either sign) at most `max_drift`. Rows still learning at the same pace keep their gap and
-    their order; a gap still closing or opening faster can reorder rows whose difference is of
-    that order. Each row's own fall there is printed beside it: when the rows are still learning
-    the gap is the one at this budget, which more training may change."""
-    empty = next((name for name, cs in ((a, a_curves), (b, b_curves)) if not cs or any(len(s) == 0 for s, _ in cs)),
-                 None)
-    if empty is not None:
-        return gate(CONVERGED, False, f"no {what} curve of {empty} (every run of it evaluated)")
-    steps = np.asarray(a_curves[0][0], dtype=float)
-    grid = np.unique(steps / steps.max())
-    ma, mb = mean_curve(a_curves, grid), mean_curve(b_curves, grid)
-    drift, n = tail_drop(grid, ma - mb, last_fraction)
-    if drift is None:
-        return gate(CONVERGED, False, f"{n} {what} evaluation(s) in the last {last_fraction:.0%} of training "
-                                      f"(3 needed for a slope)")
-    falls = ", ".join(f"{name} {tail_drop(grid, m, last_fraction)[0]:.4f}" for name, m in ((a, ma), (b, mb)))
+def _unreadable(row: str, curves: Mapping[str, Curve], last_fraction: float, what: str) -> str | None:
+    """Why a row's curves cannot be compared (one clause naming the run), or None: every run
+    needs finite losses, a last step past 0 and 3 evaluations of its own in the tail."""
+    if not curves:
+        return f"no run of {row}"
+    for run, (steps, losses) in curves.items():
+        if len(steps) == 0:
+            return f"no {what} evaluations of {run}"
+        if not np.all(np.isfinite(np.asarray(losses, dtype=float))):
+            return f"{run} has a non-finite {what}"
+        if max(steps) <= 0:
+            return f"{run} has no {what} evaluation after step 0"
+        _, n = tail_drop(steps, losses, last_fraction)
+        if n < 3:
+            return (f"{n} {what} evaluation(s) of {run} in the last {last_fraction:.0%} of training "
+                    f"(3 needed for a slope)")
+    return None
+
+
+def gap_converged(a: str, a_curves: Mapping[str, Curve], b: str, b_curves: Mapping[str, Curve],
+                  last_fraction: float, max_drift: float, what: str = "val loss") -> Gate:
+    """Gate (a) for a comparison of two rows: the gap between their mean losses (a - b over
+    seeds, at the same fraction of each run's training, on every evaluation point of either
+    row) has stopped moving: its fitted change over the last `last_fraction` of training
+    (tail_drop, either sign) at most `max_drift`. Rows still learning at the same pace keep
+    their gap and their order at this budget; a gap still closing or opening faster can
+    reorder rows whose difference is of that order. It does not say the rows converged: each
+    row's own fall there is printed beside it, and when one fell more than `max_drift` the
+    text says the rows are still learning (more training may still change the gap).
+    `a_curves`, `b_curves`: run id -> (steps, losses) of every run (seed) of each row."""
+    for row, curves in ((a, a_curves), (b, b_curves)):
+        why = _unreadable(row, curves, last_fraction, what)
+        if why is not None:
+            return gate(CONVERGED, False, why)
+    runs = [*a_curves.values(), *b_curves.values()]
+    grid = np.unique(np.concatenate([np.asarray(s, dtype=float) / max(s) for s, _ in runs]))
+    ma, mb = mean_curve(a_curves.values(), grid), mean_curve(b_curves.values(), grid)
+    drift = tail_drop(grid, ma - mb, last_fraction)[0]
+    falls = {name: tail_drop(grid, m, last_fraction)[0] for name, m in ((a, ma), (b, mb))}
+    moved = round(-drift, 4) + 0.0  # + 0.0: never "-0.0000"
+    fell = ", ".join(f"{name} {x:.4f}" for name, x in falls.items())
+    learning = (f"; the rows are still learning (each row's {what} fell {fell} there): the gap is the one at "
+                f"this budget" if max(falls.values()) > max_drift else f"; each row's {what} fell {fell} there")
     return gate(CONVERGED, abs(drift) <= max_drift,
-                f"{a} − {b} moved {-drift:+.4f} over the last {last_fraction:.0%} of training "
-                f"(threshold ±{max_drift:g}; each row's {what} fell {falls} there)")
+                f"{a} − {b} moved {moved:+.4f} over the last {last_fraction:.0%} of training "
+                f"(threshold ±{max_drift:g}){learning}")
 
 
 def adam_travel(lrs: Sequence[float]) -> float:
@@ -236,14 +258,21 @@ def logged_travel(steps: Sequence[int], lrs: Sequence[float]) -> float:
     return adam_travel(logged_lrs(steps, lrs))
 
 
-def runs_gap_converged(a: str, a_files: Sequence[Path], b: str, b_files: Sequence[Path], th: Thresholds) -> Gate:
+def runs_gap_converged(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[str, Path],
+                       th: Thresholds) -> Gate:
     """Gate (a) for a comparison of two rows from their runs' training losses (metrics.jsonl's
-    train lines, report.stability.read_record): gap_converged at the thresholds. `a_files`,
-    `b_files`: the metrics.jsonl of every run (seed) of each row."""
+    train lines, report.stability.read_record): gap_converged at the thresholds, where the
+    training loss stands in for what the claim judges (bits per byte, CORE, top-1: evaluated
+    once, at the end). A run that failed (a FAILED line) is not compared. `a_runs`, `b_runs`:
+    run id -> its metrics.jsonl, every run (seed) of each row."""
     from .stability import read_record
 
-    def curves(files):
-        recs = [read_record(f) for f in files]
-        return [(r.steps, r.losses) for r in recs if r.losses]
-
-    return gap_converged(a, curves(a_files), b, curves(b_files), th.last_fraction, th.max_loss_drop, "train loss")
+    curves = {}
+    for row, files in ((a, a_runs), (b, b_runs)):
+        curves[row] = {}
+        for run, path in files.items():
+            rec = read_record(path)
+            if rec.failure is not None:
+                return gate(CONVERGED, False, f"{run} failed ({rec.failure})")
+            curves[row][run] = (rec.steps, rec.losses)
+    return gap_converged(a, curves[a], b, curves[b], th.last_fraction, th.max_loss_drop, "train loss")

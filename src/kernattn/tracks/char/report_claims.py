@@ -54,7 +54,7 @@ class Setting:
     judged: str
     values: dict          # row -> seed -> judged loss
     other: dict           # row -> seed -> the other loss (shown beside)
-    curves: dict | None   # row -> [(steps, val losses) of each seed]; None: no convergence gate
+    curves: dict | None   # row -> {run id: (steps, val losses)} of each seed; None: no convergence gate
     thresholds: gates.Thresholds | None
     missing_note: object
     scale: str
@@ -66,7 +66,7 @@ class Setting:
         if self.curves is None:
             return None, ""
         th = self.thresholds
-        g = gates.gap_converged(a, self.curves.get(a, []), b, self.curves.get(b, []), th.last_fraction,
+        g = gates.gap_converged(a, self.curves.get(a, {}), b, self.curves.get(b, {}), th.last_fraction,
                                 th.max_loss_drop)
         return gates.withheld([g]), g.why
 
@@ -219,7 +219,7 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
 
     other = next(x for x in JUDGED if x != judged)
     row_curves = None if curves is None else {
-        row: [curves.get(rid, ([], [])) for rid in g["run_id"]] for row, g in runs_df.groupby("row", sort=False)}
+        row: {rid: curves.get(rid, ([], [])) for rid in g["run_id"]} for row, g in runs_df.groupby("row", sort=False)}
     st = Setting(judged, _seed_values(runs_df, column[judged]), _seed_values(runs_df, column[other]), row_curves,
                  gates.thresholds(papers) if curves is not None else None, missing_note, scale, f"{other} loss")
     compared = _judge_comparisons([c for c in claims if c["kind"] in ("order", "noninferior")], st)

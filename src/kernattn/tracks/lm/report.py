@@ -251,14 +251,17 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
             out[-1].detail = "; ".join(x for x in (out[-1].detail, beside) if x)
         if converged is not None and kind not in ("lm_count", "lm_train_flops") and out[-1].verdict != stats.NOT_RUN:
             out[-1].verdict = gates.apply(out[-1].verdict, [converged])
+            if converged.passed:  # what the gate measured (the rows may still be learning), beside the verdict
+                out[-1].detail = "; ".join(x for x in (out[-1].detail, f"gate (a): {converged.why}") if x)
     return out
 
 
 def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
-    """Gate (a) for the pair's claims: the gap between the two rows' training losses has stopped
-    moving over the last part of training (report.gates.runs_gap_converged, at the same fraction
-    of each row's schedule; thresholds of paper_numbers.yaml)."""
-    files = {row: [run_dir(ctx.params, r.run_id) / "metrics.jsonl" for r in runs(ctx.params) if r.row == row]
+    """Gate (a) for the pair's claims: the gap between the two rows' training losses (standing in
+    for the BPB and CORE they judge, evaluated once at the end) has stopped moving over the last
+    part of training (report.gates.runs_gap_converged, at the same fraction of each row's
+    schedule; thresholds of paper_numbers.yaml)."""
+    files = {row: {r.run_id: run_dir(ctx.params, r.run_id) / "metrics.jsonl" for r in runs(ctx.params) if r.row == row}
              for row in pair}
     return gates.runs_gap_converged(pair[0], files[pair[0]], pair[1], files[pair[1]], gates.thresholds(ctx.papers))
 

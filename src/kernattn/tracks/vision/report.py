@@ -225,17 +225,21 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
 
 def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str]) -> ClaimResult:
     """Gate (a), converged, on a top-1 comparison that was tested: the gap between the training
-    losses of the rows that name the two `models` (Table 5) has stopped moving over the last
-    part of training (report.gates.runs_gap_converged)."""
+    losses of the rows that name the two `models` (Table 5), standing in for the top-1 they
+    judge, has stopped moving over the last part of training (report.gates.runs_gap_converged);
+    what it measured is put beside the verdict when it passes (the rows may still be learning)."""
     if res.verdict not in (stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE):
         return res  # not run, not comparable or withheld already: nothing was tested
     rows = [paper_row(ctx.params.vision.rows, "003", m, table=5) for m in models]
-    if any(r is None for r in rows):
+    if any(r is None for r in rows):  # the claim functions say "not run" first; never judge ungated
+        res.verdict = stats.not_judged(f"no row of {' or '.join(m for m, r in zip(models, rows) if r is None)}")
         return res
-    files = [[stages.run_dir(ctx.params, s.run_id) / "metrics.jsonl" for s in stages.runs(ctx.params) if s.row == r.name]
-             for r in rows]
-    th = gates.thresholds(ctx.papers)
-    res.verdict = gates.apply(res.verdict, [gates.runs_gap_converged(rows[0].name, files[0], rows[1].name, files[1], th)])
+    files = [{s.run_id: stages.run_dir(ctx.params, s.run_id) / "metrics.jsonl" for s in stages.runs(ctx.params)
+              if s.row == r.name} for r in rows]
+    g = gates.runs_gap_converged(rows[0].name, files[0], rows[1].name, files[1], gates.thresholds(ctx.papers))
+    res.verdict = gates.apply(res.verdict, [g])
+    if g.passed:
+        res.detail = "; ".join(x for x in (res.detail, f"gate (a): {g.why}") if x)
     return res
 
 
