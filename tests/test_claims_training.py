@@ -72,11 +72,11 @@ def test_stability_record_and_verdicts(tmp_path):
         stability.rule({"stability": {"spike_factor": 1.0, "skip_fraction": 0.1}})
 
 
-def test_logged_travel_interpolates_the_schedule():
+def test_logged_lrs_interpolate_the_schedule():
     # lr logged by the lines of steps 1 and 11 (0.0 -> 1.0): the rates of optimizer steps 0 and
     # 10; every step 0..10 at 0.1 x step, summed = 5.5
-    assert gates.logged_travel([1, 11], [0.0, 1.0]) == pytest.approx(5.5)
-    assert gates.logged_travel([], []) == 0.0
+    assert gates.adam_travel(gates.logged_lrs([1, 11], [0.0, 1.0])) == pytest.approx(5.5)
+    assert gates.adam_travel(gates.logged_lrs([], [])) == 0.0
 
 
 def _vision_runs(params, sigma_by_seed: dict, lr: float, late_change: float = 0.0) -> dict:

@@ -182,9 +182,10 @@ def check(params, where: str) -> None:
                               f"{TRACK_ROWS[row.track]} whose attention is gka ({', '.join(gka_rows) or 'none'})")
     if s.gka_init.seeds is not None and not s.gka_init.seeds:
         raise ParamsError(f"{where}studies.gka_init.seeds is empty; give at least one seed or null (the studies' seeds)")
-    twice = sorted({x for x in s.gka_init.seeds or () if list(s.gka_init.seeds).count(x) > 1})
-    if twice:
-        raise ParamsError(f"{where}studies.gka_init.seeds lists seed {twice[0]} twice; each seed once")
+    seeds = list(s.gka_init.seeds or ())
+    twice = next((x for i, x in enumerate(seeds) if x in seeds[:i]), None)
+    if twice is not None:
+        raise ParamsError(f"{where}studies.gka_init.seeds lists seed {twice} twice; each seed once")
     if not s.gka_init.inits:
         raise ParamsError(f"{where}studies.gka_init.inits is empty; give at least one init")
     for i, init in enumerate(s.gka_init.inits):

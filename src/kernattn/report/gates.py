@@ -48,6 +48,12 @@ def gate(name: str, passed: bool, why: str = "") -> Gate:
     return Gate(name, bool(passed), why)
 
 
+def beside(detail: str, g: Gate) -> str:
+    """`detail` with what a passed gate measured after it ("gate (a): ..."): a gate that let a
+    verdict through still says what it saw (e.g. rows still learning)."""
+    return "; ".join(x for x in (detail, f"gate (a): {g.why}" if g.passed and g.why else "") if x)
+
+
 def withheld(gates: Iterable[Gate]) -> str | None:
     """The verdict of the first failed gate ("not judged (<name>: <why>)"), or None."""
     failed = next((g for g in gates if not g.passed), None)
@@ -80,16 +86,22 @@ def thresholds(papers: dict) -> Thresholds:
                          f"max_param_travel ({exc})") from None
 
 
+def tail_mask(steps: Sequence[int], last_fraction: float) -> np.ndarray:
+    """Which evaluations lie in the last `last_fraction` of training: steps >= (1 -
+    last_fraction) x the last step (every gate on "the last 20%" reads this tail)."""
+    steps = np.asarray(steps, dtype=float)
+    return steps >= (1 - last_fraction) * steps.max() if steps.size else np.zeros(0, dtype=bool)
+
+
 def tail_drop(steps: Sequence[int], values: Sequence[float], last_fraction: float) -> tuple[float | None, int]:
-    """The least-squares slope of `values` over the evaluations in the last `last_fraction` of
-    training (steps >= (1 - last_fraction) x the last step), times that span: the drop the fit
-    says happened there (negative: a rise), and the number of evaluations it rests on (None
-    below 3, too few for a slope)."""
+    """The least-squares slope of `values` over the evaluations of tail_mask, times the tail's
+    span (last_fraction x the last step): the drop the fit says happened there (negative: a
+    rise), and the number of evaluations it rests on (None below 3, too few for a slope)."""
     steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     if steps.size == 0:
         return None, 0
     end = steps.max()
-    tail = steps >= (1 - last_fraction) * end
+    tail = tail_mask(steps, last_fraction)
     if tail.sum() < 3:
         return None, int(tail.sum())
     return float(-np.polyfit(steps[tail], values[tail], 1)[0] * last_fraction * end), int(tail.sum())
@@ -135,7 +147,7 @@ def _unreadable(row: str, curves: Mapping[str, Curve], last_fraction: float, wha
             return f"{run} has a non-finite {what}"
         if max(steps) <= 0:
             return f"{run} has no {what} evaluation after step 0"
-        _, n = tail_drop(steps, losses, last_fraction)
+        n = int(tail_mask(steps, last_fraction).sum())
         if n < 3:
             return (f"{n} {what} evaluation(s) of {run} in the last {last_fraction:.0%} of training "
                     f"(3 needed for a slope)")
@@ -204,7 +216,7 @@ def params_settled(steps: Sequence[int], values, step_lrs: Sequence[float], last
     steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     if steps.size == 0 or values.size == 0:
         return gate(CONVERGED, False, f"no {what} recorded at the evaluations")
-    tail = np.flatnonzero(steps >= (1 - last_fraction) * steps.max())
+    tail = np.flatnonzero(tail_mask(steps, last_fraction))
     if tail.size < 2:
         return gate(CONVERGED, False, f"{tail.size} {what} record(s) in the last {last_fraction:.0%} of training "
                                       f"(2 needed)")
@@ -251,11 +263,6 @@ def logged_lrs(steps: Sequence[int], lrs: Sequence[float]) -> np.ndarray:
     if steps.size == 0:
         return np.zeros(0)
     return np.interp(np.arange(int(steps.max())), steps - 1, lrs)
-
-
-def logged_travel(steps: Sequence[int], lrs: Sequence[float]) -> float:
-    """adam_travel of a schedule known only at the steps a run logged (logged_lrs)."""
-    return adam_travel(logged_lrs(steps, lrs))
 
 
 def runs_gap_converged(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[str, Path],

@@ -251,8 +251,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
             out[-1].detail = "; ".join(x for x in (out[-1].detail, beside) if x)
         if converged is not None and kind not in ("lm_count", "lm_train_flops") and out[-1].verdict != stats.NOT_RUN:
             out[-1].verdict = gates.apply(out[-1].verdict, [converged])
-            if converged.passed:  # what the gate measured (the rows may still be learning), beside the verdict
-                out[-1].detail = "; ".join(x for x in (out[-1].detail, f"gate (a): {converged.why}") if x)
+            out[-1].detail = gates.beside(out[-1].detail, converged)
     return out
 
 

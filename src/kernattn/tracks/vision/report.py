@@ -238,8 +238,7 @@ def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str]) -
               if s.row == r.name} for r in rows]
     g = gates.runs_gap_converged(rows[0].name, files[0], rows[1].name, files[1], gates.thresholds(ctx.papers))
     res.verdict = gates.apply(res.verdict, [g])
-    if g.passed:
-        res.detail = "; ".join(x for x in (res.detail, f"gate (a): {g.why}") if x)
+    res.detail = gates.beside(res.detail, g)
     return res
 
 
