@@ -83,11 +83,16 @@ def device_of(world: World, device: torch.device) -> torch.device:
 def process_group(world: World, device: torch.device, timeout_s: float) -> Iterator[None]:
     """torch.distributed for the loop's lifetime (nothing for one process). A collective that
     waits longer than timeout_s (a rank died, a node hangs) raises, so no rank waits for the
-    job's time limit."""
+    job's time limit. Inside a group already started (a study that fine-tunes several runs in
+    one process holds one group for all of them: kernattn prune) it starts none and ends none."""
     if world.size == 1:
         yield
         return
     import torch.distributed as dist
+
+    if dist.is_initialized():
+        yield
+        return
 
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":

@@ -1,6 +1,6 @@
 """Removing a weak head from one trained GPA run, then fine-tuning (issue 17, part 3; seed 001).
 
-    kernattn prune --params params.yaml [--scale S] --run <gpa row>-s<seed>
+    kernattn prune --params params.yaml [--scale S] --run <gpa row>-s<seed> [--nproc N [--nodes M]]
 
 Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corpus, and:
 1. picks the heads: those whose bank strength (logit span over the lags the model uses,
@@ -8,7 +8,8 @@ Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corp
    the studies.prune.k weakest (kernattn.tracks.char.analysis.prune.heads_to_remove);
 2. measures every head's zero- and mean-ablation cost on the fixed validation windows
    (kernattn.tracks.char.analysis.analyze_gpa.removal_costs, as analyze-gpa does);
-3. fine-tunes two copies of the trained model through the engine for studies.prune.steps
+3. fine-tunes copies of the trained model through the engine (data-parallel on --nproc ranks,
+   as the trainings: engine/launch.py; rank 0 alone does steps 2, 4 and 5) for studies.prune.steps
    steps at the constant rate studies.prune.lr (null: train.lr x train.min_lr_ratio), the same
    batches for both (a generator seeded from the run's seed and "prune", not the training
    order): `pruned` with the heads removed (their output zeroed before W_O for the whole run,
@@ -33,6 +34,7 @@ import json
 
 from ..config import Params, find_run, load_params
 from ..engine import derive_seed, train_run
+from ..engine.options import add_world_options
 from ..io import atomic_write_json, read_lines
 from ..tracks.char.track import CharTrack
 from . import ARMS, SUMMARY, prune_dir, prune_runs
@@ -123,34 +125,41 @@ def premise(strength, threshold: float) -> tuple[bool, str]:
     return False, f"no bank below threshold {threshold:g}; weakest {s.min():.3g} ({where})"
 
 
-def _fine_tune(params: Params, spec, final: dict, state: dict, arms: dict, progress: bool) -> int:
+def _fine_tune(params: Params, spec, final: dict, state: dict, arms: dict, progress: bool, world, device) -> int:
+    """Each arm through the engine; on several ranks (kernattn prune --nproc N) one process group
+    serves the three, each rank training its share of every arm's batches."""
+    from ..engine import dist
+
     tracked = study_params(params, None, str(prune_dir(params, spec.run_id)))  # the studies' MLflow experiment
-    for arm, heads in arms.items():
-        code = train_run(PruneTrack(tracked, spec, arm, heads, state, final.get("fingerprint")), stale="archive",
-                         progress=progress)
-        if code:
-            return code
+    with dist.process_group(world, device, params.train.dist_timeout_s):
+        for arm, heads in arms.items():
+            code = train_run(PruneTrack(tracked, spec, arm, heads, state, final.get("fingerprint")),
+                             stale="archive", progress=progress)
+            if code:
+                return code
     return 0
 
 
 def prune_one(params: Params, run_id: str, params_file: str = "params.yaml", progress: bool = False) -> int:
     """The stage for one run (module docstring); returns the exit status."""
-    from ..engine import resolve_device
+    from ..engine import dist, resolve_device
     from ..tracks.char.analysis import banks, heads, prune
     from ..tracks.char.analysis.analyze_gpa import removal_costs
 
     spec = find_run(params, run_id)
-    device = resolve_device(params.train.device)
+    world = dist.world_from_env()  # torchrun's ranks (kernattn prune --nproc N), else one process
+    device = dist.device_of(world, resolve_device(params.train.device))
     model, final, data = trained_model(params, spec, device, params_file)
     strength = banks.strength(banks.bank_biases(model, params.model.context))
     threshold = params.analysis.strength_threshold
     remove = prune.heads_to_remove(strength, threshold, params.studies.prune.k)
     control_heads = random_heads(tuple(strength.shape), remove, spec.seed)
-    base, zero_costs, mean_costs = removal_costs(model, data, params, device)
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    code = _fine_tune(params, spec, final, state, {"control": [], "pruned": remove, "random": control_heads}, progress)
-    if code:
+    arms = {"control": [], "pruned": remove, "random": control_heads}
+    code = _fine_tune(params, spec, final, state, arms, progress, world, device)
+    if code or not world.main:  # rank 0 alone measures the ablations and writes the summary
         return code
+    base, zero_costs, mean_costs = removal_costs(model, data, params, device)
     (after_removal, after_ft), (before, control), (random_removal, random_ft) = (
         val_losses(prune_dir(params, run_id) / a) for a in ARMS)
     record = prune.removal_record(model, remove, {
@@ -185,6 +194,7 @@ def prune_one(params: Params, run_id: str, params_file: str = "params.yaml", pro
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="a GPA run of the prune study")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_world_options(parser, "fine-tune")
 
 
 def run(args: argparse.Namespace) -> int:
