@@ -1,6 +1,6 @@
 """Launching a training run on many GPUs the Snakemake way (issue 24): the world of a run is a
 profile resource (`ranks` per node, `nodes`), which the rule's command hands to
-`kernattn train-* | eval-lm --nproc N --nodes M` (engine/launch.py, tested in tests/test_ddp.py), and
+`kernattn train-* | eval-lm | prune --nproc N --nodes M` (engine/launch.py, tested in tests/test_ddp.py), and
 `kernattn install-profile --gpus STAGE=N --nodes STAGE=M` writes it with the SLURM request."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from tests.test_pipeline import REPO, dry_run_jobs, make_workspace
 
 def test_a_profiles_ranks_reach_the_training_command_and_nothing_else(tmp_path):
     ws = make_workspace(tmp_path / "ws")
-    _, proc = dry_run_jobs(ws, "-p", "--set-resources", "train_lm:ranks=2", "eval_lm:ranks=3")
+    _, proc = dry_run_jobs(ws, "all", "studies", "-p", "--set-resources", "train_lm:ranks=2", "eval_lm:ranks=3",
+                           "prune:ranks=2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     # `-p` prints each job's command (after "Shell command:" in Snakemake 9)
     shells = ["kernattn " + line.split("kernattn ", 1)[1] for line in proc.stdout.splitlines() if "kernattn " in line]
@@ -23,7 +24,11 @@ def test_a_profiles_ranks_reach_the_training_command_and_nothing_else(tmp_path):
     assert lm and all("--nproc 2 --nodes 1 >" in s for s in lm), lm
     assert char and all("--nproc 1 --nodes 1 >" in s for s in char), char  # the default: one process
     assert scored and all("--nproc 3 --nodes 1 >" in s for s in scored), scored  # eval-lm scores over ranks too
-    assert not [s for s in shells if "--nproc" in s and not s.startswith(("kernattn train", "kernattn eval-lm "))]
+    pruned = [s for s in shells if s.startswith("kernattn prune ")]
+    assert pruned and all("--nproc 2 --nodes 1 >" in s for s in pruned), pruned  # prune fine-tunes over ranks
+    assert [s for s in shells if s.startswith("kernattn train-gka-init ")]  # the studies' trainings are here too
+    ranked = ("kernattn train", "kernattn eval-lm ", "kernattn prune ")
+    assert not [s for s in shells if "--nproc" in s and not s.startswith(ranked)]
 
 
 def test_install_profile_gives_a_stage_gpus_and_nodes(tmp_path, capsys):

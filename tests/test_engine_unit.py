@@ -186,6 +186,24 @@ def test_stop_signal_passes_sigterm_on_and_restores_the_handler():
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_sigterm_during_a_nested_stop_signal_reaches_the_outer_one():
+    """kernattn prune holds one StopSignal around its three fine-tunes, each of which holds its
+    own (the engine's): a SIGTERM that arrives during an arm reaches the outer one too, so one
+    that comes as an arm ends still stops the command before the next arm."""
+    import os
+    import signal
+
+    from kernattn.engine.signals import StopSignal
+
+    before = signal.getsignal(signal.SIGTERM)
+    with StopSignal() as outer:
+        with StopSignal() as inner:
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert inner.requested and outer.requested
+        assert signal.getsignal(signal.SIGTERM) == outer._handle
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_the_parameter_trace_records_the_variants_own_parameters(tmp_path):
     """engine/trace.py: a GPA model's bank (4 parameters x layers) recorded per evaluation, a
     second record of the same step replacing the first, carried through state_dict, written as

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = _take_overrides(argv)
     command = next((a for a in argv if a in STAGES), "")
-    # train-* and eval-lm on several ranks: torchrun starts them (engine/launch.py)
+    # train-*, eval-lm and prune on several ranks: torchrun starts them (engine/launch.py)
     if runs_as_ranks(command) and any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):
         from .engine.launch import launch
 

@@ -5,7 +5,7 @@ Snakemake looks for a profile named `slurm` in the current directory, then in
 site-specific values (partition, account, GPU model) filled in to ~/.config/snakemake/slurm
 (or --dest).
 
---gpus STAGE=N and --nodes STAGE=M give one run of a training stage (or eval_lm) N GPUs on each of M nodes:
+--gpus STAGE=N and --nodes STAGE=M give one run of a training stage (or eval_lm, prune) N GPUs on each of M nodes:
 the stage's set-resources get `ranks: N` and `nodes: M`, which the rule's command turns into
 torchrun's world (kernattn.dag.snakemake.shell_of, engine/launch.py), and the SLURM request
 for them: `gpu: N` on one node; over several nodes `gres: gpu[:MODEL]:N` (per node) and
@@ -115,7 +115,7 @@ def set_world(text: str, stage: str, gpus: int, nodes: int, gpu_model: str, sour
     head = f"  {stage}:\n"
     if head not in lines or "set-resources:\n" not in lines[: lines.index(head)]:
         raise UsageError(f"{source}: set-resources has no entry {stage}; --gpus/--nodes name a training stage "
-                         f"of the profile (train, train_lm, train_vision, train_wrap, train_gka_init) or eval_lm")
+                         f"of the profile (train, train_lm, train_vision, train_wrap, train_gka_init), eval_lm or prune")
     start = lines.index(head) + 1
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("    ")), len(lines))
     block = [line for line in lines[start:end] if line.strip().split(":")[0] not in WORLD_KEYS]

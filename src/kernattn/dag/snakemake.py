@@ -110,14 +110,15 @@ def threads_of(stage: Stage, cores: int) -> int:
     return cores if stage.threads == "all" else stage.threads
 
 
-# The world of one training (or eval-lm) run, a profile's resources (set-resources: train_lm: {ranks: 8}):
+# The world of one training (or eval-lm, prune) run, a profile's resources (set-resources: train_lm: {ranks: 8}):
 # processes (GPUs) per node and nodes. One process by default, the CPU scales' way.
 RUN_RESOURCES = {"ranks": 1, "nodes": 1}
 
 
 def trains(stage: Stage) -> bool:
     """The stage can run as several ranks: it trains through the engine (kernattn train,
-    train-lm, train-vision, the studies' train-*) or scores one run over ranks (eval-lm)."""
+    train-lm, train-vision, the studies' train-*), scores one run over ranks (eval-lm) or
+    fine-tunes one run's arms over them (prune)."""
     return runs_as_ranks(stage.command)
 
 

@@ -1,4 +1,4 @@
-"""`kernattn train-* | eval-lm --nproc N [--nodes M]`: start the ranks of one training (or LM
+"""`kernattn train-* | eval-lm | prune --nproc N [--nodes M]`: start the ranks of one training (or LM
 evaluation) with torchrun.
 
     --nproc N            one machine: torchrun --standalone --nproc_per_node N

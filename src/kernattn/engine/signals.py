@@ -21,7 +21,10 @@ EXIT_SIGTERM = 143
 class StopSignal:
     """`with StopSignal() as stop:` ... `stop.requested` turns True on SIGTERM (main thread only:
     Python delivers signals there, and a handler cannot be installed from another thread).
-    `on_signal(signum)`, when given, is called as well (the launcher passes it on to torchrun)."""
+    `on_signal(signum)`, when given, is called as well (the launcher passes it on to torchrun),
+    and so is the StopSignal this one replaced, if any (no other handler: a library's could
+    exit): a command that trains several runs in a row holds one StopSignal around them, which
+    a SIGTERM during a run reaches too."""
 
     def __init__(self, on_signal: Callable[[int], None] | None = None):
         self.requested = False
@@ -37,6 +40,9 @@ class StopSignal:
         self.requested = True
         if self._on_signal is not None:
             self._on_signal(signum)
+        outer = getattr(self._previous, "__self__", None)
+        if isinstance(outer, StopSignal):  # a StopSignal around this one sees the signal too (kernattn prune)
+            outer._handle(signum, frame)
 
     def __exit__(self, *exc) -> bool:
         if self._previous is not None:

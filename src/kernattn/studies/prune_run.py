@@ -9,7 +9,7 @@ Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corp
 2. measures every head's zero- and mean-ablation cost on the fixed validation windows
    (kernattn.tracks.char.analysis.analyze_gpa.removal_costs, as analyze-gpa does);
 3. fine-tunes copies of the trained model through the engine (data-parallel on --nproc ranks,
-   as the trainings: engine/launch.py; rank 0 alone does steps 2, 4 and 5) for studies.prune.steps
+   as the trainings: engine/launch.py; every rank measures step 2, rank 0 alone writes step 5) for studies.prune.steps
    steps at the constant rate studies.prune.lr (null: train.lr x train.min_lr_ratio), the same
    batches for both (a generator seeded from the run's seed and "prune", not the training
    order): `pruned` with the heads removed (their output zeroed before W_O for the whole run,
@@ -127,12 +127,20 @@ def premise(strength, threshold: float) -> tuple[bool, str]:
 
 def _fine_tune(params: Params, spec, final: dict, state: dict, arms: dict, progress: bool, world, device) -> int:
     """Each arm through the engine; on several ranks (kernattn prune --nproc N) one process group
-    serves the three, each rank training its share of every arm's batches."""
-    from ..engine import dist
+    serves the three, each rank training its share of every arm's batches. A SIGTERM that
+    arrives as an arm ends (after its last step) stops the command before the next arm: 143,
+    and the rerun finds the arms done so far finished."""
+    from ..engine import EXIT_SIGTERM, dist
+    from ..engine.signals import StopSignal
 
     tracked = study_params(params, None, str(prune_dir(params, spec.run_id)))  # the studies' MLflow experiment
-    with dist.process_group(world, device, params.train.dist_timeout_s):
+    with dist.process_group(world, device, params.train.dist_timeout_s), StopSignal() as stop:
         for arm, heads in arms.items():
+            if dist.any_rank(stop.requested, world, device):
+                if world.main:
+                    print(f"kernattn prune: {spec.run_id}: stopped before arm {arm} (SIGTERM); rerun the command "
+                          f"to go on", flush=True)
+                return EXIT_SIGTERM
             code = train_run(PruneTrack(tracked, spec, arm, heads, state, final.get("fingerprint")),
                              stale="archive", progress=progress)
             if code:
@@ -154,12 +162,15 @@ def prune_one(params: Params, run_id: str, params_file: str = "params.yaml", pro
     threshold = params.analysis.strength_threshold
     remove = prune.heads_to_remove(strength, threshold, params.studies.prune.k)
     control_heads = random_heads(tuple(strength.shape), remove, spec.seed)
+    # Every rank measures the ablations (the same numbers; rank 0's are written): no rank waits
+    # idle for another's evaluation at a collective, and the costs are measured before any
+    # training changes the process's matmul precision (Loop sets TF32 on CUDA).
+    base, zero_costs, mean_costs = removal_costs(model, data, params, device)
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     arms = {"control": [], "pruned": remove, "random": control_heads}
     code = _fine_tune(params, spec, final, state, arms, progress, world, device)
-    if code or not world.main:  # rank 0 alone measures the ablations and writes the summary
+    if code or not world.main:  # rank 0 alone writes the summary
         return code
-    base, zero_costs, mean_costs = removal_costs(model, data, params, device)
     (after_removal, after_ft), (before, control), (random_removal, random_ft) = (
         val_losses(prune_dir(params, run_id) / a) for a in ARMS)
     record = prune.removal_record(model, remove, {
