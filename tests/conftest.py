@@ -13,6 +13,14 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+# One intra-op thread per process, here and in every process a test starts (they inherit the
+# environment): the suite runs three pytest workers on two cores (Makefile JOBS), each starting
+# training, analysis and DAG subprocesses, so torch's default of one thread per core would put
+# several OpenMP pools on the same two cores. Set before any test module imports torch; a
+# test that needs more threads sets them itself (torch.set_num_threads). An OMP_NUM_THREADS
+# already in the environment is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
     """`build(folder)` run once per pytest session, also under xdist: a session fixture runs
