@@ -12,8 +12,8 @@ import dataclasses
 import json
 import math
 
-from tests.ddp import launch, log_of, wait
 from kernattn.studies import ARMS, SUMMARY
+from tests.ddp import launch, log_of, wait
 from tests.test_ddp import CHAR, argv, assert_close_weights, assert_same_lines
 from tests.test_engine import ckpt_of, read_metrics, write_params
 from tests.test_train import _keep_torch_threads, corpus  # noqa: F401 (fixtures)

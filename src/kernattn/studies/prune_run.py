@@ -8,15 +8,15 @@ Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corp
    the studies.prune.k weakest (kernattn.tracks.char.analysis.prune.heads_to_remove);
 2. measures every head's zero- and mean-ablation cost on the fixed validation windows
    (kernattn.tracks.char.analysis.analyze_gpa.removal_costs, as analyze-gpa does);
-3. fine-tunes copies of the trained model through the engine (data-parallel on --nproc ranks,
-   as the trainings: engine/launch.py; every rank measures step 2, rank 0 alone writes step 5) for studies.prune.steps
-   steps at the constant rate studies.prune.lr (null: train.lr x train.min_lr_ratio), the same
-   batches for both (a generator seeded from the run's seed and "prune", not the training
-   order): `pruned` with the heads removed (their output zeroed before W_O for the whole run,
-   kernattn.tracks.char.analysis.prune.removed) and `control` without removal. Their folders are
-   <studies.out_dir>/prune/<run>/{pruned,control}/ (resumable, MLflow runs <run>-pruned and
-   <run>-control). The engine's step-0 evaluation of `control` is the loss before removal, of
-   `pruned` the loss right after it; their final ones are after fine-tuning;
+3. fine-tunes copies of the trained model through the engine (data-parallel on --nproc ranks, as
+   the trainings: engine/launch.py; every rank measures step 2, rank 0 alone writes step 5) for
+   studies.prune.steps steps at the constant rate studies.prune.lr (null: train.lr x
+   train.min_lr_ratio), the same batches for both (a generator seeded from the run's seed and
+   "prune", not the training order): `pruned` with the heads removed (their output zeroed before
+   W_O for the whole run, kernattn.tracks.char.analysis.prune.removed) and `control` without
+   removal. Their folders are <studies.out_dir>/prune/<run>/{pruned,control}/ (resumable, MLflow
+   runs <run>-pruned and <run>-control). The engine's step-0 evaluation of `control` is the loss
+   before removal, of `pruned` the loss right after it; their final ones are after fine-tuning;
    A third copy, `random`, has as many other heads removed, drawn at random (seeded from the
    run's seed): the control that shows whether bank strength predicts removability;
 4. records seed 001's premise (`premise_met`, `premise_why`: is any bank below the threshold,
