@@ -20,12 +20,14 @@ import time
 import urllib.request
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from .. import shared_dag
 from . import harness
 
 REPO = Path(__file__).resolve().parents[2]
@@ -251,8 +253,8 @@ class _Background:
     """A command run in the background (own process group), its output in a file, its end
     time noted by a thread; `wait()` returns (returncode, output, seconds)."""
 
-    def __init__(self, cmd: list, cwd: Path, env: dict, log: Path, timeout: float):
-        self.cmd, self.log, self.timeout = cmd, log, timeout
+    def __init__(self, cmd: list, cwd: Path, env: dict, log: Path, timeout: float, on_exit=None):
+        self.cmd, self.log, self.timeout, self.on_exit = cmd, log, timeout, on_exit
         self._fh = open(log, "w")
         self.t0 = time.monotonic()
         self.popen = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self._fh, stderr=subprocess.STDOUT,
@@ -264,13 +266,16 @@ class _Background:
     def _watch(self) -> None:
         self.popen.wait()
         self.seconds = time.monotonic() - self.t0
+        if self.on_exit is not None:  # at once, before any test touches what the command left
+            self._fh.flush()
+            self.on_exit(self.popen.returncode, self.log.read_text(errors="replace"))
 
     def wait(self) -> tuple[int | None, str, float | None]:
         try:
             self.popen.wait(timeout=max(1.0, self.timeout - (time.monotonic() - self.t0)))
         except subprocess.TimeoutExpired:
             harness.stop_popen(self.popen)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=60)  # on_exit copies a workspace of ~10 MB
         self._fh.flush()
         return self.popen.returncode, self.log.read_text(errors="replace"), self.seconds
 
@@ -296,7 +301,24 @@ def pipeline_launch(request, tmp_path_factory, mlflow_server, timings):
     root = tmp_path_factory.mktemp("pipeline")
     tracking = {"enabled": True, "uri": mlflow_server.url, "experiment": "infra-pipeline-{scale}"}
     ws = make_workspace(root, tracking=tracking, mlflow_ui=mlflow_server.url)
-    env = base_env(XDG_CONFIG_HOME=root / "xdg")
+    shared = shared_dag.shared_root(tmp_path_factory)
+    publishes = shared_dag.claim(shared, ws)  # the `micro_dag` fixture reuses this run (tests/shared_dag.py)
+    try:
+        env, cmd, jobs = _launch(cluster, ws, base_env(XDG_CONFIG_HOME=root / "xdg"), tmp_path_factory,
+                                 publish=partial(_publish, shared, ws, "slurm" if cluster else "local") if publishes else None)
+    except BaseException:
+        if publishes:
+            shared_dag.withdraw(shared, "the infra run did not start")
+        raise
+    try:
+        yield {"jobs": jobs, "cluster": cluster, "why": why, "env": env, "cmd": cmd}
+    finally:
+        for job, _ in jobs.values():
+            job.stop()
+
+
+def _launch(cluster, ws: Path, env: dict, tmp_path_factory, publish) -> tuple[dict, list, dict]:
+    """The main run in `ws` (and on a cluster the failing-rule run beside it), started."""
     jobs = {}
     if cluster is not None:
         env = cluster.env(env)
@@ -307,17 +329,19 @@ def pipeline_launch(request, tmp_path_factory, mlflow_server, timings):
         # together with an independent job (prepare_lm) that must not be left running. Only these
         # two targets: with `all`, the LM and vision branches, which do not read the corpus, went on
         # for about ten more SLURM jobs (~100 s of CPU) that the test does not look at.
-        bad = make_workspace(tmp_path_factory.mktemp("failing"), mirror=root / "no-such-corpus.txt.gz")
+        bad = make_workspace(tmp_path_factory.mktemp("failing"), mirror=ws.parent / "no-such-corpus.txt.gz")
         failing = [*cmd[:-1], "prepare", "prepare_lm", "--retries", "0"]
         jobs["failing"] = (_Background(failing, bad, env, bad.parent / "snakemake.out", 600), bad)
     else:
         cmd = [str(BIN / "snakemake"), "--cores", "2", "all"]
-    jobs["main"] = (_Background(cmd, ws, env, root / "snakemake.out", 900), ws)
-    try:
-        yield {"jobs": jobs, "cluster": cluster, "why": why, "env": env, "cmd": cmd}
-    finally:
-        for job, _ in jobs.values():
-            job.stop()
+    on_exit = None if publish is None else partial(publish, cmd)
+    jobs["main"] = (_Background(cmd, ws, env, ws.parent / "snakemake.out", 900, on_exit=on_exit), ws)
+    return env, cmd, jobs
+
+
+def _publish(shared: Path, ws: Path, via: str, cmd: list, returncode: int | None, output: str) -> None:
+    shared_dag.publish(shared, ws, {"args": cmd, "returncode": returncode, "stdout": output, "stderr": output,
+                                    "via": via})
 
 
 @pytest.fixture(scope="session")

@@ -32,15 +32,18 @@ CHROMIUM_PACKAGES = ("chromium",)
 CHROMIUM = "/usr/bin/chromium"
 SBIN = ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
 
-# The test cluster: one node declared the size of a GPU node (16 CPUs, 64 GB, two "testgpu"
-# GPUs as a counted GRES) so the shipped profile's requests (train: 1 GPU, 8 CPUs, 32 GB) are
-# scheduled as written. SlurmdParameters=config_overrides lets the declaration exceed the
-# machine; nothing is enforced (no cgroups).
+# The test cluster: one node declared the size of an 8-GPU node (128 CPUs, 1 TiB, eight
+# "testgpu" GPUs as a counted GRES) so the shipped profile's requests (train: 1 GPU, 8 CPUs,
+# 32 GB; train_vision: 15 CPUs, 64 GB) are scheduled as written, and every job of the micro DAG
+# that is ready runs at once, as on such a node (with two GPUs its fourteen GPU jobs queued two
+# at a time, and each round waited for the executor's next status check).
+# SlurmdParameters=config_overrides lets the declaration exceed the machine; nothing is
+# enforced (no cgroups).
 PARTITION = "kernattn-test"
 GPU_MODEL = "testgpu"
-NODE_CPUS = 16
-NODE_MEM_MB = 65536
-NODE_GPUS = 2
+NODE_CPUS = 128
+NODE_MEM_MB = 1048576
+NODE_GPUS = 8
 
 
 def which(name: str) -> str | None:
