@@ -38,8 +38,9 @@ def pytest_collection_modifyitems(config, items):
              if {"micro_dag", "micro_dag_snapshot"} & set(getattr(item, "fixturenames", ()))
              and not any(m.args and m.args[0] in shared_dag.CONSUMER_GROUPS for m in item.iter_markers("xdist_group"))]
     if stray:
-        raise pytest.UsageError(f"{', '.join(stray)}: reads the micro DAG, so mark it "
-                                f"@pytest.mark.xdist_group with one of {shared_dag.CONSUMER_GROUPS} (tests/shared_dag.py)")
+        groups = shared_dag.CONSUMER_GROUPS
+        raise pytest.UsageError(f"{', '.join(stray)}: reads the micro DAG, so mark it @pytest.mark.xdist_group "
+                                f"with one of {groups} (tests/shared_dag.py)")
 
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:

@@ -304,8 +304,8 @@ def pipeline_launch(request, tmp_path_factory, mlflow_server, timings):
     shared = shared_dag.shared_root(tmp_path_factory)
     publishes = shared_dag.claim(shared, ws)  # the `micro_dag` fixture reuses this run (tests/shared_dag.py)
     try:
-        env, cmd, jobs = _launch(cluster, ws, base_env(XDG_CONFIG_HOME=root / "xdg"), tmp_path_factory,
-                                 publish=partial(_publish, shared, ws, "slurm" if cluster else "local") if publishes else None)
+        publish = partial(_publish, shared, ws, "slurm" if cluster else "local") if publishes else None
+        env, cmd, jobs = _launch(cluster, ws, base_env(XDG_CONFIG_HOME=root / "xdg"), tmp_path_factory, publish)
     except BaseException:
         if publishes:
             shared_dag.withdraw(shared, "the infra run did not start")
