@@ -25,6 +25,7 @@ from . import shared_dag
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist has no such hook
 def pytest_xdist_make_scheduler(config, log):
     """Under `--dist loadgroup`: the micro DAG's consumers wait for the infra run's copy of it
     without holding a worker (tests/shared_dag.py)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
 
 import pytest
@@ -19,8 +21,14 @@ def write(tmp_path, doc) -> Path:
     return path
 
 
-def base():
+@functools.cache
+def _shipped() -> dict:
     return yaml.safe_load(PARAMS.read_text())
+
+
+def base():
+    """A fresh copy of the shipped params.yaml (parsed once: the cases below build 20 at collection)."""
+    return copy.deepcopy(_shipped())
 
 
 def test_shipped_scales():

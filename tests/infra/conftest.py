@@ -285,25 +285,28 @@ class _Background:
 
 
 @pytest.fixture(scope="session")
-def pipeline_launch(request, tmp_path_factory, mlflow_server, timings):
+def pipeline_launch(request, tmp_path_factory, timings):
     """Starts, in the background, the micro DAG training through the MLflow server:
     `snakemake --profile slurm all` on the test cluster (the test profile installed with
     `kernattn install-profile` into a scratch XDG_CONFIG_HOME, so the command is literally
     the README's), or `snakemake --cores 2 all` where no cluster can run (then only the SLURM
     tests skip). Beside it, on the same cluster, a workspace whose corpus rule fails.
     The MLflow tests request this fixture too, so they run while the DAG runs; whatever is
-    still running at the end of the session is stopped by pid."""
-    try:
-        cluster = request.getfixturevalue("slurm_cluster")
-        why = ""
-    except pytest.skip.Exception as exc:
-        cluster, why = None, str(exc)
+    still running at the end of the session is stopped by pid. The run is claimed first thing
+    (the `micro_dag` fixture reuses it: tests/shared_dag.py) and the claim withdrawn if the
+    MLflow server, the cluster or the launch fails."""
     root = tmp_path_factory.mktemp("pipeline")
-    tracking = {"enabled": True, "uri": mlflow_server.url, "experiment": "infra-pipeline-{scale}"}
-    ws = make_workspace(root, tracking=tracking, mlflow_ui=mlflow_server.url)
-    shared = shared_dag.shared_root(tmp_path_factory)
-    publishes = shared_dag.claim(shared, ws)  # the `micro_dag` fixture reuses this run (tests/shared_dag.py)
+    ws, shared = root / "ws", shared_dag.shared_root(tmp_path_factory)
+    publishes = shared_dag.claim(shared, ws)
     try:
+        mlflow_server = request.getfixturevalue("mlflow_server")
+        try:
+            cluster = request.getfixturevalue("slurm_cluster")
+            why = ""
+        except pytest.skip.Exception as exc:
+            cluster, why = None, str(exc)
+        tracking = {"enabled": True, "uri": mlflow_server.url, "experiment": "infra-pipeline-{scale}"}
+        make_workspace(root, tracking=tracking, mlflow_ui=mlflow_server.url)
         publish = partial(_publish, shared, ws, "slurm" if cluster else "local") if publishes else None
         env, cmd, jobs = _launch(cluster, ws, base_env(XDG_CONFIG_HOME=root / "xdg"), tmp_path_factory, publish)
     except BaseException:
