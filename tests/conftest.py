@@ -83,6 +83,11 @@ def _run_micro_dag(folder: Path, session) -> None:
         shutil.copytree(ws, folder / "snapshot", symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
 
 
+def _micro_dag_folder(request, tmp_path_factory) -> Path:
+    """The shared folder of `micro_dag` and `micro_dag_snapshot`, built on the first request."""
+    return built_once(tmp_path_factory, "micro_dag", lambda folder: _run_micro_dag(folder, request.session))
+
+
 def _track_as_params_yaml_does(ws: Path) -> None:
     """The infra run tracked through its MLflow server; what this session trains in the copy
     goes to the store params.yaml names, as in a workspace of its own. No stage reads
@@ -101,7 +106,7 @@ def micro_dag(request, tmp_path_factory) -> tuple[Path, subprocess.CompletedProc
     (one worker, file order): the main DAG's test in tests/test_pipeline.py, then the studies
     target on top of it (tests/test_studies_stages.py), which reads the runs it compares with
     instead of training them again."""
-    folder = built_once(tmp_path_factory, "micro_dag", lambda f: _run_micro_dag(f, request.session))
+    folder = _micro_dag_folder(request, tmp_path_factory)
     return folder / "ws", subprocess.CompletedProcess(**json.loads((folder / "run.json").read_text()))
 
 
@@ -110,7 +115,7 @@ def micro_dag_snapshot(request, tmp_path_factory) -> Path:
     """The workspace of `micro_dag` as Snakemake left it, before any test added to it (read
     only: copy it to change it). tests/test_dvc.py adopts it under DVC instead of training the
     micro DAG a second time."""
-    folder = built_once(tmp_path_factory, "micro_dag", lambda f: _run_micro_dag(f, request.session))
+    folder = _micro_dag_folder(request, tmp_path_factory)
     run = json.loads((folder / "run.json").read_text())
     assert run["returncode"] == 0, "the micro DAG failed under Snakemake:\n" + run["stderr"][-3000:]
     return folder / "snapshot"

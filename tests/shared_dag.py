@@ -23,6 +23,8 @@ import shutil
 import time
 from pathlib import Path
 
+from kernattn.io import atomic_write_json
+
 CLAIM, PUBLISHED, COPY = "micro_dag-claim.json", "micro_dag-published.json", "micro_dag-published"
 # How long a consumer waits for the infra run to start (it starts with the infra worker's first
 # test, after the MLflow server and the test cluster) and then to end (its own limit is 900 s).
@@ -33,12 +35,6 @@ def shared_root(tmp_path_factory) -> Path:
     """The folder all xdist workers of the session share (the session's base temp otherwise)."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
-def _write_atomic(path: Path, doc: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path)
 
 
 def claim(root: Path, ws: Path) -> bool:
@@ -57,7 +53,7 @@ def claim(root: Path, ws: Path) -> bool:
 
 def withdraw(root: Path, why: str) -> None:
     """The claimed run will not happen: consumers stop waiting and train the DAG themselves."""
-    _write_atomic(root / PUBLISHED, {"returncode": None, "withdrawn": why})
+    atomic_write_json(root / PUBLISHED, {"returncode": None, "withdrawn": why})
 
 
 def publish(root: Path, ws: Path, record: dict) -> None:
@@ -72,7 +68,7 @@ def publish(root: Path, ws: Path, record: dict) -> None:
     except OSError as exc:  # runs in a watcher thread: a consumer must hear of it, not wait
         withdraw(root, f"copying {ws} failed: {exc}")
         return
-    _write_atomic(root / PUBLISHED, record)
+    atomic_write_json(root / PUBLISHED, record)
 
 
 def _transient(folder: str, names: list[str]) -> set[str]:
@@ -88,9 +84,8 @@ def wait_for_published(root: Path, producer_selected: bool) -> tuple[dict, Path]
         if not _poll(lambda: claimed.exists() or published.exists(), CLAIM_WAIT_S):
             return None
         pid = json.loads(claimed.read_text())["pid"] if claimed.exists() else None
-        if not _poll(lambda: published.exists() or (pid is not None and not _alive(pid)), RUN_WAIT_S):
-            return None
-        if not published.exists():
+        _poll(lambda: published.exists() or (pid is not None and not _alive(pid)), RUN_WAIT_S)
+        if not published.exists():  # timed out, or the claimant died without publishing
             return None
     record = json.loads(published.read_text())
     if record.get("returncode") != 0:
