@@ -21,11 +21,10 @@ from kernattn.tracks.char.analysis import banks, heads, newlines
 from kernattn.tracks.char.analysis.sampling import CachedWindow, RecomputedWindow, sample_streams
 from kernattn.attention.gpa import GPAOptions, KernelBank
 from kernattn.tracks.char.model import GPT
+from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
-# the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does
-DICKENS = Path(os.environ.get("KERNATTN_DATA_MIRROR")
-               or REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz")
+DICKENS = paths.DICKENS
 PNG = b"\x89PNG\r\n\x1a\n"
 SMALL = SimpleNamespace(n_layer=2, n_head=2, d_model=32, context=24, mlp_ratio=2, dropout=0.0)
 V = 20

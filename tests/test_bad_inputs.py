@@ -25,9 +25,10 @@ import torch
 import yaml
 
 from kernattn import cli
+from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
-MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
+MIRROR = paths.DICKENS
 
 
 def env() -> dict:
@@ -214,8 +215,8 @@ CASES = [
     Case("params-corpus-name", params_case(lambda d: d["scales"]["micro"]["data"].update(corpus="my corpus")),
          ("{tmp}/params.yaml", "scales.micro -> data.corpus must be a name of letters, digits, '_' and '-'",
           "got 'my corpus'")),
-    Case("params-url-pin", params_case(lambda d: d["data"]["urls"].__setitem__(
-        0, {"url": "https://www.gutenberg.org/cache/epub/98/pg98.txt", "sha256": "abc"})),
+    Case("params-url-pin", params_case(lambda d: d["data"].update(
+        urls=[{"url": "https://www.gutenberg.org/cache/epub/98/pg98.txt", "sha256": "abc"}])),
          ("{tmp}/params.yaml: data.urls[0].sha256 must be a sha256: 64 hexadecimal digits", "got 'abc'")),
     # data mirrors
     Case("mirror-missing", mirror_case(lambda tmp: tmp / "absent.txt.gz"),

@@ -12,12 +12,11 @@ from kernattn.bench.typed_csv import read_rows
 from kernattn.cli import main
 from kernattn.config import load_params
 
-from .paths import REPO, SHARED
+from .paths import FASHION, REPO
 
 PARAMS = REPO / "params.yaml"
 # torchvision 0.29 deprecates its JPEG decoder for TorchCodec's (README, Input pipeline): still the one measured
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")
-FASHION = SHARED / "data" / "images" / "fashion_mnist"
 
 
 def test_jpegs_decode_to_their_sizes_and_both_pipelines_give_the_recipe_tensor(tmp_path):

@@ -74,8 +74,9 @@ def test_analysis_section():
 def test_environment_overrides(monkeypatch, tmp_path):
     monkeypatch.setenv("KERNATTN_SCALE", "micro")
     assert load_params(PARAMS).scale == "micro"
-    monkeypatch.setenv("KERNATTN_DATA_MIRROR", str(tmp_path / "x.txt"))
-    assert load_params(PARAMS).data.mirror == str(tmp_path / "x.txt")
+    # the data mirror is a machine's folder, read where files are located, never a params value
+    monkeypatch.setenv("KERNATTN_DATA_MIRROR", str(tmp_path))
+    assert load_params(PARAMS).data.mirror is None and load_params(PARAMS).data.dataset == "silesia-dickens"
 
 
 def mutate(fn):
@@ -307,8 +308,8 @@ def test_the_runtime_fields_are_declared_once():
     assert set(not_fingerprinted(TrainParams)) == {"checkpoint_every", "compile", "threads", "device", "out_dir",
                                                    "micro_batch", "dist_timeout_s"}
     assert set(not_fingerprinted(LMParams)) == {
-        "shard_url", "mirror", "rows", "eval_every", "checkpoint_every", "compile", "threads", "device", "out_dir",
-        "bpb_tokens", "core_items", "core_fewshot", "core_seed", "eval_dir", "experiment", "micro_batch",
+        "dataset", "mirror", "rows", "eval_every", "checkpoint_every", "compile", "threads", "device", "out_dir",
+        "bpb_tokens", "core_items", "core_fewshot", "core_seed", "eval_set", "eval_dir", "experiment", "micro_batch",
         "dist_timeout_s"}
     assert set(not_fingerprinted(VisionParams)) == {
         "data_root", "download", "data_dir", "rows", "seeds", "checkpoint_every", "workers", "compile", "threads",
@@ -326,7 +327,7 @@ INHERITED_BAD = [
     (lambda d: d["scales"]["tiny"]["lm"].update(threads=0), "scales.tiny -> ", "lm.threads must be > 0; got 0"),
     (lambda d: d["vision"].update(dtype="fp8"), "", "vision.dtype must be one of bfloat16, float32"),
     (lambda d: d["scales"]["micro"]["vision"].update(grad_clip=-1.0), "scales.micro -> ", "vision.grad_clip must be >= 0"),
-    (lambda d: d["lm"].update(out_dri="x"), "", "unknown key 'lm.out_dri'; allowed: shard_url, "),
+    (lambda d: d["lm"].update(out_dri="x"), "", "unknown key 'lm.out_dri'; allowed: dataset, "),
 ]
 
 

@@ -206,6 +206,6 @@ def test_bad_corpus_keys_are_one_line_errors(tmp_path, data, needle):
 
 
 def test_an_empty_source_list_names_both_keys(tmp_path):
-    with pytest.raises(DataError, match=r"no data source: set data\.mirror \(a local file\) or data\.urls"):
+    with pytest.raises(DataError, match=r"no data source: set data\.dataset \(a catalogue data set\), data\.mirror \(a local file\) or data\.urls"):
         prepare(DataParams(corpus="nothing", out_dir=str(tmp_path / "out")))
     assert not (tmp_path / "out").exists()

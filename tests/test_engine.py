@@ -39,7 +39,7 @@ from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
 # The shared data beside the checkout (a worktree's parent may not hold it: then the workspace's).
-SHARED = paths.SHARED / "data"
+SHARED = paths.DATA
 BIN = Path(sys.executable).parent
 # final.json keys that differ between two runs of the same training: timings, the MLflow run,
 # and the params digest (each test's params name its own folders).

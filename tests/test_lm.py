@@ -17,10 +17,11 @@ from kernattn.tracks.lm import core_eval as core, flops, tokenizer as tok
 from kernattn.tracks.lm.bpb import bits_per_byte, evaluate_bpb
 from kernattn.tracks.lm.data import DataError, read_jsonl_docs
 from kernattn.tracks.lm.model import GPT, Attention, GPTConfig, build_model, layer_windows
+from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
-C4 = REPO.parent / "shared" / "data" / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"
-EVAL = REPO.parent / "shared" / "data" / "eval"
+C4 = paths.C4
+EVAL = paths.EVAL
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
 # the shared data beside the checkout (a worktree's parent may not hold it: then the workspace's)
-SHARED = paths.SHARED / "data"
+SHARED = paths.DATA
 pytestmark = pytest.mark.xdist_group("lm_stages")
 
 
@@ -35,7 +35,7 @@ def write_params(folder: Path, **lm) -> Path:
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     micro = doc["scales"]["micro"]
-    micro["lm"] = {**micro["lm"], "mirror": str(SHARED / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"),
+    micro["lm"] = {**micro["lm"], "dataset": "c4-sample",  # through the data mirror
                    "eval_dir": str(SHARED / "eval"), "data_dir": str(folder / "lm/data"),
                    "out_dir": str(folder / "lm/runs"), **lm}
     doc["tracking"]["enabled"] = False
@@ -171,7 +171,7 @@ def test_compute_budgets_chain_and_a_token_budget(ws, tmp_path):
     assert info["t"]["steps"] == info["m"]["steps"] and [b["row"] for b in info["t"]["budget"]] == ["t", "m", "g"]
 
 
-def test_parquet_shards_are_read_and_pinned_sha256_checked(tmp_path, capsys):
+def test_parquet_shards_are_read_and_pinned_sha256_checked(tmp_path, capsys, monkeypatch):
     """The FineWeb-Edu path without a network: shards already in the cache folder are used
     (a download is only made for a missing one); a wrong pin is a one-line error."""
     import hashlib
@@ -181,22 +181,23 @@ def test_parquet_shards_are_read_and_pinned_sha256_checked(tmp_path, capsys):
 
     from kernattn.fetch import sha256_bytes
 
-    shards = tmp_path / "lm/shards"
+    shards = tmp_path / "mirror/fineweb_edu"  # a data mirror folder, laid out as the catalogue
     shards.mkdir(parents=True)
+    monkeypatch.setenv("KERNATTN_DATA_MIRROR", str(tmp_path / "mirror"))
     texts = [[f"shard {s} document {i}: the café costs 12€ 🙂" for i in range(30)] for s in range(3)]
     for s, docs in enumerate(texts):
         pq.write_table(pa.table({"text": docs}), shards / f"shard_{s:05d}.parquet")
     digests = {str(s): sha256_bytes((shards / f"shard_{s:05d}.parquet").read_bytes()) for s in range(3)}
     bad = {**digests, "1": hashlib.sha256(b"other").hexdigest()}
-    params = write_params(tmp_path, mirror=None, shards=3, shard_sha256=bad, max_docs=None,
-                          shard_url="https://127.0.0.1:9/shard_{index:05d}.parquet")
+    params = write_params(tmp_path, mirror=None, dataset="fineweb-edu-shards", shards=3, shard_sha256=bad,
+                          max_docs=None)
     assert main(["prepare-lm", "--params", str(params)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "shard_00001.parquet: sha256" in err and "lm.shard_sha256[1]" in err
-    params = write_params(tmp_path, mirror=None, shards=3, shard_sha256=digests, max_docs=None,
-                          shard_url="https://127.0.0.1:9/shard_{index:05d}.parquet")
+    params = write_params(tmp_path, mirror=None, dataset="fineweb-edu-shards", shards=3, shard_sha256=digests,
+                          max_docs=None)
     assert main(["prepare-lm", "--params", str(params)]) == 0
     meta = json.loads((tmp_path / "lm/data/meta.json").read_text())
-    assert meta["source"]["kind"] == "download" and meta["source"]["shards"] == digests
+    assert meta["source"]["kind"] == "catalogue" and meta["source"]["shards"] == digests
     assert meta["train_docs"] == 60 and meta["val_docs"] == 30  # the last shard is validation
     assert meta["train_bytes"] == sum(len(d.encode()) for docs in texts[:2] for d in docs)

@@ -127,14 +127,14 @@ def test_every_unknown_key_of_a_source_is_named_with_the_source(tmp_path):
         dag_smk.load(str(PARAMS), settings(tmp_path, doc))
     assert str(err.value.code) == (
         f"kernattn: error: {tmp_path / 'c0.yaml'}: unknown keys 'trian', 'matrix.rowz'; allowed: at the top: data, model, train, "
-        "tracking, matrix, report, analysis, bench, vision, lm, studies, scale, scales; in matrix: seeds, rows, only")
+        "tracking, matrix, report, analysis, bench, vision, lm, studies, datasets, scale, scales; in matrix: seeds, rows, only")
     with pytest.raises(ParamsError, match=r"^--config: unknown keys 'lm\.depht', 'scales\.tiny\.trian', "
-                                          r"'scales\.tiny\.train\.lrr'; allowed: in lm: shard_url, .*; "
+                                          r"'scales\.tiny\.train\.lrr'; allowed: in lm: dataset, .*; "
                                           r"in scales\.tiny: data, model, .*; in scales\.tiny\.train: batch_size, "):
         load_params(PARAMS, None, [("--config", {"lm": {"depht": 3}, "scales": {"tiny": {"trian": 1, "train": {"lrr": 1}}}})])
     # in the params file itself too, nested entries included (a data.urls entry)
     doc = full_copy()
-    doc["train"]["lr_max"], doc["data"]["urls"][0] = 1, {"url": "https://x.org/a.txt", "sha": "0" * 64}
+    doc["train"]["lr_max"], doc["data"]["urls"] = 1, [{"url": "https://x.org/a.txt", "sha": "0" * 64}]
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ParamsError, match=rf"^{path}: unknown keys 'data\.urls\[0\]\.sha', 'train\.lr_max'; "

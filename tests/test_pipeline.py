@@ -16,12 +16,13 @@ import yaml
 
 from kernattn.cli import main
 from kernattn.config import load_params
+from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
-MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
+MIRROR = paths.DICKENS
 BIN = Path(sys.executable).parent
-FASHION = REPO.parent / "shared" / "data" / "images" / "fashion_mnist"
-LM_MIRROR = REPO.parent / "shared" / "data" / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"
+FASHION = paths.FASHION
+LM_MIRROR = paths.C4
 
 
 def env() -> dict:
@@ -42,16 +43,12 @@ def workspace(tmp_path: Path) -> Path:
 
 def make_workspace(ws: Path) -> Path:
     """A copy of the pipeline's top level with params.yaml set to the micro scale."""
-    assert MIRROR.is_file(), f"{MIRROR} is missing: tests read the shared data beside the repository"
+    assert MIRROR.is_file(), f"{MIRROR} is missing: set KERNATTN_DATA_MIRROR (tests/paths.py)"
     ws.mkdir()
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
     (ws / "src").symlink_to(REPO / "src")  # the code DVC stages depend on
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
-    doc["scales"]["micro"]["data"]["mirror"] = str(MIRROR)
-    doc["scales"]["micro"]["vision"]["data_root"] = str(FASHION)
-    doc["scales"]["micro"]["lm"]["mirror"] = str(LM_MIRROR)
-    doc["scales"]["micro"]["lm"]["eval_dir"] = str(REPO.parent / "shared" / "data" / "eval")
     doc["report"]["mlflow_ui"] = None
     (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return ws

@@ -19,10 +19,9 @@ from kernattn.dag import plan as pl
 from kernattn.dag import plan_flops as pf
 from kernattn.stage import Stage
 
-from .paths import DICKENS, REPO, SHARED
+from .paths import DICKENS, FASHION, REPO
 
 PARAMS = REPO / "params.yaml"
-FASHION = SHARED / "data" / "images" / "fashion_mnist"
 
 
 def _counted(step) -> float:

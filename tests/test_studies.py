@@ -23,11 +23,10 @@ from kernattn.tracks.char.corpus import (
     strip_gutenberg,
 )
 from kernattn.tracks.char.data import encode
+from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
-# the shared data beside the repository; a worktree elsewhere names the mirror the way prepare does
-DICKENS = Path(os.environ.get("KERNATTN_DATA_MIRROR")
-               or REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz")
+DICKENS = paths.DICKENS
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -23,8 +23,7 @@ from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
 # the shared data beside the checkout (a worktree's parent may not hold it: then the workspace's)
-SHARED = paths.SHARED
-FASHION = SHARED / "data" / "images" / "fashion_mnist"
+FASHION = paths.FASHION
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +78,7 @@ def test_a_file_with_the_wrong_content_is_refused(tmp_path):
     for name in vdata.FASHION_FILES:
         (tmp_path / name).write_bytes(gzip.compress((FASHION / name).read_bytes()[:10]))  # not the real content
     with pytest.raises(DataError, match="content sha256"):
-        vdata.fashion_file(str(tmp_path), "train-labels-idx1-ubyte.gz", False)
+        vdata.fashion_file(str(tmp_path), "train-labels-idx1-ubyte.gz")
 
 
 def test_errors_are_one_line(tmp_path, capsys):

@@ -29,10 +29,11 @@ import yaml
 
 from .. import shared_dag
 from . import harness
+from .. import paths
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-MIRROR = REPO.parent / "shared" / "data" / "dickens" / "silesia_dickens.txt.gz"
+MIRROR = paths.DICKENS
 MICRO_RUNS = ("rope-s0", "gpa_dp_m8-s0")
 LM_RUNS = ("base-s0", "gka_tokens-s0", "gka_flops-s0")  # the micro scale's LM track
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -57,20 +58,19 @@ def base_env(**extra) -> dict:
 
 
 def make_workspace(root: Path, *, tracking: dict | None = None, mlflow_ui: str | None = None,
-                   mirror: Path = MIRROR) -> Path:
-    """A copy of the pipeline's top level (Snakefile, src link, params.yaml at micro scale)."""
-    assert MIRROR.is_file(), f"{MIRROR} is missing: tests read the shared data beside the repository"
+                   mirror: Path | None = None) -> Path:
+    """A copy of the pipeline's top level (Snakefile, src link, params.yaml at micro scale); its
+    data sets come from the catalogue, through the data mirror the environment names
+    (`mirror`: the char corpus from that local file instead)."""
+    assert MIRROR.is_file(), f"{MIRROR} is missing: set KERNATTN_DATA_MIRROR (tests/paths.py)"
     ws = root / "ws"
     ws.mkdir(parents=True)
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
     (ws / "src").symlink_to(REPO / "src")
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
-    doc["scales"]["micro"].setdefault("data", {})["mirror"] = str(mirror)
-    doc["scales"]["micro"]["vision"]["data_root"] = str(REPO.parent / "shared/data/images/fashion_mnist")
-    shared = REPO.parent / "shared" / "data"
-    doc["scales"]["micro"]["lm"].update(mirror=str(shared / "fineweb_edu" / "c4-sample.00000-of-00001.json.gz"),
-                                        eval_dir=str(shared / "eval"))
+    if mirror is not None:
+        doc["scales"]["micro"].setdefault("data", {})["mirror"] = str(mirror)
     doc["tracking"].update(tracking or {"enabled": False})
     doc["report"]["mlflow_ui"] = mlflow_ui
     (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))

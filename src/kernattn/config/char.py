@@ -50,9 +50,12 @@ class DataParams:
     # A name of the user's choosing: outputs go to the {corpus} of out_dir (and of any other
     # path or name that uses it, e.g. tracking.experiment).
     corpus: str = field(default="dickens", metadata=corpus_name())
-    # Texts downloaded and concatenated in this order: each a URL, or {url, sha256} to pin it.
+    # A data set of the catalogue (kernattn/datasets/catalogue.yaml), its texts concatenated in
+    # order: found in the data mirror or the cache, else downloaded and verified.
+    dataset: str | None = field(default=None, metadata={"doc": "a catalogue data set name"})
+    # Your own texts, read when data.dataset is null: each a URL, or {url, sha256} to pin it.
     urls: tuple[UrlSource, ...] = ()
-    # A local file (.txt or .txt.gz) read instead of data.urls; KERNATTN_DATA_MIRROR overrides.
+    # A local file (.txt or .txt.gz) read instead of data.dataset and data.urls.
     mirror: str | None = None
     # sha256 of the mirror file as stored or of its decompressed content (None: not checked).
     sha256: str | None = field(default=None, metadata=sha256_hex())

@@ -52,6 +52,18 @@ def run_default(name: str, default):
 
 
 @dataclass(frozen=True)
+class DatasetsParams:
+    """Where the catalogued data sets are found (kernattn.datasets): a read-only mirror folder
+    laid out as the catalogue's paths, else the cache (filled by downloads). The environment
+    (KERNATTN_DATA_MIRROR, KERNATTN_DATA_HOME) wins: it is the machine's own answer."""
+
+    # A folder laid out as the catalogue (dickens/, eval/, fineweb_edu/, images/); None: none.
+    mirror: str | None = field(default=None, metadata=NOFP)
+    # The download cache (None: the per-user cache folder, ~/.cache/kernattn on Linux).
+    home: str | None = field(default=None, metadata=NOFP)
+
+
+@dataclass(frozen=True)
 class TrackingParams:
     # MLflow tracking URI: sqlite:///path (a local store) or http://127.0.0.1:PORT (a server).
     uri: str = "sqlite:///results/mlflow/mlflow.db"

@@ -47,8 +47,9 @@ class LMParams(RunSettings):
     """The LM track; the runtime fields (device, dtype, grad_clip, ...) are RunSettings'."""
 
     # ---- data: FineWeb-Edu parquet shards (downloaded) or a local jsonl(.gz) mirror
-    # nanochat's shuffled FineWeb-Edu shards; {index:05d} is the shard number.
-    shard_url: str = field(default="https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main/shard_{index:05d}.parquet", metadata=NOFP)
+    # The documents: a catalogue data set (kernattn/datasets/catalogue.yaml): a template one
+    # (fineweb-edu-shards, nanochat's parquet shards) or a jsonl(.gz) of {"text": ...} documents.
+    dataset: str | None = field(default="fineweb-edu-shards", metadata=NOFP)
     shards: int = field(default=240, metadata=positive("training shards (the last one is validation)"))
     # Expected sha256 per shard file, "index: hex" (empty: recorded in the manifest, not checked).
     shard_sha256: dict[str, str] = field(default_factory=dict)
@@ -125,7 +126,9 @@ class LMParams(RunSettings):
     # Few-shot examples per task (DCLM's CORE: 0 for all six of the paper's subset).
     core_fewshot: dict[str, int] = field(default_factory=lambda: {t: 0 for t in CORE_TASKS}, metadata=NOFP)
     core_seed: int = field(default=1234, metadata=nonneg(**NOFP))
-    eval_dir: str = field(default="../shared/data/eval", metadata=NOFP)
+    # The CORE task files: a catalogue data set, or your own folder of the same files (eval_dir wins).
+    eval_set: str | None = field(default="core-tasks", metadata=NOFP)
+    eval_dir: str | None = field(default=None, metadata=NOFP)
     experiment: str = field(default="kernattn-lm-{scale}", metadata=NOFP)
 
     def model_dim(self) -> int:

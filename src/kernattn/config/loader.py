@@ -47,7 +47,7 @@ from . import char, common, lm, studies, vision  # submodules of this package (n
 from .schema import build, deep_merge, fill_placeholders, unknown_keys, unknown_keys_error
 
 SCALE_ENV = "KERNATTN_SCALE"
-MIRROR_ENV = "KERNATTN_DATA_MIRROR"
+MIRROR_ENV = "KERNATTN_DATA_MIRROR"  # a data mirror folder (kernattn.datasets.locate)
 # A YAML file of overrides that every load_params applies (`kernattn --overrides FILE`
 # sets it for one stage: how Snakemake's --config reaches the commands its rules run).
 OVERRIDES_ENV = "KERNATTN_OVERRIDES"
@@ -67,6 +67,7 @@ class Params:
     vision: vision.VisionParams
     lm: lm.LMParams
     studies: studies.StudiesParams
+    datasets: common.DatasetsParams = field(default_factory=common.DatasetsParams)
     path: str = "params.yaml"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     # What the override sources changed of the params file at this scale, in the file's
@@ -91,6 +92,7 @@ SECTIONS = {
     "vision": vision.VisionParams,
     "lm": lm.LMParams,
     "studies": studies.StudiesParams,
+    "datasets": common.DatasetsParams,
 }
 
 Overrides = Union[dict, "list[tuple[str, dict]]", None]
@@ -128,9 +130,7 @@ def load_params(path: str | os.PathLike = "params.yaml", scale: str | None = Non
     changes = _changed(base.at(chosen), merged)
     if chosen != "paper" and chosen not in base.scales and changes:
         changes["scales"] = {chosen: {}}  # a scale only a source defines: `changes` must name it
-    if mirror := os.environ.get(MIRROR_ENV):
-        merged = {**merged, "data": {**merged["data"], "mirror": mirror}}
-    if sources or mirror:
+    if sources:
         params = _params(merged, chosen, path)
     return dataclasses.replace(params, changes=changes) if changes else params
 
@@ -259,10 +259,23 @@ def _params(merged: dict, scale: str, where) -> Params:
 def _checked(params: Params, where: str) -> Params:
     """Every cross-key check, with `where` (file and scale) leading the message."""
     char.check(params, where)
+    _check_datasets(params, where)
     params.vision.check(where)
     lm.check(params.lm, where)
     studies.check(params, where)
     return params
+
+
+def _check_datasets(params: Params, where: str) -> None:
+    """Every data set a key names is one of the catalogue's."""
+    from ..datasets import catalogue
+
+    known = catalogue.load()
+    for key, name in (("data.dataset", params.data.dataset), ("lm.dataset", params.lm.dataset),
+                      ("lm.eval_set", params.lm.eval_set)):
+        if name and name not in known:
+            raise ParamsError(f"{where}{key}: unknown data set {name!r}; the catalogue has "
+                              f"{', '.join(sorted(known))} (`kernattn data list`)")
 
 
 # libyaml's safe loader where PyYAML was built with it (the wheels are): params.yaml parses in

@@ -130,15 +130,19 @@ def lm_work(p: Params, run: RunSpec) -> Work:
     return Work(train, fwd, lm.batch_size * lm.grad_accum, steps, evals)
 
 
-def core_sequences(lm) -> int | None:
-    """CORE's sequences (one per choice or context) over its tasks; None without the eval data."""
+def core_sequences(params) -> int | None:
+    """CORE's sequences (one per choice or context) over its tasks; None without the eval data
+    (it is not downloaded for a plan)."""
     from ..tracks.lm import core_eval as core
+    from ..tracks.lm.data import eval_folder
 
-    if not Path(lm.eval_dir).is_dir():
+    folder = eval_folder(params, download=False)
+    if folder is None or not folder.is_dir():
         return None
+    lm = params.lm
     total = 0
     for task in lm.core_fewshot:
-        for item in core.load_task(lm.eval_dir, task, lm.core_items):
+        for item in core.load_task(folder, task, lm.core_items):
             total += len(item.choices) or len(item.contexts) or 1
     return total
 
@@ -149,7 +153,7 @@ def lm_eval_work(p: Params, run: RunSpec) -> Work:
     cfg, build = _lm_model(lm, run)
     _, fwd = count_sample(build, _tokens(cfg.vocab_size, cfg.context), _token_loss, lambda m, xy: m(xy[0]))
     windows = 2 * max(1, lm.bpb_tokens // cfg.context)
-    return Work(0.0, fwd, 0, 0, windows + (core_sequences(lm) or 0))
+    return Work(0.0, fwd, 0, 0, windows + (core_sequences(p) or 0))
 
 
 def vision_sizes(p: Params) -> tuple[int, int, int, int]:

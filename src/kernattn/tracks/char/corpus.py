@@ -3,9 +3,11 @@
     kernattn prepare [--params params.yaml] [--scale tiny]
 
 `data.corpus` is the corpus's name (outputs in data.out_dir, by default
-results/<scale>/data/<corpus>). Source: `data.mirror` (or env KERNATTN_DATA_MIRROR; a local
-.txt or .txt.gz, a relative path is relative to the current folder) when set, else every URL
-of `data.urls` downloaded and concatenated in order. Each download is verified before use
+results/<scale>/data/<corpus>). Source: `data.mirror` (a local .txt or .txt.gz, a relative
+path is relative to the current folder) when set; else `data.dataset`, a data set of the
+catalogue (its files found in the data mirror folder or the cache, else downloaded and verified:
+kernattn.datasets), concatenated in order; else every URL of `data.urls` downloaded and
+concatenated in order. Each download is verified before use
 against its pinned sha256 (an entry `{url: ..., sha256: ...}`) or, unpinned, against the
 sha256 recorded in <out_dir>.downloads/SHA256SUMS on its first fetch, and cached there (see
 fetch.fetch_verified). `data.sha256`, when set, must equal the sha256 of the mirror file as
@@ -14,7 +16,7 @@ stored (or of its decompressed content).
 Cleaning, in this order (every step is counted in meta.json under "cleaning"):
 1. decode: strict UTF-8 (an invalid byte is an error naming the file and byte offset), except
    for files in KNOWN_SOURCES, pinned by the sha256 of their content: the Silesia `dickens`
-   file (shared/data/dickens/silesia_dickens.txt.gz) is CP437, as its 8 accented letters show.
+   file (the catalogue's silesia-dickens) is CP437, as its 8 accented letters show.
 2. newlines: CRLF and lone CR -> LF (U+2028/U+2029 too).
 3. `data.clean: gutenberg` only: Project Gutenberg boilerplate. The text between "*** START OF
    THE PROJECT GUTENBERG EBOOK" and "*** END OF ..." lines is kept; for older files, between
@@ -46,7 +48,7 @@ Read them with kernattn.tracks.char.data.load_split / load_vocab / decode.
 from __future__ import annotations
 
 import argparse
-import os
+import dataclasses
 import re
 import time
 import unicodedata
@@ -56,7 +58,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config import MIRROR_ENV, DataParams, ParamsError, load_params
+from ...config import DataParams, ParamsError, load_params
+from ...datasets import Where, dataset, locate
 from ...io import atomic_dir, atomic_write_json
 from .data import VOCAB_FILE, META_FILE, SPLIT_FILES
 from ...fetch import DataError, Source, decode_utf8, fetch_verified, read_local, sha256_bytes
@@ -202,19 +205,21 @@ def build_vocab(text: str) -> tuple[list[str], np.ndarray]:
 
 # --------------------------------------------------------------------------- the stage
 def _mirror_hint(data: DataParams, params_path: str, scale: str | None) -> str:
-    if os.environ.get(MIRROR_ENV) and os.environ.get(MIRROR_ENV) == data.mirror:
-        where = f"the environment variable {MIRROR_ENV}"
-    else:
-        where = f"data.mirror in {params_path}" + (f" (scale {scale})" if scale else "")
+    where = f"data.mirror in {params_path}" + (f" (scale {scale})" if scale else "")
     return (f"; fix {where} to point to the {data.corpus} text (.txt or .txt.gz), "
-            f"or set data.mirror to null to download data.urls")
+            f"or set data.mirror to null to read data.dataset or data.urls")
 
 
-def _read_sources(data: DataParams, params_path: str, scale: str | None) -> list[Source]:
+def _read_sources(data: DataParams, params_path: str, scale: str | None, where: Where | None) -> list[Source]:
     if data.mirror:
         return [read_local(data.mirror, hint=_mirror_hint(data, params_path, scale))]
+    if data.dataset and not data.urls:
+        where = where or Where.from_params()
+        files = dataset(data.dataset, f"data.dataset in {params_path}").files
+        return [dataclasses.replace(read_local(locate(f, where)), kind="catalogue") for f in files]
     if not data.urls:
-        raise DataError(f"{params_path}: no data source: set data.mirror (a local file) or data.urls")
+        raise DataError(f"{params_path}: no data source: set data.dataset (a catalogue data set), "
+                        f"data.mirror (a local file) or data.urls")
     if data.sha256:
         raise DataError(f"{params_path}: data.sha256 pins the local file data.mirror, which is not set; "
                         f"pin a download in its data.urls entry instead: {{url: ..., sha256: ...}}")
@@ -232,6 +237,8 @@ def downloads_dir(data: DataParams) -> Path:
 def _check_sha256(data: DataParams, sources: list[Source]) -> bool:
     """data.sha256 against the mirror file (as stored, or its decompressed content); downloads
     were checked one by one as they were fetched."""
+    if sources[0].kind == "catalogue":
+        return True  # every file verified against the catalogue's sha256 as it was located
     if not data.sha256 or sources[0].kind != "mirror":
         return all(u.sha256 for u in data.urls) if sources[0].kind == "download" else False
     expected = data.sha256.strip().lower()
@@ -299,13 +306,14 @@ def _split(text: str, data: DataParams, name: str, n_clean: int) -> tuple[int, l
     return n_train, chars, ids
 
 
-def prepare(data: DataParams, *, params_path: str = "params.yaml", scale: str | None = None) -> dict:
+def prepare(data: DataParams, *, params_path: str = "params.yaml", scale: str | None = None,
+            where: Where | None = None) -> dict:
     """Run the stage for `data`; returns meta (also written to out_dir/meta.json).
 
     Raises DataError (one line) on bad input; nothing is written then.
     """
     t0 = time.perf_counter()
-    sources = _read_sources(data, params_path, scale)
+    sources = _read_sources(data, params_path, scale, where)
     raw_sha256 = (sources[0].stored_sha256 if len(sources) == 1
                   else sha256_bytes(b"".join(s.stored for s in sources)))
     sha_checked = _check_sha256(data, sources)
@@ -323,6 +331,7 @@ def prepare(data: DataParams, *, params_path: str = "params.yaml", scale: str | 
         "source_kind": kind,
         "mirror": data.mirror if kind == "mirror" else None,
         "mirror_resolved": str(Path(data.mirror).expanduser().resolve()) if kind == "mirror" else None,
+        "dataset": data.dataset if kind == "catalogue" else None,
         "urls": [u.url for u in data.urls] if kind == "download" else [],
         "sources": records,
         "raw_sha256": raw_sha256,
@@ -357,11 +366,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         params = load_params(args.params, args.scale)
-        meta = prepare(params.data, params_path=params.path, scale=params.scale)
+        meta = prepare(params.data, params_path=params.path, scale=params.scale, where=Where.from_params(params))
     except (ParamsError, DataError) as exc:
         raise UsageError(str(exc)) from None
     rec = meta["sources"]
-    where = meta["mirror"] if meta["source_kind"] == "mirror" else f"{len(rec)} URLs"
+    where = {"mirror": meta["mirror"], "catalogue": f"data set {meta['dataset']}"}.get(meta["source_kind"],
+                                                                                     f"{len(rec)} URLs")
     cl = meta["cleaning"]
     print(f"prepared corpus {meta['corpus']!r} in {params.data.out_dir} from {where} ({meta['seconds']:.1f} s)")
     print(f"  chars {meta['n_chars']:,}  vocab {meta['vocab_size']}  "

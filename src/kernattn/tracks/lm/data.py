@@ -2,12 +2,13 @@
 
     kernattn prepare-lm [--params params.yaml] [--scale tiny]
 
-Documents come from `lm.mirror` when set (a local jsonl or jsonl.gz of {"text": ...}; the
-tiny and micro scales use ../shared/data/fineweb_edu/, which is a 1,000-document C4 sample,
-NOT FineWeb-Edu), else from `lm.shards` FineWeb-Edu parquet shards (column `text`) downloaded
-from `lm.shard_url` (nanochat's shuffled copy) into <data_dir>/../shards/, each checked against
-`lm.shard_sha256[index]` when given and recorded in shards.json either way. The last shard
-(mirror: the last `val_docs` documents) is the validation split.
+Documents come from `lm.mirror` when set (your local jsonl or jsonl.gz of {"text": ...}), else
+from the catalogue's `lm.dataset` (kernattn.datasets: the data mirror, the cache, or a verified
+download): a jsonl(.gz) (the tiny and micro scales' c4-sample, 1,000 C4 documents, NOT
+FineWeb-Edu) or a template data set, the first `lm.shards` FineWeb-Edu parquet shards (column
+`text`, nanochat's shuffled copy), each checked against `lm.shard_sha256[index]` when given and
+recorded in shards.json either way. The last shard (a jsonl: the last `val_docs` documents) is
+the validation split.
 
 The tokenizer is trained on the training documents only (the first `tokenizer_chars`
 characters of them). Every document becomes [BOS] + its tokens; the splits are the
@@ -25,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...fetch import DataError, download, read_local, sha256_bytes
-from ...io import atomic_dir, atomic_path, atomic_write_json
+from ...datasets import Where, dataset, locate, locate_folder, status
+from ...fetch import DataError, read_local, sha256_bytes
+from ...io import atomic_dir, atomic_write_json
 from . import tokenizer as tok
 from .stages import load_stage
 
@@ -52,23 +54,25 @@ def read_jsonl_docs(path: str | Path) -> list[str]:
     return docs
 
 
-def shard_path(data_dir: str | Path, index: int) -> Path:
-    return Path(data_dir).parent / "shards" / f"shard_{index:05d}.parquet"
+def fetch_shards(lm, where: Where) -> list[tuple[Path, str]]:
+    """The first lm.shards shards of the template data set lm.dataset, each found or fetched
+    through the catalogue (checked against lm.shard_sha256[index] when pinned); -> (path, sha256)."""
+    ds = dataset(lm.dataset, "lm.dataset")
+    return [(path, sha256_bytes(path.read_bytes())) for path in
+            (locate(f, where) for f in ds.shards(lm.shards, lm.shard_sha256))]
 
 
-def fetch_shard(lm, index: int) -> tuple[Path, str]:
-    """Download shard `index` once (atomic), check its pinned sha256; -> (path, sha256)."""
-    path = shard_path(lm.data_dir, index)
-    pinned = lm.shard_sha256.get(str(index))
-    if not path.is_file():
-        src = download(lm.shard_url.format(index=index))
-        with atomic_path(path) as tmp:
-            Path(tmp).write_bytes(src.stored)
-    digest = sha256_bytes(path.read_bytes())
-    if pinned and digest != pinned:
-        raise DataError(f"{path}: sha256 {digest} differs from lm.shard_sha256[{index}] = {pinned}; "
-                        f"delete the file to download it again, or fix the pin")
-    return path, digest
+def eval_folder(params, download: bool = True) -> Path | None:
+    """The folder of the CORE task files: lm.eval_dir, else the catalogue's lm.eval_set (found in the
+    mirror or the cache, else downloaded; None when `download` is false and it is not here)."""
+    lm = params.lm
+    if lm.eval_dir:
+        return Path(lm.eval_dir)
+    files = dataset(lm.eval_set, "lm.eval_set").files
+    where = Where.from_params(params, progress=download)
+    if not download and any(status(f, where)[0] == "missing" for f in files):
+        return None
+    return locate_folder(files, where, download)
 
 
 def read_parquet_docs(path: Path) -> list[str]:
@@ -81,24 +85,30 @@ def read_parquet_docs(path: Path) -> list[str]:
                         f"download it again") from None
 
 
-def sources(lm) -> tuple[Callable[[], Iterator[list[str]]], Callable[[], Iterator[list[str]]], dict]:
+def sources(lm, where: Where | None = None) -> tuple[Callable[[], Iterator[list[str]]], Callable[[], Iterator[list[str]]], dict]:
     """(train groups, val groups, provenance): each a function returning an iterator over lists
     of documents (one list per shard), so a split can be read twice (tokenizer, then encoding)
     without holding more than one shard in memory."""
-    if lm.mirror:
-        docs = read_jsonl_docs(lm.mirror)
+    where = where or Where.from_params()
+    ds = dataset(lm.dataset, "lm.dataset") if lm.dataset and not lm.mirror else None
+    if ds is None or not ds.template:
+        if ds is None and not lm.mirror:
+            raise DataError("no LM documents: set lm.dataset (a catalogue data set) or lm.mirror (a local jsonl)")
+        path = lm.mirror or str(locate(ds.files[0], where))
+        docs = read_jsonl_docs(path)
         if lm.max_docs:
             docs = docs[: lm.max_docs]
         if len(docs) <= lm.val_docs:
-            raise DataError(f"{lm.mirror}: {len(docs)} documents, not more than lm.val_docs={lm.val_docs}; "
+            raise DataError(f"{path}: {len(docs)} documents, not more than lm.val_docs={lm.val_docs}; "
                             f"lower lm.val_docs")
-        prov = {"kind": "mirror", "path": lm.mirror, "sha256": sha256_bytes(Path(lm.mirror).read_bytes()),
-                "note": "local mirror; ../shared/data/fineweb_edu/ holds a C4 sample, not FineWeb-Edu"}
+        prov = {"kind": "mirror" if lm.mirror else "catalogue", "path": path, "dataset": lm.dataset if ds else None,
+                "note": ds.title if ds else "your local file (lm.mirror)",
+                "sha256": sha256_bytes(Path(path).read_bytes())}
         train, val = docs[: -lm.val_docs], docs[-lm.val_docs:]
         return (lambda: iter([train])), (lambda: iter([val])), prov
     if lm.shards < 2:
         raise DataError("lm.shards must be >= 2 when downloading (the last shard is validation)")
-    shards = [fetch_shard(lm, i) for i in range(lm.shards)]
+    shards = fetch_shards(lm, where)
     atomic_write_json(Path(lm.data_dir).parent / "shards.json",
                       {str(i): {"path": str(p), "sha256": d} for i, (p, d) in enumerate(shards)})
 
@@ -111,7 +121,7 @@ def sources(lm) -> tuple[Callable[[], Iterator[list[str]]], Callable[[], Iterato
             if docs:
                 yield docs
 
-    prov = {"kind": "download", "url": lm.shard_url, "shards": {str(i): d for i, (_, d) in enumerate(shards)}}
+    prov = {"kind": "catalogue", "dataset": lm.dataset, "shards": {str(i): d for i, (_, d) in enumerate(shards)}}
     return train, (lambda: iter([read_parquet_docs(shards[-1][0])])), prov
 
 
@@ -148,8 +158,8 @@ def write_stream(enc, groups: Iterable[list[str]], path: Path) -> dict:
     return {"docs": n_docs, "tokens": n_tokens, "bytes": n_bytes}
 
 
-def prepare(lm) -> dict:
-    train, val, prov = sources(lm)
+def prepare(lm, where: Where | None = None) -> dict:
+    train, val, prov = sources(lm, where)
     enc = tok.train_bpe(capped((d for docs in train() for d in docs), lm.tokenizer_chars), lm.vocab_size)
     with atomic_dir(lm.data_dir) as tmp:
         counts = {split: write_stream(enc, groups(), tmp / f"{split}.npy") for split, groups in
@@ -167,9 +177,10 @@ def run(args: argparse.Namespace) -> int:
     params, _ = load_stage(args, with_run=False)
     lm = params.lm
     try:
-        meta = prepare(lm)
+        meta = prepare(lm, Where.from_params(params))
+        core_dir = eval_folder(params)  # fetched here, in the data stage, not by every rank of eval-lm
     except (DataError, tok.TokenizerError) as exc:
         raise UsageError(str(exc)) from None
     print(f"kernattn prepare-lm: {meta['train_tokens']:,} train / {meta['val_tokens']:,} val tokens, "
-          f"vocab {meta['vocab_size']} -> {lm.data_dir}")
+          f"vocab {meta['vocab_size']} -> {lm.data_dir}; CORE tasks in {core_dir}")
     return 0

@@ -27,6 +27,7 @@ import time
 import numpy as np
 import torch
 
+from ...fetch import DataError
 from ...io import atomic_write_json
 from ...engine import resolve_device
 from ...engine.dist import World, device_of, process_group, world_from_env
@@ -34,6 +35,7 @@ from ...engine.options import add_world_options
 from . import core_eval as core
 from . import tokenizer as tok
 from .bpb import evaluate_bpb
+from .data import eval_folder
 from ...config import RunSpec
 from .model import GPT
 from .stages import add_run_argument, eval_path, load_stage, run_dir
@@ -75,7 +77,7 @@ def evaluate_run(params, run: RunSpec, world: World | None = None) -> dict:
             head = np.asarray(load_stream(lm.data_dir, split, lm.context)[: lm.bpb_tokens + 1], dtype=np.int64)
             bpb[split] = evaluate_bpb(model, torch.from_numpy(head), token_bytes, lm.context, lm.batch_size,
                                       lm.bpb_tokens, autocast, world)
-        core_res = core.evaluate_core(model_fn, enc, lm.eval_dir, lm.context, lm.core_items, lm.core_fewshot,
+        core_res = core.evaluate_core(model_fn, enc, eval_folder(params), lm.context, lm.core_items, lm.core_fewshot,
                                       lm.core_seed, tok.bos_id(enc), world)
     c = run.compute
     return {"run_id": run.run_id, "row": run.row, "variant": run.variant, "options": run.options,
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     world = world_from_env()
     try:
         result = evaluate_run(params, spec, world)
-    except (core.EvalDataError, tok.TokenizerError) as exc:
+    except (core.EvalDataError, tok.TokenizerError, DataError) as exc:
         raise UsageError(str(exc)) from None
     if not world.main:  # rank 0 writes the one file
         return 0

@@ -8,11 +8,11 @@ writes vision.data_dir/ atomically (the folder appears whole or not at all):
 ImageNet is not copied: meta.json records the ImageFolder root and its classes, and training
 reads the folder itself.
 
-Fashion-MNIST is read from `vision.data_root` (a folder with the four original idx .gz files;
-the tiny and micro scales use ../shared/data/images/fashion_mnist) or, with data_root null and
-download true, fetched from the authors' URLs. Either way each file's decompressed content must
-match its pinned sha256 (the idx files are byte-identical upstream and in the Debian mirror,
-whose gzip headers differ), and a download is only used once complete and verified.
+Fashion-MNIST is read from `vision.data_root` when set (your folder with the four original idx
+.gz files), else from the catalogue's fashion-mnist (kernattn.datasets: the data mirror, the
+cache, or a verified download from the authors' site). Either way each file's decompressed
+content must match its pinned sha256 (the idx files are byte-identical upstream and in the
+Debian mirror, whose gzip headers differ). ImageNet is always the user's folder (data_root).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ import numpy as np
 import torch
 
 from ...errors import UsageError
-from ...fetch import DataError, download, read_local
+from ...datasets import Where, dataset, locate_folder
+from ...fetch import DataError, read_local
 from ...io import atomic_dir
 from ...config import load_params
 
 
-FASHION_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 # sha256 of each file's decompressed idx content (shared/data/README.md).
 FASHION_FILES = {
     "train-images-idx3-ubyte.gz": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
@@ -66,16 +66,10 @@ def parse_idx(data: bytes, name: str) -> np.ndarray:
     return body.reshape(dims)
 
 
-def fashion_file(root: str | None, name: str, allow_download: bool) -> tuple[np.ndarray, str]:
+def fashion_file(root: str | Path, name: str) -> tuple[np.ndarray, str]:
     """One Fashion-MNIST idx file, verified against its pinned content sha256."""
     want = FASHION_FILES[name]
-    if root is not None:
-        src = read_local(Path(root) / name, " (vision.data_root must hold the four Fashion-MNIST idx .gz files)")
-    elif allow_download:
-        src = download(FASHION_URL + name)
-    else:
-        raise DataError("vision.data_root is null and vision.download is false: give the folder of the "
-                        "Fashion-MNIST idx files or set vision.download: true")
+    src = read_local(Path(root) / name, " (vision.data_root must hold the four Fashion-MNIST idx .gz files)")
     if src.content_sha256 != want:
         raise DataError(f"{src.source}: content sha256 {src.content_sha256[:16]}... is not Fashion-MNIST's "
                         f"{want[:16]}...; the file is corrupt or another data set")
@@ -86,10 +80,11 @@ def _subset(images: np.ndarray, labels: np.ndarray, n: int | None):
     return (images[:n], labels[:n]) if n is not None else (images, labels)
 
 
-def load_fashion(vp) -> tuple[dict, dict, dict]:
+def load_fashion(vp, where: Where | None = None) -> tuple[dict, dict, dict]:
+    root = vp.data_root or locate_folder(dataset("fashion-mnist").files, where or Where.from_params())
     arrays, sums = {}, {}
     for name in FASHION_FILES:
-        arrays[name], sums[name] = fashion_file(vp.data_root, name, vp.download)
+        arrays[name], sums[name] = fashion_file(root, name)
     out = {}
     for split, prefix, n in (("train", "train", vp.train_subset), ("val", "t10k", vp.val_subset)):
         imgs, labels = _subset(arrays[f"{prefix}-images-idx3-ubyte.gz"], arrays[f"{prefix}-labels-idx1-ubyte.gz"], n)
@@ -135,12 +130,12 @@ def imagenet_folders(vp):
 
 
 # ----------------------------------------------------------------------------- prepare
-def prepare(vp) -> Path:
+def prepare(vp, where: Where | None = None) -> Path:
     out = Path(vp.data_dir)
     meta = {"dataset": vp.dataset, "train_subset": vp.train_subset, "val_subset": vp.val_subset}
     with atomic_dir(out) as tmp:
         if vp.dataset in IN_MEMORY:
-            train, val, info = load_fashion(vp) if vp.dataset == "fashion_mnist" else load_cifar(vp)
+            train, val, info = load_fashion(vp, where) if vp.dataset == "fashion_mnist" else load_cifar(vp)
             torch.save(train, tmp / "train.pt")
             torch.save(val, tmp / "val.pt")
             h = hashlib.sha256()
@@ -244,7 +239,7 @@ def datasets_for(vp, train_transform: bool = True):
 def run(args: argparse.Namespace) -> int:
     params = load_params(args.params, args.scale)
     try:
-        out = prepare(params.vision)
+        out = prepare(params.vision, Where.from_params(params))
     except DataError as exc:
         raise UsageError(str(exc)) from None
     meta = json.loads((out / "meta.json").read_text())
