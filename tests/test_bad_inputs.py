@@ -34,7 +34,7 @@ MIRROR = paths.DICKENS
 def env() -> dict:
     e = dict(os.environ)
     e["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{e.get('PYTHONPATH', '')}"
-    for key in ("KERNATTN_SCALE", "KERNATTN_DATA_MIRROR", "KERNATTN_DEBUG_HOLD_AT_STEP"):
+    for key in ("KERNATTN_SCALE", "KERNATTN_DEBUG_HOLD_AT_STEP"):
         e.pop(key, None)
     return e
 

@@ -34,7 +34,7 @@ def synthetic_text(n_words: int = 1500, seed: int = 0) -> str:
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for key in ("KERNATTN_DATA_MIRROR", "KERNATTN_SCALE"):
+    for key in ("KERNATTN_SCALE",):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv(OVERRIDES_ENV, "")  # so that monkeypatch restores what --overrides sets
     threads = torch.get_num_threads()  # the train stage sets train.threads: give it back

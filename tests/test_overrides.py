@@ -45,7 +45,7 @@ def differences(a: Params, b: Params) -> dict[str, tuple]:
 
 @pytest.fixture(autouse=True)
 def _no_environment(monkeypatch):
-    for name in ("KERNATTN_SCALE", "KERNATTN_DATA_MIRROR", OVERRIDES_ENV):
+    for name in ("KERNATTN_SCALE", OVERRIDES_ENV):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -1,6 +1,6 @@
 """Getting raw corpus bytes: a local mirror file or an HTTP(S) download, with sha256s.
 
-    src = read_local("../shared/data/dickens/silesia_dickens.txt.gz")   # any .txt / .txt.gz
+    src = read_local("corpus/dickens.txt.gz")   # any .txt / .txt.gz
     src = download("https://www.gutenberg.org/cache/epub/98/pg98.txt")
     src.data             # the content (gunzipped when the file is gzip)
     src.stored_sha256    # sha256 of the bytes as stored / as served

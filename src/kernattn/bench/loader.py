@@ -45,7 +45,7 @@ SIZES = ((500, 375), (375, 500), (500, 333), (320, 240), (640, 480))
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jpegs", type=int, default=64, metavar="N", help="JPEGs to write and read (default 64)")
     parser.add_argument("--fashion", default=None, metavar="DIR",
-                        help="a Fashion-MNIST mirror folder to time as well (e.g. ../shared/data/images/fashion_mnist)")
+                        help="a Fashion-MNIST mirror folder to time as well (e.g. the data cache's images/fashion_mnist)")
     parser.add_argument("--reps", type=int, default=2, metavar="R", help="passes over the images; the best is kept")
     parser.add_argument("--out", default="results/bench/loader.csv", metavar="CSV", help="where to write the rows")
 

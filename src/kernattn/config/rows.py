@@ -30,7 +30,7 @@ from ..errors import ParamsError
 from .schema import positive
 
 MATCH = ("tokens", "flops")
-SEEDS = ("000", "001", "002", "003")   # the documents (../shared/seeds)
+SEEDS = ("000", "001", "002", "003")   # the four documents (seeds/ of the project)
 
 
 def _word(v) -> str | None:

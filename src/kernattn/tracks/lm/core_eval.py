@@ -1,6 +1,6 @@
 """The CORE subset of seed 003 (Table 7), scored the way nanochat scores DCLM's CORE.
 
-Six tasks from ../shared/data/eval/ (formats in its README), three kinds:
+Six tasks, the catalogue's core-tasks (kernattn/datasets/catalogue.yaml), three kinds:
 - multiple_choice (hellaswag_zeroshot, copa, openbook_qa): one context, several
   continuations; the prediction is the continuation with the lowest mean loss per token;
 - schema (winograd, winogrande): several contexts, one shared continuation; the prediction
