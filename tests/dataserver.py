@@ -27,9 +27,16 @@ from urllib.parse import urlsplit
 from kernattn.datasets import catalogue
 
 
-def _candidates(stored: bytes) -> list[bytes]:
+def _served(stored: bytes, url: str, sha256: str | None) -> bytes | None:
+    """What `url` serves, rebuilt from the mirror's file: the first form with its sha256
+    (forms are built lazily: a bzip2 only for a .bz2 URL, the slow one)."""
+    if sha256 is None or hashlib.sha256(stored).hexdigest() == sha256:
+        return stored
     content = gzip.decompress(stored) if stored[:2] == b"\x1f\x8b" else stored
-    return [stored, content, bz2.compress(content, 9), gzip.compress(content, 9, mtime=0)]
+    forms = [lambda: content, lambda: gzip.compress(content, 9, mtime=0)]
+    if url.endswith(".bz2"):
+        forms.append(lambda: bz2.compress(content, 9))
+    return next((body for body in (form() for form in forms) if hashlib.sha256(body).hexdigest() == sha256), None)
 
 
 def served_files(mirror: Path) -> dict[str, bytes]:
@@ -40,10 +47,9 @@ def served_files(mirror: Path) -> dict[str, bytes]:
             path = mirror / f.path
             if not path.is_file():
                 continue
-            cands = _candidates(path.read_bytes())
+            stored = path.read_bytes()
             for s in f.sources:
-                body = cands[0] if s.sha256 is None else next(
-                    (c for c in cands if hashlib.sha256(c).hexdigest() == s.sha256), None)
+                body = _served(stored, s.url, s.sha256)
                 if body is not None:
                     out[urlsplit(s.url).path] = body
     return out
