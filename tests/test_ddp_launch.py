@@ -58,3 +58,30 @@ def test_install_profile_gives_a_stage_gpus_and_nodes(tmp_path, capsys):
     assert main(["install-profile", "--partition", "cpu", "--gpus", "report=2", "--source",
                  str(REPO / "profiles/slurm"), "--dest", str(dest)]) == 2
     assert "set-resources has no entry report" in capsys.readouterr().err
+
+
+class _Resources(dict):
+    """A job's resources as the SLURM plugin reads them (`.get` and attributes)."""
+
+    __getattr__ = dict.get
+
+
+def test_the_plugins_own_sbatch_line_for_two_nodes_of_eight_gpus(tmp_path):
+    """The SLURM executor plugin's get_submit_command on the profile's 2-node entry: one task
+    per node holding the node's 8 GPUs, no --ntasks-per-gpu (which SLURM refuses beside a per-node
+    gres: plugin issues #316, #373)."""
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    dest = tmp_path / "slurm"
+    assert main(["install-profile", "--partition", "gpu", "--gpu-model", "h100", "--gpus", "train_lm=8",
+                 "--nodes", "train_lm=2", "--source", str(REPO / "profiles/slurm"), "--dest", str(dest)]) == 0
+    entry = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]["train_lm"]
+    job = SimpleNamespace(resources=_Resources(entry), threads=1, name="train_lm", is_group=lambda: False)
+    params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": "c", "account": "", "partition": "-p gpu",
+              "workdir": str(tmp_path)}
+    line = get_submit_command(job, params) + set_gres_string(job)  # as the plugin's run_job builds it
+    assert "--nodes=2" in line and "--ntasks=2" in line and "--gres=gpu:h100:8" in line, line
+    assert "--ntasks-per-gpu" not in line and "--gpus" not in line and "--ntasks-per-node" not in line, line

@@ -86,7 +86,7 @@ def _counts(pairs: list[str], option: str) -> dict[str, int]:
     return out
 
 
-WORLD_KEYS = ("gpu", "gpu_model", "gres", "ranks", "nodes", "tasks", "mpi")
+WORLD_KEYS = ("gpu", "gpu_model", "gres", "ranks", "nodes", "tasks", "tasks_per_gpu", "mpi")
 
 
 def _value(block: list[str], key: str, default: int) -> int:
@@ -127,7 +127,11 @@ def set_world(text: str, stage: str, gpus: int, nodes: int, gpu_model: str, sour
         # mpi: Snakemake's SLURM job step then runs the command as it is, where an ordinary job
         # wraps it in `srun -n1` (one task on one node), inside which the command's own srun
         # (one torchrun per node, engine/launch.py) could not reach the other nodes
-        world = [f'    gres: "gpu:{model}{gpus}"\n', f"    tasks: {nodes}\n", '    mpi: "srun"\n']
+        # tasks_per_gpu 0: the SLURM executor plugin (2.8) otherwise turns `tasks` of a GPU job into
+        # --ntasks-per-gpu, which SLURM refuses beside a per-node gres (or starts a task per GPU); so
+        # the job asks --nodes=M --ntasks=M --gres=gpu:N: one task per node, holding the node's GPUs
+        world = [f'    gres: "gpu:{model}{gpus}"\n', f"    tasks: {nodes}\n", "    tasks_per_gpu: 0\n",
+                 '    mpi: "srun"\n']
     world += [f"    ranks: {gpus}\n", f"    nodes: {nodes}\n"]
     return "".join(lines[:start] + world + block + lines[end:])
 
