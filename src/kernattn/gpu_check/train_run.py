@@ -57,11 +57,22 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def corpus_path(ctx: Context, doc: dict) -> Path:
-    """--corpus, else the tiny scale's data.mirror (relative to the current folder, as `prepare` reads it)."""
-    chosen = ctx.corpus or (((doc.get("scales") or {}).get("tiny") or {}).get("data") or {}).get("mirror")
-    if not chosen or not Path(chosen).is_file():
+    """--corpus, else the tiny scale's data set, from the data mirror or the cache (a GPU node may
+    have no network: nothing is downloaded here)."""
+    chosen = ctx.corpus
+    if not chosen:
+        from ..datasets import Where, dataset, locate
+        from ..fetch import DataError
+
+        tiny = ((doc.get("scales") or {}).get("tiny") or {}).get("data") or {}
+        try:
+            chosen = str(locate(dataset(tiny.get("dataset") or "silesia-dickens").files[0], Where.from_params(),
+                                download=False))
+        except DataError as exc:
+            raise UsageError(f"train part: {exc}; or pass --corpus PATH (a .txt or .txt.gz)") from None
+    if not Path(chosen).is_file():
         raise UsageError(f"train part: the char corpus {chosen!r} is not a file; pass --corpus PATH "
-                         f"(a .txt or .txt.gz, e.g. the shared mirror silesia_dickens.txt.gz)")
+                         f"(a .txt or .txt.gz)")
     return Path(chosen).resolve()
 
 
