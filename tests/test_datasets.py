@@ -24,11 +24,12 @@ from tests import paths
 from tests.dataserver import DataServer, served_files
 
 BIN = Path(sys.executable).parent
-pytestmark = pytest.mark.skipif(not paths.DICKENS.is_file(), reason=f"no data mirror at {paths.DATA}")
 
 
 @pytest.fixture(scope="module")
 def files() -> dict:
+    assert paths.DICKENS.is_file(), (f"no data at {paths.DATA}: set KERNATTN_DATA_MIRROR, or run "
+                                     f"`kernattn data pull --scale micro` (make test does)")
     return served_files(paths.DATA)
 
 

@@ -25,7 +25,7 @@ from ..errors import ParamsError
 from .char import AnalysisParams, DataParams, MatrixParams, ModelParams, Row, TrainParams
 from .common import BENCH_FAMILIES, BenchParams, ReportParams, RunSettings, TrackingParams
 from .lm import LMParams
-from .loader import MIRROR_ENV, OVERRIDES_ENV, SCALE_ENV, SECTIONS, Params, load_params, nest_dotted
+from .loader import OVERRIDES_ENV, SCALE_ENV, SECTIONS, Params, load_params, nest_dotted
 from .rows import Compute, RunSpec, check_rows, resolve_attention, runs_of
 from .rows import find_run as find_in
 from .schema import fingerprinted, not_fingerprinted
@@ -33,7 +33,7 @@ from .studies import StudiesParams
 from .vision import VisionParams
 
 __all__ = [
-    "BENCH_FAMILIES", "AnalysisParams", "Compute", "BenchParams", "DataParams", "LMParams", "MatrixParams", "MIRROR_ENV",
+    "BENCH_FAMILIES", "AnalysisParams", "Compute", "BenchParams", "DataParams", "LMParams", "MatrixParams",
     "ModelParams", "OVERRIDES_ENV", "Params", "ParamsError", "ReportParams", "Row", "RunSettings", "RunSpec", "SCALE_ENV",
     "SECTIONS", "StudiesParams", "TrackingParams", "TrainParams", "VisionParams", "check_rows", "find_run", "resolve_attention", "runs_of", "fingerprinted", "load_params",
     "nest_dotted", "not_fingerprinted", "run_matrix",

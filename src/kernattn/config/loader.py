@@ -47,7 +47,6 @@ from . import char, common, lm, studies, vision  # submodules of this package (n
 from .schema import build, deep_merge, fill_placeholders, unknown_keys, unknown_keys_error
 
 SCALE_ENV = "KERNATTN_SCALE"
-MIRROR_ENV = "KERNATTN_DATA_MIRROR"  # a data mirror folder (kernattn.datasets.locate)
 # A YAML file of overrides that every load_params applies (`kernattn --overrides FILE`
 # sets it for one stage: how Snakemake's --config reaches the commands its rules run).
 OVERRIDES_ENV = "KERNATTN_OVERRIDES"

@@ -55,9 +55,9 @@ class VisionParams(RunSettings):
     # ---- data
     dataset: str = field(default="imagenet", metadata={"choices": DATASETS})
     # imagenet: a folder with train/ and val/ in ImageFolder layout; cifar: torchvision's root;
-    # fashion_mnist: a folder holding the four idx .gz files (None: download them).
+    # fashion_mnist: your folder of the four idx .gz files (None: the catalogue's fashion-mnist).
     data_root: str | None = field(default=None, metadata=NOFP)
-    download: bool = field(default=False, metadata=NOFP)  # allow torchvision / the Fashion-MNIST URLs to download
+    download: bool = field(default=False, metadata=NOFP)  # CIFAR: allow torchvision to download (Fashion-MNIST: the catalogue)
     train_subset: int | None = field(default=None, metadata=positive("first N training images (None: all)"))
     val_subset: int | None = field(default=None, metadata=positive("first N validation images (None: all)"))
     data_dir: str = field(default="results/{scale}/vision/data", metadata=NOFP)

@@ -30,10 +30,9 @@ CHUNK = 1 << 20
 class Failed(Exception):
     """A download that did not give the expected bytes; `transient`: worth a later try."""
 
-    def __init__(self, reason: str, transient: bool = False, got_sha256: str | None = None):
+    def __init__(self, reason: str, transient: bool = False):
         super().__init__(reason)
         self.transient = transient
-        self.got_sha256 = got_sha256
 
 
 def _retries() -> tuple[int, float]:
@@ -150,9 +149,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fetch(url: str, dest: Path, sha256: str | None, progress: bool = True) -> str:
-    """`url`'s complete body at `dest`, checked against `sha256` when given (pooch); returns the
-    sha256 of what was served. Raises Failed; `dest` then does not exist."""
+def fetch(url: str, dest: Path, sha256: str | None, progress: bool = True) -> None:
+    """`url`'s complete body at `dest`, checked against `sha256` when given (pooch). Raises
+    Failed; `dest` then does not exist."""
     import pooch
 
     pooch.get_logger().setLevel("WARNING")
@@ -162,7 +161,5 @@ def fetch(url: str, dest: Path, sha256: str | None, progress: bool = True) -> st
                        path=dest.parent, downloader=downloader, progressbar=False)
     except ValueError as exc:  # pooch: the hash did not match (the temporary file is gone)
         if downloader.sha256 and sha256 and downloader.sha256 != sha256:
-            raise Failed(f"sha256 mismatch: expected {sha256}, got {downloader.sha256}",
-                         got_sha256=downloader.sha256) from None
+            raise Failed(f"sha256 mismatch: expected {sha256}, got {downloader.sha256}") from None
         raise Failed(_short(exc)) from None
-    return downloader.sha256 or _sha256(dest)

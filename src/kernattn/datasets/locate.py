@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..fetch import DataError
+from ..fetch import DataError, cache_name, sha256_bytes
 from ..io import atomic_write_bytes
-from .catalogue import DataFile, Need
+from .catalogue import DataFile
 from .download import Failed, fetch
 
 MIRROR_ENV = "KERNATTN_DATA_MIRROR"
@@ -97,10 +96,6 @@ def locate(file: DataFile, where: Where, download: bool = True) -> Path:
     return _download(file, where)
 
 
-def locate_all(need: Need, where: Where, download: bool = True) -> list[Path]:
-    return [locate(f, where, download) for f in need.files]
-
-
 def locate_folder(files: tuple[DataFile, ...], where: Where, download: bool = True) -> Path:
     """One folder holding every file of `files` under its own name (they share a folder in the
     catalogue): the mirror's when it holds them all, else the cache's, where a file the mirror
@@ -122,10 +117,6 @@ def locate_folder(files: tuple[DataFile, ...], where: Where, download: bool = Tr
     return where.home / folders.pop()
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _decompress(data: bytes, name: str) -> tuple[bytes, str]:
     """(content, "gzip" | "bzip2" | "none"), by magic bytes; a broken stream is a DataError."""
     try:
@@ -141,15 +132,15 @@ def _decompress(data: bytes, name: str) -> tuple[bytes, str]:
 def _check_mirror(file: DataFile, path: Path) -> None:
     if file.stored_sha256 is None and file.content_sha256 is None:
         pins = {s.sha256 for s in file.sources if s.sha256}
-        if pins and (got := _sha256(path.read_bytes())) not in pins:  # kept as served (a parquet shard)
+        if pins and (got := sha256_bytes(path.read_bytes())) not in pins:  # kept as served (a parquet shard)
             raise DataError(f"{path}: sha256 {got} differs from {file.pin_key or 'the catalogue'}'s "
                             f"{' or '.join(sorted(pins))}; replace the file, or fix the pin")
         return
     data = path.read_bytes()
-    if file.stored_sha256 and _sha256(data) == file.stored_sha256:
+    if file.stored_sha256 and sha256_bytes(data) == file.stored_sha256:
         return
     content = _decompress(data, str(path))[0]
-    got = _sha256(content)
+    got = sha256_bytes(content)
     if file.content_sha256 and got != file.content_sha256:
         raise DataError(f"{path}: sha256 of its content is {got}, the catalogue's is {file.content_sha256}; "
                         f"the mirror's copy is damaged or another file: replace it, or unset {MIRROR_ENV}")
@@ -158,8 +149,8 @@ def _check_mirror(file: DataFile, path: Path) -> None:
 def _stored_form(file: DataFile, served: bytes, url: str) -> bytes:
     """The served bytes, checked against the content's sha256 and put in the form of file.path."""
     content, compression = _decompress(served, url)
-    if file.content_sha256 and _sha256(content) != file.content_sha256:
-        raise Failed(f"sha256 of the content mismatch: expected {file.content_sha256}, got {_sha256(content)}")
+    if file.content_sha256 and sha256_bytes(content) != file.content_sha256:
+        raise Failed(f"sha256 of the content mismatch: expected {file.content_sha256}, got {sha256_bytes(content)}")
     if file.path.endswith(".gz"):
         return served if compression == "gzip" else gzip.compress(content, 9, mtime=0)
     return content
@@ -170,8 +161,7 @@ def _download(file: DataFile, where: Where) -> Path:
     reasons = []
     for source in file.sources:
         url = where.url(source.url)
-        served = where.home / ".downloads" / (hashlib.sha256(url.encode()).hexdigest()[:12] + "-"
-                                              + url.rsplit("/", 1)[-1][:60])
+        served = where.home / ".downloads" / cache_name(url)
         served.parent.mkdir(parents=True, exist_ok=True)
         try:
             fetch(url, served, source.sha256, where.progress)
