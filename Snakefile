@@ -7,6 +7,7 @@
 #   snakemake --cores all --config train.lr=0.5        # a params override (or --configfile FILE)
 #   snakemake --profile slurm all                      # on a cluster (profiles/slurm, `kernattn install-profile`)
 #   snakemake --cores all studies                      # the studies of issue 17 (not part of `all`)
+#   snakemake --cores all preflight --config scale=paper   # kernattn preflight: before the GPU-hours
 #
 # --configfile and --config take what params.yaml takes, a full copy of it included (`scale`
 # selects the scale; the precedence: kernattn.config.loader), validated like it: an unknown
@@ -37,6 +38,15 @@ rule studies:
     # report shows them when it is built after them (it reads what exists; see README).
     input:
         dag_stages.studies_outputs(STAGES),
+
+
+rule preflight:
+    # `kernattn preflight` (data, every row's step on the CPU, GPU memory, the SLURM profile) as a
+    # target: no output, so it runs each time it is asked for, on this machine (a login node),
+    # never as a SLURM job; it writes nothing the DAG reads.
+    localrule: True
+    shell:
+        f"kernattn preflight {ARGS}"
 
 
 # One rule per stage of the table, in its order: a track's rules come with its stages

@@ -90,6 +90,15 @@ def test_config_and_the_stage_table_import_nothing_above_them():
             assert not any(d.startswith(("kernattn.cli", "kernattn.report", "kernattn.pipeline")) for d in deps), (name, deps)
 
 
+def test_nothing_imports_the_preflight():
+    """The preflight stands above the tracks (it builds and steps their models); the CLI reaches
+    it by name only, so no module of the package imports it."""
+    graph = import_graph()
+    users = {name for name, deps in graph.items() if not name.startswith("kernattn.preflight")
+             and any(d.startswith("kernattn.preflight") for d in deps)}
+    assert not users, sorted(users)
+
+
 def _track_of(module: str) -> str | None:
     parts = module.split(".")
     return parts[2] if len(parts) > 2 and parts[1] == "tracks" else None

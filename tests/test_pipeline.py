@@ -149,6 +149,10 @@ def sections_of(stage: dict) -> set[str]:
     return {k.split(".")[-1] for k in keys if k != "scale"}
 
 
+# The Snakefile's rules that are targets, not stages: they train nothing and are not in dvc.yaml.
+TARGET_RULES = ("all", "studies", "preflight")
+
+
 def dry_run_jobs(ws: Path, *args: str) -> tuple[list[str], subprocess.CompletedProcess]:
     """The jobs a `snakemake -n` would run, as `rule` or `rule@run` (the target rules `all` and
     `studies` left out: they run nothing)."""
@@ -156,7 +160,7 @@ def dry_run_jobs(ws: Path, *args: str) -> tuple[list[str], subprocess.CompletedP
     jobs, current = [], None
     for line in (proc.stdout + "\n").splitlines():
         if (m := re.match(r"^(local)?rule (\w+):$", line)) or (not line.strip() and current):
-            if current and current not in ("all", "studies"):
+            if current and current not in TARGET_RULES:
                 jobs.append(current)
             current = m.group(2) if m else None
         elif current and (m := re.match(r"^\s+wildcards: run=(\S+)$", line)):
@@ -172,7 +176,8 @@ from snakemake.settings.enums import Quietness
 from snakemake.settings.types import OutputSettings, ResourceSettings
 with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
     wf = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path("Snakefile"), workdir=Path("."))
-    print(json.dumps({r.name: list(r.params._names) for r in wf._workflow.rules if r.name not in ("all", "studies")}))
+    print(json.dumps({r.name: list(r.params._names) for r in wf._workflow.rules
+                      if r.name not in ("all", "studies", "preflight")}))
 """
 
 

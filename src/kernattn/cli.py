@@ -26,6 +26,7 @@ from .stage import runs_as_ranks
 # subcommand -> (module, one-line help). Only the invoked stage's module is imported, so a
 # light stage (prepare, dvc-yaml) does not pay for torch, MLflow or matplotlib.
 STAGES: dict[str, tuple[str, str]] = {
+    "preflight": ("kernattn.preflight.cli", "before the GPU-hours: data, every row's step at the scale's shapes on the CPU, GPU memory, the SLURM profile"),
     "data": ("kernattn.datasets.cli", "list the data sets a scale reads and where they are, or pull them into the cache"),
     "prepare": ("kernattn.tracks.char.corpus", "download or read the char track's text corpus (data.corpus), clean, split, tokenize"),
     "train": ("kernattn.tracks.char.track", "train one run of the experiment matrix (resumes from its checkpoint)"),

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
 from . import harness
-from .conftest import BIN, LM_RUNS, MICRO_RUNS, REPO
+from .conftest import BIN, LM_RUNS, MICRO_RUNS, REPO, _install_test_profile
 
 pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
 
@@ -195,3 +196,73 @@ def test_a_training_job_with_two_gpus_trains_as_two_ranks(slurm_cluster, tmp_pat
     train = [j for j in _scontrol_jobs(slurm_cluster) if j.get("JobId") in ids and "rule_train_" in j.get("Comment", "")]
     assert len(train) == 1 and "gpu" in train[0].get("TresPerJob", "") + train[0].get("TRES", ""), train
     assert "gres/gpu=2" in train[0].get("TRES", "") or ":2" in train[0].get("TresPerJob", ""), train
+
+
+def test_preflight_judges_the_installed_profile_against_the_test_cluster(slurm_cluster, tmp_path):
+    """`kernattn preflight --skip data,step` on the one-node cluster: the installed test profile
+    fits (its partition exists, no time limit, 1 GPU of 8); asking 16 GPUs of one node fails,
+    naming the stage and what the nodes have."""
+    env = slurm_cluster.env()
+    dest = tmp_path / "slurm"
+    installed = _install_test_profile(env, "--dest", str(dest))
+    assert installed.returncode == 0, installed.stderr
+
+    def preflight(profile: Path):
+        return subprocess.run([str(BIN / "kernattn"), "preflight", "--scale", "micro", "--skip", "data,step",
+                               "--profile", str(profile)], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    ok = preflight(dest / "config.yaml")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    lines = [line for line in ok.stdout.splitlines() if "  slurm  " in line]
+    assert any(line.startswith("ok") and "train_lm: partition " + harness.PARTITION in line for line in lines), lines
+    assert all(line.startswith("ok") for line in lines), lines
+    doc = yaml.safe_load((dest / "config.yaml").read_text())
+    doc["set-resources"]["train_lm"]["gpu"] = 2 * harness.NODE_GPUS
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    refused = preflight(bad)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert any(line.startswith("FAIL") and "train_lm" in line
+               and f"{2 * harness.NODE_GPUS} GPUs per node asked, its nodes have at most {harness.NODE_GPUS}" in line
+               for line in refused.stdout.splitlines()), refused.stdout
+
+
+def test_slurm_parses_the_plugins_multi_node_line_and_refuses_only_the_node_count(slurm_cluster, tmp_path):
+    """The SLURM executor plugin's own sbatch options for a profile entry of `--nodes STAGE=M`
+    (one task per node with the node's GPUs, tasks_per_gpu: 0), given to `sbatch --test-only` on
+    the one-node test cluster: one node is accepted; two are refused for the node count alone,
+    never for the task and GPU options (--ntasks-per-gpu beside a per-node gres: plugin issues
+    #316, #373). The test cluster has one node, so a 2-node job cannot really run here."""
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    env = slurm_cluster.env()
+
+    def test_only(nodes: int) -> subprocess.CompletedProcess:
+        dest = tmp_path / f"nodes{nodes}"
+        installed = _install_test_profile(env, "--dest", str(dest), "--gpus", f"train_lm={harness.NODE_GPUS}",
+                                          "--nodes", f"train_lm={nodes}")
+        assert installed.returncode == 0, installed.stderr
+        entry = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]["train_lm"]
+        job = SimpleNamespace(resources=_Resources(entry), threads=1, name="train_lm", is_group=lambda: False)
+        params = {"run_uuid": "u", "slurm_logfile": str(tmp_path / "job.log"), "comment_str": "preflight",
+                  "account": "", "partition": f"-p {harness.PARTITION}", "workdir": str(tmp_path)}
+        line = get_submit_command(job, params) + set_gres_string(job)
+        assert f"--nodes={nodes}" in line and "--ntasks-per-gpu" not in line, line
+        return subprocess.run(f"sbatch --test-only {line} --wrap true", shell=True, env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    one = test_only(1)
+    assert one.returncode == 0 and "to start at" in one.stderr, one.stderr
+    two = test_only(2)
+    assert two.returncode != 0 and "node" in two.stderr.lower(), two.stderr
+    assert "mutually exclusive" not in two.stderr and "ntasks-per-gpu" not in two.stderr, two.stderr
+
+
+class _Resources(dict):
+    """A job's resources as the SLURM plugin reads them (`.get` and attributes)."""
+
+    __getattr__ = dict.get

@@ -25,12 +25,14 @@ class Kind:
     bf16: float             # dense bf16 peak, FLOP/s
     mfu: float              # the default MFU of `kernattn plan` (stated, not measured)
     source: str
+    memory_gib: float = 0.0  # the card's memory (data sheet): `kernattn preflight` fits micro-batches in it
 
 
 @lru_cache(maxsize=1)
 def kinds() -> dict[str, Kind]:
     doc = yaml.safe_load(TABLE.read_text())["kinds"]
-    return {name: Kind(name, tuple(v["match"]), float(v["bf16"]), float(v["mfu"]), v["source"])
+    return {name: Kind(name, tuple(v["match"]), float(v["bf16"]), float(v["mfu"]), v["source"],
+                 float(v.get("memory_gib", 0.0)))
             for name, v in doc.items()}
 
 

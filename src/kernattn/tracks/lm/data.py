@@ -184,3 +184,22 @@ def run(args: argparse.Namespace) -> int:
     print(f"kernattn prepare-lm: {meta['train_tokens']:,} train / {meta['val_tokens']:,} val tokens, "
           f"vocab {meta['vocab_size']} -> {lm.data_dir}; CORE tasks in {core_dir}")
     return 0
+
+
+# ----------------------------------------------------------------------------- preflight stand-in
+def stand_in(p, folder) -> tuple[dict, dict]:
+    """Write random token streams and meta.json in `folder` (what prepare-lm writes, at the
+    configured vocabulary) so that `kernattn preflight` can build and step a model at the real
+    context with no tokenizer or shards; returns the params overrides that read them, and those
+    that train one sequence a step (batch 1, no accumulation)."""
+    lm = p.lm
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    tokens = 4 * (lm.context + 2)
+    for split in ("train", "val"):
+        np.save(root / f"{split}.npy", rng.integers(0, lm.vocab_size, tokens, dtype=np.uint16))
+    meta = {"source": "kernattn preflight stand-in (random ids)", "vocab_size": lm.vocab_size, "bos_id": 0,
+            "train_tokens": tokens, "val_tokens": tokens}
+    (root / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return {"lm": {"data_dir": str(root)}}, {"lm": {"batch_size": 1, "grad_accum": 1, "micro_batch": None}}

@@ -235,6 +235,51 @@ def datasets_for(vp, train_transform: bool = True):
     return tr, va
 
 
+# ----------------------------------------------------------------------------- preflight stand-in
+def stand_in(p, folder) -> tuple[dict, dict]:
+    """Write random images in `folder` in the data set's prepared form (train.pt/val.pt, or for
+    ImageNet an ImageFolder and its meta.json through `prepare`), with the data set's channels and
+    classes (SHAPES), so that `kernattn preflight` can build and step a model at the real image
+    size with no data; returns the params overrides that read them (with no loader workers), and
+    those that train the smallest batch a step (one image; two under Mixup/CutMix).
+    The training split holds as many images as the configured batch (a step's worth), one per
+    class at least; validation one image."""
+    import dataclasses
+
+    vp = p.vision
+    root = Path(folder)
+    chans, classes = SHAPES[vp.dataset]
+    n_train = max(classes, vp.batch_size)
+    gen = torch.Generator().manual_seed(0)
+    over = {"data_dir": str(root / "prepared"), "workers": 0}
+    # timm's Mixup/CutMix pairs each image with another of its batch: it needs an even batch
+    smallest = 2 if vp.mixup > 0 or vp.cutmix > 0 else 1
+    one = {"vision": {"batch_size": smallest, "micro_batch": None}}
+    if vp.dataset in IN_MEMORY:
+        out = root / "prepared"
+        out.mkdir(parents=True, exist_ok=True)
+        for split, n in (("train", n_train), ("val", 1)):
+            torch.save({"images": torch.randint(0, 256, (n, chans, vp.img_size, vp.img_size), dtype=torch.uint8,
+                                                generator=gen),
+                        "labels": torch.arange(n) % classes}, out / f"{split}.pt")
+        meta = {"dataset": vp.dataset, "in_chans": chans, "image_size": vp.img_size, "n_train": n_train, "n_val": 1,
+                "digest": "stand-in", "classes": [str(c) for c in range(classes)], "sha256": {},
+                "num_classes": classes}
+        (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return {"vision": over}, one
+    from PIL import Image
+
+    pixels = torch.randint(0, 256, (16, 16, chans), dtype=torch.uint8, generator=gen).numpy()
+    for split, n in (("train", n_train), ("val", 1)):
+        for i in range(n):
+            folder_i = root / split / f"class{i % classes:04d}"
+            folder_i.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(pixels).save(folder_i / f"{i}.JPEG")
+    over["data_root"] = str(root)
+    prepare(dataclasses.replace(vp, data_root=over["data_root"], data_dir=over["data_dir"]))
+    return {"vision": over}, one
+
+
 # ----------------------------------------------------------------------------- stage
 def run(args: argparse.Namespace) -> int:
     params = load_params(args.params, args.scale)

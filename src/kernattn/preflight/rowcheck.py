@@ -1,0 +1,150 @@
+"""One row's preflight, in its own process (`python -m kernattn.preflight.rowcheck SPEC OUT`), so
+that each row's peak memory is its own (the parent reads it from wait4) and a crash is one row's.
+
+    1. the row's Track at the scale's own batch (stand-in data): its global batch and micro-batch
+       as the engine will split them, and its schedule (an LM row's budget chain)
+    2. the same Track at a batch of one (two where Mixup pairs images): the engine trains one
+       optimizer step (evaluation at step 0, forward, backward, update) and checkpoints it
+       (--stop-after 1), while a saved-tensors hook counts the activations autograd keeps, per
+       sample (memory.py)
+    3. a new Track resumes that checkpoint (the engine's own resume) and must hold the same
+       weights, byte for byte
+
+SPEC (JSON): track, run_id, params, scale, full (overrides: stand-in data, CPU, no MLflow,
+outputs in the work folder), one (full + a batch of one), step (false: stop after 1, for a
+row whose model another row already stepped). OUT (JSON): what was measured, or `error`.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import shutil
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+TRACK_CLASSES = {"char": ("kernattn.tracks.char.track", "CharTrack"),
+                 "lm": ("kernattn.tracks.lm.track", "LMTrack"),
+                 "vision": ("kernattn.tracks.vision.track", "VisionTrack")}
+
+
+class SavedBytes:
+    """A Track mixin: counts the bytes autograd saves for backward during `loss` (the largest
+    over micro-batches), parameters excluded, by storage (views of one storage count once)."""
+    saved_float = 0
+    saved_other = 0
+
+    def loss(self, fwd, batch):
+        params = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
+        seen: set[int] = set()
+        counts = [0, 0]
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            storage = t.untyped_storage()
+            ptr = storage.data_ptr()
+            if ptr not in params and ptr not in seen:
+                seen.add(ptr)
+                counts[0 if t.is_floating_point() else 1] += storage.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = super().loss(fwd, batch)
+        self.saved_float, self.saved_other = max(self.saved_float, counts[0]), max(self.saved_other, counts[1])
+        return out
+
+
+def track_class(track: str):
+    import importlib
+
+    module, name = TRACK_CLASSES[track]
+    return getattr(importlib.import_module(module), name)
+
+
+def run_spec(params, track: str, run_id: str):
+    from ..config.rows import find_run
+    from ..tracks import track_module
+
+    return find_run(track_module(track, "stages").runs(params), run_id, f"{params.path} ({track})")
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def check(spec: dict) -> dict:
+    from ..bench.models import held_bytes
+    from ..config import load_params
+    from ..engine import train_run
+    from ..engine.rundir import CKPT, CONFIG
+
+    track, run_id = spec["track"], spec["run_id"]
+    cls = track_class(track)
+
+    def params(doc: dict):
+        return load_params(spec["params"], spec["scale"], [("preflight", doc)])
+
+    full = params(spec["full"])
+    run = run_spec(full, track, run_id)
+    as_planned = cls(full, run)
+    out = {"global_batch": as_planned.global_batch, "micro_default": as_planned.micro_default,
+           "micro_batch": as_planned.section.micro_batch,
+           # a ViT's steps count the stand-in's images, not the data set's: a check that it plans, no more
+           "max_steps_on_stand_in": as_planned.max_steps,
+           "bf16": as_planned.section.dtype == "bfloat16", "compile": bool(as_planned.section.compile),
+           "stage_command": cls.command}
+    del as_planned
+    if not spec["step"]:
+        return out
+    one = params(spec["one"])
+    t0 = time.perf_counter()
+    first = type(f"Preflight{cls.__name__}", (SavedBytes, cls), {})(one, run)
+    if (code := train_run(first, fresh=True, stop_after=1, progress=False)) != 0:
+        return out | {"error": f"the step exited {code}"}
+    micro = first.micro_batch or 1  # the stand-in's batch (two images where Mixup pairs them): per sample below
+    out |= {"step_s": time.perf_counter() - t0, "params": sum(p.numel() for p in first.model.parameters()),
+            "step_micro_batch": micro, "held": held_bytes(*first.parts().values()),
+            "saved_float": first.saved_float // micro, "saved_other": first.saved_other // micro,
+            "digest": weights_digest(first.model)}
+    run_dir = first.run_dir
+    del first
+    gc.collect()
+    t0 = time.perf_counter()
+    again = cls(one, run)
+    if (code := train_run(again, stop_after=1, progress=False)) != 0:
+        return out | {"error": f"the resume exited {code}"}
+    resumed = json.loads((run_dir / CONFIG).read_text()).get("resumed_from_step")
+    same = weights_digest(again.model) == out["digest"]
+    out |= {"resume_s": time.perf_counter() - t0, "resumed_from_step": resumed, "same_weights": same,
+            "checkpoint_bytes": (run_dir / CKPT).stat().st_size}
+    del again
+    shutil.rmtree(run_dir, ignore_errors=True)  # a paper LM checkpoint is ~10 GB: one at a time in the work folder
+    if resumed != 1 or not same:
+        out["error"] = (f"the resume started at step {resumed}, not 1" if resumed != 1
+                        else "the resumed weights differ from the checkpointed ones")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    spec_path, out_path = map(Path, argv)
+    spec = json.loads(spec_path.read_text())
+    try:
+        result = check(spec)
+    except Exception as exc:  # noqa: BLE001 -- any failure is this row's, reported in one line by the parent
+        traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [""])[0]
+        result = {"error": f"{type(exc).__name__}: {first}"}
+    out_path.write_text(json.dumps(result, indent=2) + "\n")
+    return 1 if "error" in result else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
