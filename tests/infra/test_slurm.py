@@ -252,8 +252,9 @@ def test_slurm_parses_the_plugins_multi_node_line_and_refuses_only_the_node_coun
                   "account": "", "partition": f"-p {harness.PARTITION}", "workdir": str(tmp_path)}
         line = get_submit_command(job, params) + set_gres_string(job)
         assert f"--nodes={nodes}" in line and "--ntasks-per-gpu" not in line, line
-        return subprocess.run(f"sbatch --test-only {line} --wrap true", shell=True, env=env, capture_output=True,
-                              text=True, timeout=60)
+        assert line.startswith("sbatch "), line
+        return subprocess.run(f"sbatch --test-only {line.removeprefix('sbatch ')} --wrap true", shell=True, env=env,
+                              capture_output=True, text=True, timeout=60)
 
     one = test_only(1)
     assert one.returncode == 0 and "to start at" in one.stderr, one.stderr
