@@ -16,6 +16,8 @@ import pytest
 import torch
 
 from kernattn import attention
+from kernattn.attention import conformance
+from kernattn.attention.conformance import grads, perturb  # noqa: F401 (the suite's one implementation)
 
 D_MODEL, N_HEAD = 32, 4
 
@@ -49,42 +51,9 @@ NO_WINDOW = {"nw-linear"}
 NO_BIDIR_WINDOW = {"favor"}  # its chunked causal form takes a window, the bidirectional one not
 
 
-def perturb(module: torch.nn.Module, seed: int = 0) -> None:
-    """Move every parameter off its initial value so that each gradient is exercised."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
-            if name.endswith("log_sigma") and "bank" not in name:  # GKA bandwidth: sigma ~ 2..4
-                p.copy_(1.0 + 0.3 * noise)
-            elif name.endswith("log_length"):  # decay lengths ~ 3..30 so decay matters at N=17
-                p.copy_(2.3 + 0.5 * noise)
-            elif name.endswith("log_tau"):
-                p.add_(0.3 * noise)
-            elif p.dim() == 2 and "proj" in name:
-                p.add_(0.05 * noise)
-            else:
-                p.add_(0.5 * noise)
-
-
 def build_pair(label: str, causal: bool, window, dtype=torch.float64):
     name, opts = CONFIGS[label]
-    torch.manual_seed(0)
-    fast = attention.build(name, d_model=D_MODEL, n_head=N_HEAD, causal=causal, window=window, **opts).to(dtype)
-    perturb(fast)
-    ref = attention.build(name, d_model=D_MODEL, n_head=N_HEAD, causal=causal, window=window, impl="reference", **opts).to(dtype)
-    ref.load_state_dict(fast.state_dict())
-    return fast, ref
-
-
-def grads(module, x, probe):
-    x = x.clone().requires_grad_(True)
-    module.zero_grad()
-    y = module(x)
-    (y * probe).sum().backward()
-    out = {"x": x.grad}
-    out |= {n: p.grad for n, p in module.named_parameters() if p.requires_grad}
-    return y.detach(), out
+    return conformance.build_pair(name, opts, causal, window, dtype=dtype, d_model=D_MODEL, n_head=N_HEAD)
 
 
 def check_close(a, b, what, rtol=1e-9, atol=1e-10):

@@ -90,13 +90,14 @@ def test_config_and_the_stage_table_import_nothing_above_them():
             assert not any(d.startswith(("kernattn.cli", "kernattn.report", "kernattn.pipeline")) for d in deps), (name, deps)
 
 
-def test_nothing_imports_the_preflight():
-    """The preflight stands above the tracks (it builds and steps their models); the CLI reaches
-    it by name only, so no module of the package imports it."""
+def test_nothing_imports_the_units_above_the_tracks():
+    """The preflight and check-variant stand above the tracks (they build, step and train their
+    models); the CLI reaches them by name only, so no other module of the package imports them."""
     graph = import_graph()
-    users = {name for name, deps in graph.items() if not name.startswith("kernattn.preflight")
-             and any(d.startswith("kernattn.preflight") for d in deps)}
-    assert not users, sorted(users)
+    for unit in ("kernattn.preflight", "kernattn.check_variant"):
+        users = {name for name, deps in graph.items() if not name.startswith(unit)
+                 and any(d.startswith(unit) for d in deps)}
+        assert not users, (unit, sorted(users))
 
 
 def _track_of(module: str) -> str | None:

@@ -27,6 +27,7 @@ from .stage import runs_as_ranks
 # light stage (prepare, dvc-yaml) does not pay for torch, MLflow or matplotlib.
 STAGES: dict[str, tuple[str, str]] = {
     "preflight": ("kernattn.preflight.cli", "before the GPU-hours: data, every row's step at the scale's shapes on the CPU, GPU memory, the SLURM profile"),
+    "check-variant": ("kernattn.check_variant.cli", "the conformance suite of one attention variant, built-in or plugin (fast == reference, causal, precision, training, resume)"),
     "data": ("kernattn.datasets.cli", "list the data sets a scale reads and where they are, or pull them into the cache"),
     "prepare": ("kernattn.tracks.char.corpus", "download or read the char track's text corpus (data.corpus), clean, split, tokenize"),
     "train": ("kernattn.tracks.char.track", "train one run of the experiment matrix (resumes from its checkpoint)"),
@@ -69,7 +70,8 @@ STAGES: dict[str, tuple[str, str]] = {
 OWN_PARAMS: dict[str, tuple[str, ...]] = {
     "install-profile": (),        # writes a SLURM profile; reads no params
     "bench-attention": (),        # times the attention kernels alone, at its own shapes
-    "gpu-check": ("--params",),   # a part sets its own sizes (--tiny); the train part writes its own scale
+    "gpu-check": ("--params",),
+    "check-variant": ("--params",),  # its training check runs at the micro scale, whatever the file's   # a part sets its own sizes (--tiny); the train part writes its own scale
 }
 
 

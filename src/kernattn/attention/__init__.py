@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
-from .registry import AttentionConfigError, available, freeze_options, make_options, option_fields, variant, variations
+from . import plugins  # noqa: F401 (hooks installed packages' entry points into the registry's lookups)
+from .registry import (AttentionConfigError, PluginError, available, freeze_options, make_options, option_fields,
+                       register, variant, variations)
 
 # The variant modules (torch) load when a variant is built (registry.variant), not with the
 # package: validating params needs only the options (options.py), and the Snakefile validates
@@ -47,5 +49,5 @@ def describe(name: str) -> dict[str, object]:
     return {k: f.default for k, f in option_fields(name).items()}
 
 
-__all__ = ["AttentionConfigError", "KernelAttention", "available", "build", "describe", "freeze_options",
+__all__ = ["AttentionConfigError", "PluginError", "KernelAttention", "register", "available", "build", "describe", "freeze_options",
            "owned_parameters", "variations"]

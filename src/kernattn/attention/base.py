@@ -5,8 +5,16 @@ A variant implements three methods on the output of its own `prepare(x)`:
   backward where the variant allows it);
 - `kernel(p, allowed)`: the explicit kernel matrix [B, H, N, N] of Nadaraya-Watson regression;
 - `p.v`: the values being regressed.
-`impl="reference"` runs `reference.nadaraya_watson` on the same parameters, and
-`attention_weights(x)` returns the normalised kernel the forward pass used.
+`impl="reference"` runs the Nadaraya-Watson regression written out (reference.py) on the same parameters, and
+`attention_weights(x)` returns the normalised kernel the forward pass used. A variant whose
+weights are not normalised (`normalised = False`: a sigmoid attention, say) returns its
+weights from `kernel` and the reference sums them against the values as they are.
+
+The contract a variant implements, built-in or plugin (kernattn check-variant proves it):
+`prepare`, `fast`, `kernel`, `mixing_flops`, `has_value_projection`, `normalised`; its own
+parameters are those outside its nn.Linear and norm layers (`owned_parameters`);
+`float64_tolerance()` is how close fast and reference must agree in float64, and
+`precision_bounds()` how close float32 and bfloat16 stay to float64.
 
 What a model needs to know about a variant without running it lives here too:
 `has_value_projection` (a W_V whose output can take the LM's value embeddings),
@@ -51,6 +59,7 @@ def sdpa_flops(n: int, keys: int, heads: int, d_qk: int, d_v: int, width: int | 
 class KernelAttention(nn.Module):
     registry_name = "?"          # set by registry.register
     has_value_projection = True  # a W_V: the LM adds its value embeddings to that output
+    normalised = True            # each query's weights sum to 1 (Nadaraya-Watson); False: used as they are
 
     def __init__(self, d_model: int, n_head: int, causal: bool, window: int | None, impl: str, options):
         super().__init__()
@@ -118,16 +127,27 @@ class KernelAttention(nn.Module):
         if self.impl == "fast":
             heads = self.fast(p)
         else:
-            allowed = self.allowed(x.shape[1], x.device)
-            heads, _ = reference.nadaraya_watson(self.kernel(p, allowed), p.v, allowed)
+            heads = self._weights(p, self.allowed(x.shape[1], x.device)) @ p.v
         return self.proj_out(self.merge_heads(heads))
 
-    def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, H, N, N]: the row-normalised kernel, from the same parameters as forward."""
-        p = self.prepare(x)
-        allowed = self.allowed(x.shape[1], x.device)
+    def _weights(self, p, allowed: torch.Tensor) -> torch.Tensor:
         masked = self.kernel(p, allowed).masked_fill(~allowed, 0.0)
-        return masked / masked.sum(-1, keepdim=True)
+        return masked / masked.sum(-1, keepdim=True) if self.normalised else masked
+
+    def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, H, N, N]: the weights forward used (row-normalised where `normalised`), from the
+        same parameters."""
+        p = self.prepare(x)
+        return self._weights(p, self.allowed(x.shape[1], x.device))
+
+    def float64_tolerance(self) -> tuple[float, float]:
+        """(rtol, atol) within which fast and reference agree in float64: round-off."""
+        return 1e-9, 1e-10
+
+    def precision_bounds(self) -> tuple[float, float]:
+        """The relative RMS error of the outputs, against float64, that float32 and bfloat16
+        autocast stay within (kernattn check-variant's `precision`)."""
+        return 1e-4, 5e-2
 
     def extra_repr(self) -> str:
         return (

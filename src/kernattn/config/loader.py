@@ -68,6 +68,7 @@ class Params:
     studies: studies.StudiesParams
     datasets: common.DatasetsParams = field(default_factory=common.DatasetsParams)
     path: str = "params.yaml"
+    plugins: tuple[str, ...] = ()  # the attention plugins loaded (attention/plugins.py), as their sources
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     # What the override sources changed of the params file at this scale, in the file's
     # shape: as the one source over the file at this scale, it gives these params.
@@ -95,7 +96,9 @@ SECTIONS = {
 }
 
 Overrides = Union[dict, "list[tuple[str, dict]]", None]
-TOP_KEYS = (*SECTIONS, "scale", "scales")  # what params.yaml and every override source may hold
+# what params.yaml and every override source may hold; `plugins`: attention variants of your own
+# (attention/plugins.py), paths relative to the file naming them, or module names
+TOP_KEYS = (*SECTIONS, "scale", "scales", "plugins")
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ class Document:
     sections: dict
     scales: dict
     scale: str | None = None
+    plugins: tuple[str, ...] = ()  # resolved: absolute paths, or module names
 
     def at(self, scale: str) -> dict:
         """Its sections at `scale`: its own scales.<scale> deep-merged over its sections."""
@@ -123,14 +127,19 @@ def load_params(path: str | os.PathLike = "params.yaml", scale: str | None = Non
     base = document(str(path), read_yaml(path, "params file (run from the repository root, or pass --params)"))
     base = dataclasses.replace(base, sections={k: base.sections.get(k) or {} for k in SECTIONS})
     sources = [document(source, over) for source, over in _sources(overrides)]
+    loaded = _load_plugins([base, *sources])
     chosen = _choose(scale, base, sources)
     params = _check_file(base, chosen)
     merged = _check_sources(base, sources, chosen)
     changes = _changed(base.at(chosen), merged)
     if chosen != "paper" and chosen not in base.scales and changes:
         changes["scales"] = {chosen: {}}  # a scale only a source defines: `changes` must name it
+    if added := [p for doc in sources for p in doc.plugins if p not in base.plugins]:
+        changes["plugins"] = list(dict.fromkeys(added))  # a job's overrides file loads them too
     if sources:
         params = _params(merged, chosen, path)
+    params = dataclasses.replace(params, plugins=loaded, raw={**params.raw, "plugins": list(loaded)}) \
+        if loaded else params
     return dataclasses.replace(params, changes=changes) if changes else params
 
 
@@ -151,7 +160,41 @@ def document(source: str, doc: Any) -> Document:
     if scale is not None and not isinstance(scale, str):
         raise ParamsError(f"{source}: scale must be the name of a scale, got {scale!r}")
     sections = {k: {} if v is None else v for k, v in doc.items() if k in SECTIONS}
-    return Document(source, sections, {str(name): over or {} for name, over in scales.items()}, scale)
+    return Document(source, sections, {str(name): over or {} for name, over in scales.items()}, scale,
+                    _plugin_sources(source, doc.get("plugins")))
+
+
+def _plugin_sources(source: str, plugins: Any) -> tuple[str, ...]:
+    """A document's `plugins:`, each path made absolute against the document's folder (the
+    current folder for a source that is not a file: --config, a mapping)."""
+    if plugins is None:
+        return ()
+    if isinstance(plugins, str):
+        plugins = [plugins]
+    if not isinstance(plugins, list) or not all(isinstance(p, str) and p.strip() for p in plugins):
+        raise ParamsError(f"{source}: plugins must be a list of .py paths or module names, got {plugins!r}")
+    from ..attention.plugins import is_path
+
+    folder = Path(source).parent if Path(source).is_file() else Path(".")
+    return tuple(str((folder / p).resolve()) if is_path(p) else p for p in plugins)
+
+
+def _load_plugins(docs: list[Document]) -> tuple[str, ...]:
+    """Load every document's plugins and KERNATTN_PLUGINS's, before any row is validated
+    (a row may name a plugin's variant); the loaded sources, in order."""
+    from ..attention import PluginError, plugins
+
+    loaded = []
+    for doc in docs:
+        try:
+            loaded += [p.source for p in plugins.load(doc.plugins)]
+        except PluginError as exc:
+            raise ParamsError(f"{doc.source}: plugins: {exc}") from None
+    try:
+        loaded += [p.source for p in plugins.load_env()]
+    except PluginError as exc:
+        raise ParamsError(f"{plugins.ENV}: {exc}") from None
+    return tuple(dict.fromkeys(loaded))
 
 
 def _unknown(doc: dict) -> list:

@@ -116,7 +116,8 @@ def resolve_attention(variant: str, options: dict, aliases: dict, defaults: dict
     name, alias_options = aliases.get(variant, (variant, {}))
     if name not in registry.available():
         valid = ", ".join(dict.fromkeys([*aliases, *registry.available()]))
-        raise registry.AttentionConfigError(f"unknown attention variant {variant!r}; valid names: {valid}")
+        raise registry.AttentionConfigError(f"unknown attention variant {variant!r}; valid names: {valid} "
+                                            f"(a variant of your own: name its file in params.yaml `plugins:`)")
     fields = registry.option_fields(name)
     return name, {k: v for k, v in defaults.items() if k in fields} | dict(alias_options) | dict(options)
 

@@ -13,6 +13,9 @@ must not retrain (`kernattn sync-mlflow` uploads finished runs to the new store)
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 from ..config import Params
 from ..stage import Stage
 from ..studies import extrapolation
@@ -78,4 +81,37 @@ def studies_outputs(stages: dict[str, Stage]) -> list[str]:
 def stage_table(params: Params) -> dict[str, Stage]:
     """Every stage, in an order that runs (upstream first), by name; the studies last."""
     stages = [*track_stages(params), *extrapolation.stages(params), *shared_stages(params), *studies.stages(params)]
-    return {s.name: s for s in stages}
+    return {s.name: with_plugin_inputs(s) for s in stages}
+
+
+def plugin_files(view: dict) -> list[str]:
+    """The files of the plugins whose variants a run's params view (Stage.narrow: its rows, or
+    its run spec) names, relative to the current folder where they lie under it."""
+    from ..attention.registry import plugin_of
+
+    out = []
+    for section in view.values():  # a section with `rows` (LM, ViT), or one run's spec (char)
+        rows = (section.get("rows") or [section]) if isinstance(section, dict) else []
+        for row in rows:
+            plugin = plugin_of(str(row.get("variant", ""))) if isinstance(row, dict) else None
+            if plugin is not None and plugin.file.endswith(".py"):
+                path = Path(plugin.file)
+                out.append(str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path))
+    return list(dict.fromkeys(out))
+
+
+def with_plugin_inputs(stage: Stage) -> Stage:
+    """A per-run stage whose runs may train a plugin's variant: the plugin's file is an input of
+    exactly those runs (editing it reruns them). DVC's foreach has one body for every run: there
+    the files of every run's plugins are the inputs of each."""
+    if not stage.per_run or stage.narrow is None:
+        return stage
+    own, narrow, runs = stage.inputs, stage.narrow, stage.runs
+    if not any(plugin_files(narrow(r)) for r in runs):
+        return stage
+
+    def inputs(run: str) -> list[str]:
+        files = (dict.fromkeys(f for r in runs for f in plugin_files(narrow(r))) if run not in runs
+                 else plugin_files(narrow(run)))
+        return [*own(run), *files]
+    return dataclasses.replace(stage, inputs=inputs)

@@ -22,7 +22,7 @@ SESSION_KEYS = ("tracking", "resumed_from_step", "params_path", "device_name", "
 # The identity fields of a run (its head in final.json) that become MLflow tags, the same
 # for the runs training opens and the runs sync-mlflow creates.
 TAG_KEYS = ("track", "run_id", "row", "seed", "variant", "source", "label", "matched", "git_commit",
-            "params_digest", "scale", "fingerprint", "device")
+            "params_digest", "scale", "fingerprint", "device", "plugin")
 
 
 class NamesExperiment(Protocol):

@@ -33,6 +33,15 @@ def digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 of a module's state dict, names and bytes in order: equal weights, byte for byte."""
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def git_info() -> tuple[str | None, bool | None]:
     """(commit, dirty) of the repository holding this package, or (None, None)."""
     root = Path(__file__).resolve().parents[3]

@@ -32,16 +32,20 @@ class Session:
         self.loop, self.track, self.run_dir = loop, track, track.run_dir
         params, st = track.params, loop.st
         self.commit, dirty = git_info()
+        plugins = loop.fp_config.get("plugins") or []
         self.ident = {"track": track.name, **track.identity(), "scale": params.scale,
                       "params_digest": params.digest(), "fingerprint": loop.fingerprint,
-                      "git_commit": self.commit, "device": loop.device.type}
+                      "git_commit": self.commit, "device": loop.device.type,
+                      # the code of a plugin's variant: its source and the sha256 of its file
+                      **({"plugin": f"{plugins[0]['source']} sha256:{plugins[0]['sha256']}"} if plugins else {})}
         experiment = experiment_name(track.experiment_section, track.name, params.scale)
         self.tracking = tracking_for(params.tracking, experiment)
         self.tracker = Tracker(self.tracking)
         self.log = MetricsLog(self.run_dir / METRICS, st.metrics_lines if loop.resumed else 0, self.tracker)
         config = {"track": track.name, "scale": params.scale, "params_path": str(params.path),
                   "params_digest": self.ident["params_digest"], "fingerprint": loop.fingerprint,
-                  **track.config(), **loop.machine(), "git_commit": self.commit, "git_dirty": dirty,
+                  **track.config(), **({"plugins": plugins} if plugins else {}), **loop.machine(),
+                  "git_commit": self.commit, "git_dirty": dirty,
                   "resumed_from_step": st.step if loop.resumed else None}
         if st.mlflow_run_id is None and not loop.resumed:
             st.mlflow_run_id = _previous_mlflow_run(self.run_dir, loop.fingerprint)

@@ -18,7 +18,6 @@ row whose model another row already stepped). OUT (JSON): what was measured, or 
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import shutil
 import sys
@@ -72,19 +71,12 @@ def run_spec(params, track: str, run_id: str):
     return find_run(track_module(track, "stages").runs(params), run_id, f"{params.path} ({track})")
 
 
-def weights_digest(model: torch.nn.Module) -> str:
-    h = hashlib.sha256()
-    for name, t in model.state_dict().items():
-        h.update(name.encode())
-        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
 def check(spec: dict) -> dict:
     from ..bench.models import held_bytes
     from ..config import load_params
     from ..engine import train_run
     from ..engine.rundir import CKPT, CONFIG
+    from ..engine.runtime import weights_digest
 
     track, run_id = spec["track"], spec["run_id"]
     cls = track_class(track)
@@ -99,7 +91,6 @@ def check(spec: dict) -> dict:
            "micro_batch": as_planned.section.micro_batch,
            # a ViT's steps count the stand-in's images, not the data set's: a check that it plans, no more
            "max_steps_on_stand_in": as_planned.max_steps,
-           "bf16": as_planned.section.dtype == "bfloat16", "compile": bool(as_planned.section.compile),
            "stage_command": cls.command}
     del as_planned
     if not spec["step"]:

@@ -113,8 +113,9 @@ def _bytes(n: float) -> str:
     return f"{n / memory.GIB:.2f} GiB" if n >= memory.GIB else f"{n / 2 ** 20:.1f} MiB"
 
 
-def memory_item(row: Row, result: dict, stepped: dict, gpus_of, kind) -> Item | None:
-    """The job's GPU memory at its configured micro-batch (the stepped row's footprint)."""
+def memory_item(row: Row, result: dict, stepped: dict, gpus_of, kind, params) -> Item | None:
+    """The job's GPU memory at its configured micro-batch (the stepped row's footprint), in
+    the configured dtype and compilation (the params', not the CPU step's)."""
     subject = f"{row.track}/{row.row}"
     if "error" in result or "error" in stepped:
         return None
@@ -125,9 +126,10 @@ def memory_item(row: Row, result: dict, stepped: dict, gpus_of, kind) -> Item | 
                                              f"the profile's {world} GPUs")
     micro = result["micro_batch"] or result["micro_default"] or per_rank
     fp = memory.Footprint(stepped["held"], stepped["saved_float"], stepped["saved_other"])
-    got = memory.fit(fp, micro, per_rank, kind.memory_gib, result["bf16"])
-    status = memory.verdict(fp, got, result["compile"])
     section = track_class_section(row.track)
+    settings = getattr(params, section)
+    got = memory.fit(fp, micro, per_rank, kind.memory_gib, settings.dtype == "bfloat16")
+    status = memory.verdict(fp, got, bool(settings.compile))
     text = (f"{got.need_gib:.1f} GiB estimated at micro-batch {micro} ({per_rank} per GPU over {world}) on "
             f"{kind.name} ({kind.memory_gib:g} GiB); the largest that fits: {got.largest or 'none'}")
     if status == FAIL and got.largest:
@@ -156,7 +158,7 @@ def step_and_memory_items(params_path: str, params, tracks: tuple[str, ...], onl
             stepped[(row.track, row.row)] = result
         step = step_item(row, result, peak)
         mem = memory_item(row, result, stepped.get((row.track, row.model_of), {"error": "not stepped"}), gpus_of,
-                          kind)
+                          kind, params)
         for item in (step, mem):
             if item is not None:
                 items.append(item)

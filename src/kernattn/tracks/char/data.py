@@ -157,16 +157,20 @@ def loss_sums(fwd, model, data: torch.Tensor, batches, context: int, autocast) -
 STAND_IN_VOCAB = 256  # the most characters a uint8 corpus holds: the largest embedding the track builds
 
 
-def stand_in(p, folder: str | os.PathLike) -> tuple[dict, dict]:
+def stand_in(p, folder: str | os.PathLike, period: int | None = None) -> tuple[dict, dict]:
     """Write random prepared data in `folder` (vocab.json, train.npy, val.npy as `kernattn prepare`
     writes them) so that `kernattn preflight` can build and step a model at the real context with
-    no corpus; returns the params overrides that read it, and those that train one window a step."""
+    no corpus; returns the params overrides that read it, and those that train one window a step.
+    `period`: a text a model learns in a few steps instead (ids repeating with that period, from
+    a random offset in each split), for `kernattn check-variant`'s training check."""
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     context = p.model.context
     rng = np.random.default_rng(0)
     for split in SPLIT_FILES.values():
-        np.save(root / split, rng.integers(0, STAND_IN_VOCAB, 4 * (context + 2), dtype=np.uint8))
+        ids = (rng.integers(0, STAND_IN_VOCAB, 4 * (context + 2)) if period is None
+               else (np.arange(64 * (context + 2)) + rng.integers(period)) % period)
+        np.save(root / split, ids.astype(np.uint8))
     chars = [chr(i) for i in range(STAND_IN_VOCAB)]
     (root / VOCAB_FILE).write_text(json.dumps({"chars": chars, "size": STAND_IN_VOCAB}), encoding="utf-8")
     (root / META_FILE).write_text(json.dumps({"source": "kernattn preflight stand-in (random ids)"}))
