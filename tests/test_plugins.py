@@ -47,7 +47,8 @@ def test_the_worked_example_loads_from_params_yaml_and_conforms(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert [line.split()[1] for line in lines[:-1]] == ["reference", "normalised", "causal", "finite",
-                                                       "determinism", "precision", "state_dict", "training", "resume"]
+                                                       "determinism", "precision", "state_dict", "training", "resume",
+                                                       "ddp"]
     assert all(line.startswith("ok") for line in lines[:-1]) and lines[-1].endswith("cosine: conforms")
 
 
@@ -173,3 +174,30 @@ def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_
     assert "rule train:" in again.stdout and "wildcards: run=cos-s0" in again.stdout, again.stdout[-2000:]
     assert "updated input files" in again.stdout.lower() or "input files updated" in again.stdout.lower(), \
         again.stdout[-2000:]
+
+
+def test_a_plugin_variant_builds_and_steps_in_every_track(tmp_path):
+    """`variant: cosine` in a char, an LM and a ViT row: the micro preflight builds each at its
+    track's shapes, steps, checkpoints and resumes it, and `kernattn plan` counts its FLOPs."""
+    shutil.copy(EXAMPLE, tmp_path / "cosine_attention.py")
+    doc = yaml.safe_load((paths.REPO / "params.yaml").read_text())
+    doc["plugins"] = ["cosine_attention.py"]
+    for section in (doc["matrix"], doc["lm"], doc["vision"], doc["scales"]["micro"]["lm"]):
+        section["rows"] = [*section["rows"], {"name": "cos", "variant": "cosine"}]
+    doc["scales"]["micro"]["matrix"]["only"] = [*doc["scales"]["micro"]["matrix"]["only"], "cos"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = tmp_path / "preflight.json"
+    proc = kernattn("preflight", "--params", str(tmp_path / "params.yaml"), "--scale", "micro", "--rows", "cos",
+                    "--skip", "data,slurm", "--json", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    steps = {i["subject"]: i for i in json.loads(out.read_text())["items"] if i["check"] == "step"}
+    assert set(steps) == {"char/cos", "lm/cos", "vision/cos"}
+    assert all(i["status"] == "ok" and i["values"]["same_weights"] for i in steps.values())
+    plan = kernattn("plan", "--params", str(tmp_path / "params.yaml"), "--scale", "micro", "--gpu", "cpu",
+                    "--out", str(tmp_path / "plan.csv"), cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / "plan.csv")
+    cos = rows[rows["run"] == "cos-s0"]
+    assert set(cos["stage"]) >= {"train", "train_lm", "train_vision"} and (cos["flops"] > 0).all()

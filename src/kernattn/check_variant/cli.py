@@ -6,7 +6,7 @@ per check, exit 1 naming the checks that failed.
 
 The plugins params.yaml names (`plugins:`) and KERNATTN_PLUGINS load as for every command;
 --plugins adds more. The checks: kernattn.attention.conformance (reference, normalised, causal,
-finite, determinism, precision, state_dict) and training.py (training, resume).
+finite, determinism, precision, state_dict) and training.py (training, resume, ddp).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plugins", nargs="*", default=[], metavar="P",
                         help="plugin files or modules to load first (beside params.yaml's `plugins:`)")
     parser.add_argument("--skip-training", action="store_true", help="the module checks only (seconds)")
+    parser.add_argument("--skip-ddp", action="store_true", help="no 2-rank run (torchrun; some seconds more)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from ..config import load_params
 
     load_params(args.params)  # its `plugins:` and KERNATTN_PLUGINS, as every command loads them
-    plugins.load(args.plugins)
+    loaded = [p.file for p in plugins.load(args.plugins)]  # the 2-rank run of the ddp check loads them too
     try:
         options = yaml.safe_load(args.options) or {}
     except yaml.YAMLError as exc:
@@ -51,20 +52,28 @@ def run(args: argparse.Namespace) -> int:
     for check in conformance.CHECKS:
         failed += _say(check.name, conformance.run_check(check, args.name, options))
     if not args.skip_training:
-        from .training import check_training
-
-        with tempfile.TemporaryDirectory(prefix="kernattn-check-") as tmp:
-            t0 = time.perf_counter()
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):  # the engine's own lines: one line per check here
-                    training, resume = check_training(str(args.params), args.name, options, Path(tmp))
-            except Exception as exc:  # noqa: BLE001 -- a crash in training fails the check, in one line
-                line = next(iter(str(exc).strip().splitlines()), "")
-                training, resume = [f"raised {type(exc).__name__}: {line}"], ["not checked: the training failed"]
-            failed += _say("training", training, f" ({time.perf_counter() - t0:.1f} s)")
-            failed += _say("resume", resume)
+        failed += _training(args, options, loaded)
     print(f"kernattn check-variant: {args.name}: " + (f"FAILED {', '.join(failed)}" if failed else "conforms"))
     return 1 if failed else 0
+
+
+def _training(args: argparse.Namespace, options: dict, loaded: list[str]) -> list[str]:
+    """The training checks (training.py), one line each; a crash fails them in one line."""
+    from .training import check_training
+
+    with tempfile.TemporaryDirectory(prefix="kernattn-check-") as tmp:
+        t0 = time.perf_counter()
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # the engine's own lines: one line per check here
+                found = check_training(str(args.params), args.name, options, loaded, Path(tmp),
+                                       ddp=not args.skip_ddp)
+        except Exception as exc:  # noqa: BLE001 -- a crash in training fails the checks, in one line
+            line = next(iter(str(exc).strip().splitlines()), "")
+            found = {"training": [f"raised {type(exc).__name__}: {line}"], "resume": ["not checked"]}
+    failed = []
+    for name, problems in found.items():
+        failed += _say(name, problems, f" ({time.perf_counter() - t0:.1f} s in all)" if name == "training" else "")
+    return failed
 
 
 def _say(name: str, problems: list[str], extra: str = "") -> list[str]:
