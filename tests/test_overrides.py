@@ -127,7 +127,7 @@ def test_every_unknown_key_of_a_source_is_named_with_the_source(tmp_path):
         dag_smk.load(str(PARAMS), settings(tmp_path, doc))
     assert str(err.value.code) == (
         f"kernattn: error: {tmp_path / 'c0.yaml'}: unknown keys 'trian', 'matrix.rowz'; allowed: at the top: data, model, train, "
-        "tracking, matrix, report, analysis, bench, vision, lm, studies, datasets, scale, scales; in matrix: seeds, rows, only")
+        "tracking, matrix, report, analysis, bench, vision, lm, studies, datasets, scale, scales, plugins; in matrix: seeds, rows, only")
     with pytest.raises(ParamsError, match=r"^--config: unknown keys 'lm\.depht', 'scales\.tiny\.trian', "
                                           r"'scales\.tiny\.train\.lrr'; allowed: in lm: dataset, .*; "
                                           r"in scales\.tiny: data, model, .*; in scales\.tiny\.train: batch_size, "):

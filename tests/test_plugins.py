@@ -201,3 +201,15 @@ def test_a_plugin_variant_builds_and_steps_in_every_track(tmp_path):
     rows = pd.read_csv(tmp_path / "plan.csv")
     cos = rows[rows["run"] == "cos-s0"]
     assert set(cos["stage"]) >= {"train", "train_lm", "train_vision"} and (cos["flops"] > 0).all()
+
+
+def test_a_plugins_key_that_is_not_a_list_of_names_is_one_line(tmp_path):
+    from kernattn.config import load_params
+    from kernattn.errors import ParamsError
+
+    params = params_with(tmp_path, [])
+    doc = yaml.safe_load(params.read_text())
+    doc["plugins"] = 3
+    params.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ParamsError, match=r"params.yaml: plugins must be a list of \.py paths or module names, got 3"):
+        load_params(params, "micro")
