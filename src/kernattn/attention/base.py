@@ -5,8 +5,8 @@ A variant implements three methods on the output of its own `prepare(x)`:
   backward where the variant allows it);
 - `kernel(p, allowed)`: the explicit kernel matrix [B, H, N, N] of Nadaraya-Watson regression;
 - `p.v`: the values being regressed.
-`impl="reference"` runs the Nadaraya-Watson regression written out (reference.py) on the same parameters, and
-`attention_weights(x)` returns the normalised kernel the forward pass used. A variant whose
+`impl="reference"` runs the Nadaraya-Watson regression written out (reference.py) on the same
+parameters, and `attention_weights(x)` returns the normalised kernel the forward pass used. A variant whose
 weights are not normalised (`normalised = False`: a sigmoid attention, say) returns its
 weights from `kernel` and the reference sums them against the values as they are.
 

@@ -22,13 +22,13 @@ recorded (registry.Plugin: the source, its file, the file's sha256) for config.j
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import os
 import sys
 from pathlib import Path
 
+from ..fetch import sha256_bytes
 from . import registry
 from .registry import Plugin, PluginError
 
@@ -39,7 +39,7 @@ _entry_points_loaded = False
 
 
 def _sha256(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return sha256_bytes(Path(path).read_bytes())
 
 
 def is_path(source: str) -> bool:
@@ -66,7 +66,7 @@ def load_one(source: str, base: str | os.PathLike | None = None) -> Plugin:
                               f"relative to the params file")
         key = str(path)
         if key not in _done:
-            name = "kernattn_plugin_" + hashlib.sha256(key.encode()).hexdigest()[:12]
+            name = "kernattn_plugin_" + sha256_bytes(key.encode())[:12]
             spec = importlib.util.spec_from_file_location(name, path)
             _done[key] = _import(Plugin(source, key, _sha256(key)),
                                  lambda: _exec_file(name, spec))

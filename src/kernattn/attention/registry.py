@@ -78,8 +78,8 @@ def register(name: str, options: type, summary: str | None = None):
                                   f"plugin (params.yaml `plugins:`, KERNATTN_PLUGINS or the kernattn.attention entry "
                                   f"point group), not by importing it")
             _check_plugin_options(name, options, _loading[-1].source)
-            doc = (summary or (cls.__doc__ or "").strip().splitlines()[0:1] or [""])
-            _REGISTRY[name] = Variant(name, options, cls, doc if isinstance(doc, str) else doc[0])
+            line = summary or next(iter((cls.__doc__ or "").strip().splitlines()), "")
+            _REGISTRY[name] = Variant(name, options, cls, line)
             _PLUGINS[name] = _loading[-1]
         cls.registry_name = name
         return cls
@@ -107,6 +107,11 @@ def _check_plugin_options(name: str, options: type, source: str) -> None:
         typing.get_type_hints(options)
     except Exception as exc:  # noqa: BLE001 -- any unresolvable annotation: the registry cannot check values
         raise PluginError(f"{where}: the annotations of {options.__name__} cannot be resolved ({exc})") from None
+
+
+def has_plugins() -> bool:
+    """Whether any plugin registered a variant in this process."""
+    return bool(_PLUGINS)
 
 
 def plugin_of(name: str) -> Plugin | None:

@@ -104,7 +104,9 @@ def with_plugin_inputs(stage: Stage) -> Stage:
     """A per-run stage whose runs may train a plugin's variant: the plugin's file is an input of
     exactly those runs (editing it reruns them). DVC's foreach has one body for every run: there
     the files of every run's plugins are the inputs of each."""
-    if not stage.per_run or stage.narrow is None:
+    from ..attention.registry import has_plugins
+
+    if not stage.per_run or stage.narrow is None or not has_plugins():  # no plugin: no run to look at
         return stage
     own, narrow, runs = stage.inputs, stage.narrow, stage.runs
     if not any(plugin_files(narrow(r)) for r in runs):

@@ -25,11 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _mb(n: int | None) -> str:
-    return "?" if n is None else f"{n / 1e6:,.1f} MB"
+    return "size unknown" if n is None else f"{n / 1e6:,.1f} MB"
 
 
-def _size(need: Need) -> str:
-    sizes = [f.size for f in need.files]
+def size_text(files) -> str:
+    """What `files` weigh, in MB: "12.3 MB", "12.3 MB + 2 of unknown size", or "size unknown"."""
+    sizes = [f.size for f in files]
     total = sum(s for s in sizes if s)
     unknown = sum(1 for s in sizes if not s)
     return _mb(total) + (f" + {unknown} of unknown size" if unknown and total else "") if total else _mb(None)
@@ -50,7 +51,7 @@ def list_needs(needs: list[Need], where: Where, files: bool) -> None:
         ds = need.dataset
         pinned = "" if ds.user_folder or all(f.pinned for f in need.files) else " [unpinned: no sha256 known]"
         host = need.files[0].sources[0].url.split("/")[2] if need.files else "-"
-        print(f"{ds.name:<20} {need.key:<16} {len(need.files):>4} files {_size(need):>16}  from {host:<32} "
+        print(f"{ds.name:<20} {need.key:<16} {len(need.files):>4} files {size_text(need.files):>16}  from {host:<32} "
               f"{_where(need, where)}{pinned}")
         for f in need.files if files else ():
             kind, path = status(f, where)

@@ -81,12 +81,6 @@ class LoopState:
     ckpt_step: int | None = None
 
 
-def plugin_records(variant: str) -> list[dict]:
-    """The plugin that registered `variant` (source, file, sha256), as config.json, the
-    fingerprint and MLflow record it; [] for a built-in."""
-    return records([variant])
-
-
 def all_finite(model: torch.nn.Module) -> bool:
     """Every parameter finite (one sync): checked before a checkpoint replaces the last one."""
     flags = [torch.isfinite(p).all() for p in model.parameters()]
@@ -103,7 +97,7 @@ def train_run(track: Track, *, fresh: bool = False, stop_after: int | None = Non
     world = dist.world_from_env()
     device = dist.device_of(world, resolve_device(track.section.device))
     fp_config = {"format": track.fingerprint_format, **track.fingerprint_config()}
-    if plugin := plugin_records(track.variant):  # a plugin's variant: its code is part of what trains
+    if plugin := records([track.variant]):  # a plugin's variant: its code is part of what trains
         fp_config["plugins"] = plugin
     fingerprint = digest(fp_config)
     with dist.process_group(world, device, track.section.dist_timeout_s):

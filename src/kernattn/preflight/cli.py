@@ -108,8 +108,7 @@ def machine() -> dict:
     from ..engine.runtime import git_info
 
     commit, dirty = git_info()
-    with open("/proc/meminfo") if Path("/proc/meminfo").is_file() else open(os.devnull) as fh:
-        total = next((int(line.split()[1]) * 1024 for line in fh if line.startswith("MemTotal:")), None)
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {"timestamp": utc_timestamp(), "git_commit": commit, "git_dirty": dirty,
             "machine": {"cpu": device_name(torch.device("cpu")), "cores": os.cpu_count(), "memory_bytes": total,
                         "python": platform.python_version(), "torch": torch.__version__}}

@@ -9,11 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..datasets import Where, needed, status
+from ..datasets.cli import size_text
 from .items import FAIL, OK, WARN, Item
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
 
 
 def data_items(params) -> list[Item]:
@@ -31,15 +28,13 @@ def data_items(params) -> list[Item]:
         kinds = [status(f, where)[0] for f in need.files]
         missing = [f for f, k in zip(need.files, kinds) if k == "missing"]
         no_url = [f.path for f in missing if not f.sources]
-        size = sum(f.size or 0 for f in missing)
-        unknown = sum(1 for f in missing if not f.size)
         held = len(need.files) - len(missing)
         text = f"{held}/{len(need.files)} files here"
         if missing:
-            known = _mb(size) + (f" + {unknown} of unknown size" if unknown else "") if size else "size unknown"
-            text += f"; {len(missing)} to pull ({known}: `kernattn data pull`)"
+            text += f"; {len(missing)} to pull ({size_text(missing)}: `kernattn data pull`)"
         if no_url:
             text += f"; no public URL for {', '.join(no_url[:3])}: put them in the data mirror"
         items.append(Item("data", ds.name, FAIL if no_url else OK, text,
-                          {"files": len(need.files), "here": held, "to_pull": len(missing), "pull_bytes": size}))
+                          {"files": len(need.files), "here": held, "to_pull": len(missing),
+                           "pull_bytes": sum(f.size or 0 for f in missing)}))
     return items
