@@ -176,7 +176,7 @@ def test_a_nonfinite_loss_on_rank_1_only_stops_every_rank_with_exit_3(tmp_path, 
 
 
 def test_a_global_batch_the_ranks_do_not_divide_is_one_line(tmp_path, corpus):  # noqa: F811
-    case = Case("char", "train", "gpa_dp_m8-s0", "train", {"train": {"batch_size": 3, "max_steps": 2}}, 2)
+    case = Case("char", "train", "gpa_dp_m8-s0", "train", {"train": {"batch_size": 3, "max_steps": 2, "budgets": []}}, 2)
     codes, _ = train_ranks(case, tmp_path, corpus, 2)
     assert codes == [2, 2]
     err = [x for x in log_of(tmp_path / "log", 0).splitlines() if "error" in x]

@@ -90,7 +90,9 @@ def test_train_writes_every_file(tmp_path, corpus, capsys):
     params = make_params(tmp_path, corpus)
     assert kernattn_train(params, "rope-s0") == 0
     run_dir = tmp_path / "runs" / "rope-s0"
-    assert sorted(p.name for p in run_dir.iterdir()) == ["ckpt.pt", "config.json", "final.json", "metrics.jsonl"]
+    # keep-3.pt: the checkpoint where micro's budget of 4 steps branches off (train.budgets)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["ckpt.pt", "config.json", "final.json", "keep-3.pt",
+                                                         "metrics.jsonl"]
 
     final = json.loads((run_dir / "final.json").read_text())
     assert LISTED_FINAL_KEYS <= set(final) and set(final) == set(train.FINAL_KEYS)
@@ -114,7 +116,11 @@ def test_train_writes_every_file(tmp_path, corpus, capsys):
     tr = [r for r in lines if r["split"] == "train"]
     assert [r["step"] for r in val] == [0, 3, 6]        # step 0, every eval_every, the end
     assert [r["step"] for r in tr] == [1, 2, 3, 4, 5, 6]  # log every max(1, eval_every // 10)
-    assert val[-1]["loss"] == final["val_loss"] and tr[-1]["loss"] == final["train_loss"]
+    assert val[-1]["loss"] == final["val_loss_sample"] and tr[-1]["loss"] == final["train_loss"]
+    # the verdicts' loss: every non-overlapping window of the validation split, with its sampling error
+    n_val = int(np.load(corpus / "val.npy").size)
+    assert final["val_windows"] == len(range(0, n_val - 32, 32)) and final["val_chars"] == 32 * final["val_windows"]
+    assert final["val_loss"] != final["val_loss_sample"] and 0 < final["val_loss_se"] < 0.1
     assert all(r["tokens"] == r["step"] * 4 * 32 for r in lines)
     assert all(np.isfinite(r["loss"]) and r["lr"] > 0 and r["elapsed_s"] >= 0 for r in lines)
 
@@ -133,7 +139,7 @@ def test_train_writes_every_file(tmp_path, corpus, capsys):
 def test_loss_decreases_on_dickens(tmp_path, corpus):
     params = make_params(tmp_path, corpus, train={"max_steps": 30, "batch_size": 16, "lr": 3e-3,
                                                   "warmup_steps": 5, "eval_every": 10, "eval_batches": 4,
-                                                  "checkpoint_every": 30})
+                                                  "checkpoint_every": 30, "schedule": "cosine", "budgets": []})
     assert kernattn_train(params, "gpa_dp_m8-s0") == 0
     lines = read_metrics(tmp_path / "runs" / "gpa_dp_m8-s0")
     val = [r["loss"] for r in lines if r["split"] == "val"]
@@ -149,7 +155,8 @@ def test_variant_lr_scale_moves_only_the_variants_own_parameters_faster(tmp_path
     as far at scale 10, and every other weight is where it is at scale 1."""
     def one_step(scale):
         params = make_params(tmp_path / str(scale), corpus, train={"max_steps": 1, "warmup_steps": 1, "eval_every": 1,
-                                                                   "checkpoint_every": 1, "variant_lr_scale": scale})
+                                                                   "checkpoint_every": 1, "variant_lr_scale": scale,
+                                                                   "budgets": []})
         assert kernattn_train(params, "gpa_dp_m8-s0") == 0
         return torch.load(tmp_path / str(scale) / "runs" / "gpa_dp_m8-s0" / "ckpt.pt", weights_only=True)["model"]
 

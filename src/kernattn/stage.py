@@ -29,7 +29,7 @@ def stage_name(command: str) -> str:
 
 # Commands besides the trainings (train, train-lm, train-vision, the studies' train-*) that run
 # as several data-parallel ranks with --nproc / --nodes (engine/launch.py).
-RANKED_COMMANDS = ("eval-lm", "prune")  # prune fine-tunes its three arms through the engine
+RANKED_COMMANDS = ("eval-lm", "prune", "cooldown")  # prune fine-tunes its three arms; cooldown trains a branch
 
 
 def runs_as_ranks(command: str) -> bool:

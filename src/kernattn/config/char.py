@@ -14,6 +14,8 @@ from .rows import Row, check_lag_table, check_rows
 from .schema import fraction, nonneg, positive
 
 CLEAN_CHOICES = ("gutenberg", "none")
+SCHEDULES = ("cosine", "wsd")
+FINAL_EVALS = ("sample", "split")
 _CORPUS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _HEX = set("0123456789abcdef")
 
@@ -93,6 +95,16 @@ class TrainParams(RunSettings):
     lr: float = field(default=1e-3, metadata=positive())
     min_lr_ratio: float = field(default=0.1, metadata=nonneg())
     warmup_steps: int = field(default=2000, metadata=nonneg())
+    # After the warm-up: "cosine" to lr x min_lr_ratio at max_steps (the papers'), or "wsd"
+    # (warmup-stable-decay): lr held until the last cooldown_fraction of the run, then linear to
+    # lr x min_lr_ratio. A wsd run is the same run as a shorter one up to that shorter one's
+    # cooldown, so one run gives its result at several budgets (`budgets`).
+    schedule: str = field(default="cosine", metadata={"choices": SCHEDULES})
+    cooldown_fraction: float = field(default=0.2, metadata=fraction())
+    # wsd only: the shorter budgets (steps) read from each run: the run keeps its checkpoint at
+    # each budget's cooldown start and `kernattn cooldown` branches the cooldown from it
+    # (results/<scale>/runs/budgets/<run>-b<budget>/): the budget sweep of issue 37.
+    budgets: tuple[int, ...] = ()
     weight_decay: float = field(default=0.1, metadata=nonneg())
     # lr of the variant-owned parameters (GPA banks, GKA log sigma, T5 / lag tables, learned
     # RoPE frequencies) = lr x this, on the same schedule. 1: the papers' one lr. Adam moves a
@@ -103,6 +115,10 @@ class TrainParams(RunSettings):
     beta2: float = field(default=0.95, metadata=fraction())
     eval_every: int = field(default=2000, metadata=positive())
     eval_batches: int = field(default=50, metadata=positive())
+    # The last evaluation, the one a verdict reads: "split" scores every non-overlapping window
+    # of the validation split (and records the standard error of its mean over those windows),
+    # "sample" the eval_batches x batch_size fixed windows of the curve (a sample of the split).
+    final_eval: str = field(default="split", metadata={"choices": FINAL_EVALS})
     checkpoint_every: int = run_default("checkpoint_every", 5000)
     out_dir: str = run_default("out_dir", "results/runs")
 
@@ -136,6 +152,27 @@ class AnalysisParams:
     out_dir: str = "results/analysis"
 
 
+def cooldown_start(budget: int, fraction: float) -> int:
+    """The step at which a wsd run of `budget` steps starts its cooldown (its lr still the peak's)."""
+    return budget - round(budget * fraction)
+
+
+def check_budgets(tp: TrainParams, where: str) -> None:
+    """train.budgets: wsd only, each shorter than max_steps, its cooldown after the warm-up."""
+    if not tp.budgets:
+        return
+    if tp.schedule != "wsd":
+        raise ParamsError(f"{where}train.budgets needs train.schedule: wsd (a cosine run of max_steps is not a "
+                          f"shorter run up to any step); set schedule: wsd or budgets: []")
+    for b in tp.budgets:
+        if not 0 < b < tp.max_steps or cooldown_start(b, tp.cooldown_fraction) < tp.warmup_steps:
+            raise ParamsError(f"{where}train.budgets has {b}: each budget must be below train.max_steps="
+                              f"{tp.max_steps} and start its cooldown (step {cooldown_start(b, tp.cooldown_fraction)}) "
+                              f"after the warm-up's {tp.warmup_steps} steps")
+    if len(set(tp.budgets)) != len(tp.budgets):
+        raise ParamsError(f"{where}train.budgets lists a budget twice: {list(tp.budgets)}")
+
+
 def check(params, where: str) -> None:
     """The cross-key checks of the char sections (rows, seeds, bench rows, widths, options);
     `where` names the file and scale."""
@@ -143,7 +180,9 @@ def check(params, where: str) -> None:
     m = params.model
 
     check_rows(params.matrix.rows, "matrix.rows", where, {}, {}, compute=False,
-               track_check=lambda _name, options: check_lag_table(options, m.context, "model.context"))
+               track_check=lambda _name, options: check_lag_table(options, m.context, "model.context"),
+               lr_scale=True)
+    check_budgets(params.train, where)
     if not params.matrix.seeds:
         raise ParamsError(f"{where}matrix.seeds is empty; give at least one seed")
     for name in params.matrix.only or ():

@@ -75,6 +75,10 @@ class Row:
     label: str = ""
     seeds: tuple[int, ...] | None = None   # None: the track's seeds
     compute: Compute | None = None         # LM rows only; None: the track's own step count
+    # char rows only: the learning-rate factor of the variant-owned parameters (banks, tables,
+    # learned RoPE frequencies, GKA's sigma) for this row (None: train.variant_lr_scale). A row
+    # at 1 beside one at the scale's own factor is the recipe arm of issue 37.
+    variant_lr_scale: float | None = field(default=None, metadata=positive())
     # the documents' models this row trains (module docstring); one mapping or a list of them
     paper: tuple[PaperRef, ...] = ()
 
@@ -89,13 +93,14 @@ class RunSpec:
     source: str
     label: str
     compute: Compute | None = None
+    variant_lr_scale: float | None = None
 
 
 def runs_of(rows, seeds, only=None) -> list[RunSpec]:
     """Every (row, seed) of `rows` in a stable order (row by row); run_id = '<row>-s<seed>'."""
     keep = set(only) if only is not None else None
     return [RunSpec(f"{r.name}-s{seed}", r.name, seed, r.variant, dict(r.options), r.source, r.label or r.name,
-                    r.compute)
+                    r.compute, r.variant_lr_scale)
             for r in rows if keep is None or r.name in keep
             for seed in (r.seeds if r.seeds is not None else seeds)]
 
@@ -141,7 +146,7 @@ def chain(rows, name: str) -> list:
 
 
 def check_rows(rows, key: str, where: str, aliases: dict, defaults: dict, compute: bool,
-               track_check: Callable[[str, dict], None] | None = None) -> None:
+               track_check: Callable[[str, dict], None] | None = None, lr_scale: bool = False) -> None:
     """Every check of a track's rows, each failure one line naming `key`, the row and the fix:
     names unique and non-empty, variant and options valid for the registry (after the track's
     aliases and defaults), `track_check(name, options)` (the model's own limits, raising
@@ -168,6 +173,9 @@ def check_rows(rows, key: str, where: str, aliases: dict, defaults: dict, comput
             raise ParamsError(f"{at}: {exc}") from None
         if row.compute is not None:
             _check_compute(row, rows, at, key, compute)
+        if row.variant_lr_scale is not None and not lr_scale:
+            raise ParamsError(f"{at}: variant_lr_scale is a char row's setting (matrix.rows); this track sets the "
+                              f"attention's own parameters' rate in its own section: remove it here")
         if any((p.table is None) == (p.figure is None) for p in row.paper):
             raise ParamsError(f"{at}: paper needs exactly one of table or figure, e.g. "
                               f"paper: {{seed: \"003\", table: 5, model: GKA-Ti}}")

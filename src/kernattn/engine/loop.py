@@ -37,6 +37,7 @@ import math
 import platform
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -44,7 +45,7 @@ import torch
 from ..attention.plugins import records
 from ..config.common import RunSettings
 from ..errors import UsageError
-from ..io import atomic_torch_save
+from ..io import atomic_path, atomic_torch_save
 from . import dist
 from .rundir import CKPT, CKPT_FORMAT, open_run_dir, read_checkpoint
 from .runtime import (autocast_factory, derive_seed, digest, resolve_device, rng_state, seed_everything,
@@ -79,6 +80,18 @@ class LoopState:
     last_val: dict[str, float] | None = None
     mlflow_run_id: str | None = None
     ckpt_step: int | None = None
+    final_values: dict | None = None   # Track.final_evaluate's, after the last step (not checkpointed)
+
+
+def keep_name(step: int) -> str:
+    """The kept copy of the checkpoint at `step` (Track.keep_at)."""
+    return f"keep-{step}.pt"
+
+
+def keep_copy(src: Path, dest: Path) -> None:
+    """Copy a checkpoint whole or not at all (a reader never sees half a file)."""
+    with atomic_path(dest) as tmp:
+        shutil.copyfile(src, tmp)
 
 
 def all_finite(model: torch.nn.Module) -> bool:
@@ -127,6 +140,9 @@ def _open(track: Track, world: dist.World, fingerprint: str, fp_config: dict, *,
                 shutil.rmtree(track.run_dir)  # asked for by name on the command line
             done, ckpt = open_run_dir(track.run_dir, fingerprint, fp_config, stale=stale,
                                       command=track.command, run_id=track.run_id, variant=track.variant)
+            if not done and ckpt is None and track.seed_run_dir(fingerprint, fp_config):
+                done, ckpt = open_run_dir(track.run_dir, fingerprint, fp_config, stale="error",
+                                          command=track.command, run_id=track.run_id, variant=track.variant)
             found = "done" if done else "resume" if ckpt is not None else "new"
             if not done:
                 track.run_dir.mkdir(parents=True, exist_ok=True)
@@ -258,6 +274,7 @@ class Loop:
             if code is not None:
                 status = "KILLED"
                 return code
+            self.st.final_values = self.track.final_evaluate(self.base, self.autocast)  # every rank
             if self.world.main:
                 self.trace.write(self.track.run_dir)  # before final.json, which the session writes last
             self.session.finish()
@@ -357,9 +374,11 @@ class Loop:
         self.session.bar.update(1)
         if st.step % track.eval_every == 0 or end:
             self.evaluate()  # counted in elapsed_s, not in train_s
-        if st.step % track.checkpoint_every == 0 or end:
+        if st.step % track.checkpoint_every == 0 or end or st.step in track.keep_at:
             self.tick()
             self.checkpoint()
+            if st.step in track.keep_at and self.world.main:
+                keep_copy(self.ckpt_path, track.run_dir / keep_name(st.step))
 
     def _timed(self, t0: float) -> None:
         dt = time.perf_counter() - t0

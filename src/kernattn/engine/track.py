@@ -71,6 +71,9 @@ class Track:
     log_every: int = 1
     eval_every: int = 1
     checkpoint_every: int = 1
+    # steps at which the loop also keeps a copy of its checkpoint (keep-<step>.pt in the run
+    # folder): where a shorter run branches off this one (the char track's wsd budgets)
+    keep_at: tuple[int, ...] = ()
     grad_accum: int = 1
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
@@ -131,6 +134,17 @@ class Track:
         return dict(values)
 
     def config(self) -> dict[str, Any]:
+        return {}
+
+    def seed_run_dir(self, fingerprint: str, fp_config: dict[str, Any]) -> bool:
+        """Called on rank 0 for a run folder with nothing to resume: write a checkpoint (with
+        this `fingerprint` and `fp_config`) and the metrics lines it counts into it, to start
+        from another run's state (a branch); True when it did. Default: start from scratch."""
+        return False
+
+    def final_evaluate(self, fwd, autocast) -> dict[str, Any]:
+        """Run on every rank after the last step (a collective may be used); its values reach
+        final() as state.final_values. Default: nothing beyond the last evaluation."""
         return {}
 
     def final(self, state) -> dict[str, Any]:

@@ -31,10 +31,12 @@ class ClaimResult:
     lo: float | None = None
     hi: float | None = None
     interval: str = ""               # how the interval was made
+    arm: str = ""                    # the same claim under another recipe, printed after the verdict
 
     @property
     def shown(self) -> str:
-        return stats.at_scale(self.verdict, self.scale)
+        shown = stats.at_scale(self.verdict, self.scale)
+        return f"{shown}; {self.arm}" if self.arm else shown
 
     @property
     def section(self) -> str:

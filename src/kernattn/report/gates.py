@@ -1,10 +1,15 @@
 """Gates a comparison must pass before it gets a verdict (issue 25), each printed in the
 verdict when it fails: "not judged (<gate>: <why>)".
 
-    converged   the quantity judged has stopped moving: for a comparison of two rows, the
-                fitted change of their loss gap over the last `last_fraction` of training
-                (`gap_converged`); for a reading of one run, its validation loss's fitted drop
-                there (`loss_converged`); and for readings of a
+    gap stable at this budget
+                for a comparison of two rows: their loss gap is not closing at a rate that
+                would take away `gap_max_closing` of it over one more run's learning-rate sum,
+                read per seed over the part of training that holds the last
+                `gap_tail_lr_fraction` of the schedule's learning-rate sum, with a t bound over
+                seeds (`gap_stable`; issue 37). A reading of this budget, never "converged".
+    converged   the quantity judged has stopped moving: for a reading of one run, its
+                validation loss's fitted drop over the last `last_fraction` of training
+                (`loss_converged`); and for readings of a
                 trained bank or bandwidth, how far its parameters moved against the farthest
                 Adam can move them, from initialisation (`params_converged`) and over that same
                 tail of training, read from the run's param_trace.npz (`params_settled`,
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+import re
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +39,7 @@ import numpy as np
 from . import stats
 
 CONVERGED = "not converged"
+GAP_UNSTABLE = "gap not stable at this budget"
 PREMISE = "premise not met"
 
 
@@ -75,15 +82,21 @@ class Thresholds:
     max_loss_drop: float     # largest fitted change over that tail of one run's loss (drop) or of two rows' gap
     max_param_travel: float  # largest fraction of Adam's travel limit a read parameter may use:
                              # from initialisation (params_converged) and over the tail (params_settled)
+    gap_tail_lr_fraction: float = 0.5  # gap_stable's tail: the last this share of the learning-rate sum
+    gap_max_closing: float = 0.5       # gap_stable's bound on the share of the gap closing per run's lr-sum
 
 
 def thresholds(papers: dict) -> Thresholds:
     g = papers.get("gates") or {}
+    keys = ("last_fraction", "max_loss_drop", "max_param_travel", "gap_tail_lr_fraction", "gap_max_closing")
     try:
-        return Thresholds(float(g["last_fraction"]), float(g["max_loss_drop"]), float(g["max_param_travel"]))
+        th = Thresholds(*(float(g[k]) for k in keys))
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"paper_numbers.yaml: gates needs numbers last_fraction, max_loss_drop and "
-                         f"max_param_travel ({exc})") from None
+        raise ValueError(f"paper_numbers.yaml: gates needs numbers {', '.join(keys)} ({exc})") from None
+    if not (0 < th.gap_tail_lr_fraction <= 1 and th.gap_max_closing > 0):
+        raise ValueError(f"paper_numbers.yaml: gates.gap_tail_lr_fraction must lie in (0, 1] and gap_max_closing "
+                         f"be positive; got {th.gap_tail_lr_fraction} and {th.gap_max_closing}")
+    return th
 
 
 def tail_mask(steps: Sequence[int], last_fraction: float) -> np.ndarray:
@@ -121,66 +134,116 @@ def loss_converged(steps: Sequence[int], losses: Sequence[float], last_fraction:
                 f"{what} fell {drop:.4f} over the last {last_fraction:.0%} of training (threshold {max_drop:g})")
 
 
-Curve = tuple[Sequence[int], Sequence[float]]  # one run's (steps, losses)
+@dataclass(frozen=True)
+class RunCurve:
+    """One run's evaluations and its schedule: `cum_lr[t]` is the learning-rate sum of the
+    optimizer steps before step t (`cumulative`), at least up to the last evaluated step."""
+
+    steps: Sequence[int]
+    losses: Sequence[float]
+    cum_lr: Sequence[float]
 
 
-def mean_curve(curves: Iterable[Curve], fractions: np.ndarray) -> np.ndarray:
-    """The mean over runs (seeds) of their losses at `fractions` of each run's training (step /
-    its last step; linear between its evaluations), so runs of unequal length (a row trained on
-    fewer tokens) are compared at the same point of their schedules."""
-    out = []
-    for steps, losses in curves:
-        steps = np.asarray(steps, dtype=float)
-        out.append(np.interp(fractions, steps / steps.max(), np.asarray(losses, dtype=float)))
-    return np.mean(out, axis=0)
+def cumulative(step_lrs: Sequence[float]) -> np.ndarray:
+    """[0, lr_0, lr_0 + lr_1, ...]: the learning-rate sum before each step."""
+    return np.concatenate([[0.0], np.cumsum(np.asarray(step_lrs, dtype=float))])
 
 
-def _unreadable(row: str, curves: Mapping[str, Curve], last_fraction: float, what: str) -> str | None:
-    """Why a row's curves cannot be compared (one clause naming the run), or None: every run
-    needs finite losses, a last step past 0 and 3 evaluations of its own in the tail."""
+def _lr_share(curve: RunCurve) -> np.ndarray:
+    """Each evaluation's place in its run as the share of the run's learning-rate sum spent
+    before it (0 at the start, 1 at the last evaluation)."""
+    cum = np.asarray(curve.cum_lr, dtype=float)
+    at = cum[np.asarray(curve.steps, dtype=int)]
+    return at / at[-1]
+
+
+def _unreadable(row: str, curves: Mapping[str, RunCurve], tail: float, what: str) -> str | None:
+    """Why a row's curves cannot be read by gap_stable (one clause naming the run), or None:
+    every run needs finite losses, a schedule known to its last step, a learning-rate sum past
+    0 and 3 evaluations of its own in the tail."""
     if not curves:
         return f"no run of {row}"
-    for run, (steps, losses) in curves.items():
-        if len(steps) == 0:
+    for run, c in curves.items():
+        if len(c.steps) == 0:
             return f"no {what} evaluations of {run}"
-        if not np.all(np.isfinite(np.asarray(losses, dtype=float))):
+        if not np.all(np.isfinite(np.asarray(c.losses, dtype=float))):
             return f"{run} has a non-finite {what}"
-        if max(steps) <= 0:
-            return f"{run} has no {what} evaluation after step 0"
-        n = int(tail_mask(steps, last_fraction).sum())
+        if max(c.steps) >= len(c.cum_lr):
+            return f"the learning rates of {run} are known only to step {len(c.cum_lr) - 1}, its {what} to {max(c.steps)}"
+        if max(c.steps) <= 0 or not c.cum_lr[max(c.steps)] > 0:
+            return f"{run} has no {what} evaluation after its first step"
+        n = int((_lr_share(c) >= 1 - tail).sum())
         if n < 3:
-            return (f"{n} {what} evaluation(s) of {run} in the last {last_fraction:.0%} of training "
+            return (f"{n} {what} evaluation(s) of {run} in the last {tail:.0%} of its learning-rate sum "
                     f"(3 needed for a slope)")
     return None
 
 
-def gap_converged(a: str, a_curves: Mapping[str, Curve], b: str, b_curves: Mapping[str, Curve],
-                  last_fraction: float, max_drift: float, what: str = "val loss") -> Gate:
-    """Gate (a) for a comparison of two rows: the gap between their mean losses (a - b over
-    seeds, at the same fraction of each run's training, on every evaluation point of either
-    row) has stopped moving: its fitted change over the last `last_fraction` of training
-    (tail_drop, either sign) at most `max_drift`. Rows still learning at the same pace keep
-    their gap and their order at this budget; a gap still closing or opening faster can
-    reorder rows whose difference is of that order. It does not say the rows converged: each
-    row's own fall there is printed beside it, and when one fell more than `max_drift` the
-    text says the rows are still learning (more training may still change the gap).
-    `a_curves`, `b_curves`: run id -> (steps, losses) of every run (seed) of each row."""
+_SEED = re.compile(r"-s(\d+)$")
+
+
+def _by_seed(curves: Mapping[str, RunCurve]) -> dict[int, RunCurve] | None:
+    """The runs keyed by their seed ('<row>-s<seed>'), None when a run id names none."""
+    seeds = {}
+    for run, c in curves.items():
+        m = _SEED.search(run)
+        if m is None:
+            return None
+        seeds[int(m.group(1))] = c
+    return seeds
+
+
+def _gap_tail(pairs: Sequence[tuple[Sequence[RunCurve], Sequence[RunCurve]]], tail: float) -> list[tuple[float, float]]:
+    """(final gap, least-squares slope of the gap against the lr-sum share over the tail) of
+    each pair of run groups (one seed of each row; or every run of each, as mean curves)."""
+    out = []
+    for runs_a, runs_b in pairs:
+        shares = [(_lr_share(c), np.asarray(c.losses, dtype=float)) for c in (*runs_a, *runs_b)]
+        grid = np.unique(np.concatenate([u for u, _ in shares]))
+        grid = grid[grid >= 1 - tail]
+        mean = [np.mean([np.interp(grid, u, x) for u, x in shares[i:j]], axis=0)
+                for i, j in ((0, len(runs_a)), (len(runs_a), len(shares)))]
+        gap = mean[0] - mean[1]
+        out.append((float(gap[-1]), float(np.polyfit(grid, gap, 1)[0])))
+    return out
+
+
+def gap_stable(a: str, a_curves: Mapping[str, RunCurve], b: str, b_curves: Mapping[str, RunCurve],
+               tail: float, max_closing: float, what: str = "val loss") -> Gate:
+    """Gate (a) for a comparison of two rows (paper_numbers.yaml gates.gap_*): the gap a - b
+    is stable at this budget. Each run's evaluations are placed by the share of its own
+    learning-rate sum spent before them (so the tail of a cosine is not mistaken for most of
+    the training, and rows trained for different steps are compared at the same point of their
+    schedules). Per seed (rows with the same seeds; otherwise the two rows' mean curves, one
+    value) the gap's slope over the last `tail` of that share is fitted; `closing` = -sign(final
+    gap) x slope / |final gap| is the share of the gap that would go over one more run's
+    learning-rate sum at that rate (negative: opening). The gate passes when the upper
+    one-sided 97.5% t bound of the mean closing over seeds (a single value: itself) is below
+    `max_closing`. It says nothing of where the rows converge: a budget sweep does.
+    `a_curves`, `b_curves`: run id ('<row>-s<seed>') -> RunCurve, every run of each row."""
     for row, curves in ((a, a_curves), (b, b_curves)):
-        why = _unreadable(row, curves, last_fraction, what)
+        why = _unreadable(row, curves, tail, what)
         if why is not None:
-            return gate(CONVERGED, False, why)
-    runs = [*a_curves.values(), *b_curves.values()]
-    grid = np.unique(np.concatenate([np.asarray(s, dtype=float) / max(s) for s, _ in runs]))
-    ma, mb = mean_curve(a_curves.values(), grid), mean_curve(b_curves.values(), grid)
-    drift = tail_drop(grid, ma - mb, last_fraction)[0]
-    falls = {name: tail_drop(grid, m, last_fraction)[0] for name, m in ((a, ma), (b, mb))}
-    moved = round(-drift, 4) + 0.0  # + 0.0: never "-0.0000"
-    fell = ", ".join(f"{name} {x:.4f}" for name, x in falls.items())
-    learning = (f"; the rows are still learning (each row's {what} fell {fell} there): the gap is the one at "
-                f"this budget" if max(falls.values()) > max_drift else f"; each row's {what} fell {fell} there")
-    return gate(CONVERGED, abs(drift) <= max_drift,
-                f"{a} − {b} moved {moved:+.4f} over the last {last_fraction:.0%} of training "
-                f"(threshold ±{max_drift:g}){learning}")
+            return gate(GAP_UNSTABLE, False, why)
+    sa, sb = _by_seed(a_curves), _by_seed(b_curves)
+    paired = sa is not None and sb is not None and set(sa) == set(sb) and len(sa) > 1
+    pairs = [([sa[s]], [sb[s]]) for s in sorted(sa)] if paired else [(list(a_curves.values()), list(b_curves.values()))]
+    read = _gap_tail(pairs, tail)
+    final = float(np.mean([g for g, _ in read]))
+    if final == 0.0:
+        return gate(GAP_UNSTABLE, False, f"{a} − {b} is exactly 0 at the end: no gap to keep")
+    closing = np.array([-np.sign(final) * slope / abs(final) for _, slope in read])
+    mean, n = float(closing.mean()), closing.size
+    if n > 1:
+        sd = float(closing.std(ddof=1))
+        bound = mean + float(stats._st.t.ppf(1 - stats.ONE_SIDED_ALPHA, n - 1)) * sd / np.sqrt(n)
+        over = f"upper 97.5% bound {bound:+.0%} over {n} seeds (paired)"
+    else:
+        bound, over = mean, "one value (rows without common seeds: mean curves), no interval"
+    way = "closing" if mean > 0 else "opening"
+    return gate(GAP_UNSTABLE, bound < max_closing,
+                f"{a} − {b} {final:+.4f} at the end, {way} at {abs(mean):.0%} of itself per run's learning-rate sum "
+                f"over the last {tail:.0%} of it ({over}; threshold {max_closing:.0%} closing)")
 
 
 def adam_travel(lrs: Sequence[float]) -> float:
@@ -265,13 +328,14 @@ def logged_lrs(steps: Sequence[int], lrs: Sequence[float]) -> np.ndarray:
     return np.interp(np.arange(int(steps.max())), steps - 1, lrs)
 
 
-def runs_gap_converged(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[str, Path],
-                       th: Thresholds) -> Gate:
+def runs_gap_stable(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[str, Path],
+                    th: Thresholds) -> Gate:
     """Gate (a) for a comparison of two rows from their runs' training losses (metrics.jsonl's
-    train lines, report.stability.read_record): gap_converged at the thresholds, where the
-    training loss stands in for what the claim judges (bits per byte, CORE, top-1: evaluated
-    once, at the end). A run that failed (a FAILED line) is not compared. `a_runs`, `b_runs`:
-    run id -> its metrics.jsonl, every run (seed) of each row."""
+    train lines, report.stability.read_record): gap_stable at the thresholds, where the training
+    loss stands in for what the claim judges (bits per byte, CORE, top-1: evaluated once, at
+    the end), and each run's schedule is the learning rate its train lines logged (logged_lrs).
+    A run that failed (a FAILED line) is not compared. `a_runs`, `b_runs`: run id -> its
+    metrics.jsonl, every run (seed) of each row."""
     from .stability import read_record
 
     curves = {}
@@ -280,6 +344,13 @@ def runs_gap_converged(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mappi
         for run, path in files.items():
             rec = read_record(path)
             if rec.failure is not None:
-                return gate(CONVERGED, False, f"{run} failed ({rec.failure})")
-            curves[row][run] = (rec.steps, rec.losses)
-    return gap_converged(a, curves[a], b, curves[b], th.last_fraction, th.max_loss_drop, "train loss")
+                return gate(GAP_UNSTABLE, False, f"{run} failed ({rec.failure})")
+            if rec.steps and any(x is None for x in rec.lrs):
+                return gate(GAP_UNSTABLE, False, f"{run}'s train lines log no learning rate")
+            lrs = logged_lrs(rec.steps, rec.lrs) if rec.steps else np.zeros(0)
+            curves[row][run] = RunCurve(rec.steps, rec.losses, cumulative(lrs))
+    return gap_stable(a, curves[a], b, curves[b], th.gap_tail_lr_fraction, th.gap_max_closing, "train loss")
+
+
+# the name the LM and ViT parts called it by before issue 37 ("converged" is no longer what it reads)
+runs_gap_converged = runs_gap_stable

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["SPLIT_FILES", "VOCAB_FILE", "META_FILE", "VAL_SEED", "load_vocab", "load_split", "load_meta",
-           "decode", "encode", "load_data", "windows", "validation_starts", "evaluate", "loss_sums"]
+           "decode", "encode", "load_data", "windows", "validation_starts", "split_starts", "evaluate", "loss_sums"]
 
 SPLIT_FILES = {"train": "train.npy", "val": "val.npy"}
 VOCAB_FILE = "vocab.json"
@@ -126,21 +126,31 @@ def validation_starts(n_val: int, context: int, eval_batches: int, batch_size: i
     return torch.randint(0, n_val - context, (eval_batches, batch_size), generator=gen)
 
 
+def split_starts(n_val: int, context: int) -> torch.Tensor:
+    """The start of every non-overlapping window of context + 1 characters of the validation
+    split (the last character of one window is the first input of the next)."""
+    import torch
+
+    return torch.arange(0, n_val - context, context)
+
+
 def evaluate(fwd, model, data: torch.Tensor, starts: torch.Tensor, context: int, autocast) -> float:
     """Mean cross-entropy per character over the fixed validation windows `starts` [eval_batches, B]."""
-    total, count = loss_sums(fwd, model, data, starts, context, autocast).tolist()
+    total, count, _, _ = loss_sums(fwd, model, data, starts, context, autocast).tolist()
     return total / count
 
 
 def loss_sums(fwd, model, data: torch.Tensor, batches, context: int, autocast) -> torch.Tensor:
-    """float64 [summed cross-entropy, characters] over the windows of `batches` (rows of starts):
-    sums, so that ranks scoring shares of the windows add up to the whole (dist.py)."""
+    """float64 [summed cross-entropy, characters, summed squares of each window's mean
+    cross-entropy, windows] over the windows of `batches` (rows of starts): sums, so that ranks
+    scoring shares of the windows add up to the whole (dist.py); the squares give the spread
+    over windows (the evaluation's sampling error)."""
     import torch
     import torch.nn.functional as F
 
     was_training = model.training
     model.eval()
-    sums = torch.zeros(2, dtype=torch.float64, device=data.device)
+    sums = torch.zeros(4, dtype=torch.float64, device=data.device)
     with torch.no_grad():
         for batch in batches:
             x, y = windows(data, batch, context)
@@ -149,6 +159,8 @@ def loss_sums(fwd, model, data: torch.Tensor, batches, context: int, autocast) -
             ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
             sums[0] += ce.double().sum()
             sums[1] += ce.numel()
+            sums[2] += ce.double().view(y.shape).mean(dim=1).square().sum()
+            sums[3] += y.shape[0]
     model.train(was_training)
     return sums
 

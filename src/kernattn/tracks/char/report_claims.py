@@ -3,8 +3,8 @@
 stats.judge_family), extra parameters by construction (count) and the papers' model sizes
 (number). Each comparison reads the validation loss paper_numbers.yaml pre-registers
 (`judged_loss`: final or best) and shows the other beside it; it is judged only when both
-rows' gap stopped moving (report/gates.py gap_converged: its fitted change over the last part
-of training; each row's own fall is printed beside it) and
+rows' gap is stable at this budget (report/gates.py gap_stable: not closing fast per unit of
+learning-rate sum, with a bound over seeds) and
 the seeds allow it (stats.MIN_SEEDS, a non-zero spread). A "works as well as RoPE" margin is
 a number or a fraction of the NoPE - RoPE gap at this scale (stats.noninferiority_margin)."""
 
@@ -17,6 +17,8 @@ import pandas as pd
 
 from ...report import gates, stats
 from ...report.claims import ClaimResult, fmt_diff
+from . import report_budgets
+from .track import lr_at
 
 JUDGED = ("final", "best")  # paper_numbers.yaml `judged_loss`: which validation loss a verdict reads
 
@@ -54,21 +56,28 @@ class Setting:
     judged: str
     values: dict          # row -> seed -> judged loss
     other: dict           # row -> seed -> the other loss (shown beside)
-    curves: dict | None   # row -> {run id: (steps, val losses)} of each seed; None: no convergence gate
+    curves: dict | None   # row -> {run id: gates.RunCurve} of each seed; None: no gap gate
     thresholds: gates.Thresholds | None
     missing_note: object
     scale: str
     other_name: str = ""
+    budget_values: dict | None = None   # report_budgets.budget_values: the budget sweep (None: none)
+    budgets: tuple[int, ...] = ()
+    max_shrink: float = 0.0
 
     def gap_gate(self, a: str, b: str) -> tuple[str | None, str]:
-        """Gate (a) for a - b (gates.gap_converged): the failed gate's verdict or None, and
-        what it measured (printed beside the verdict either way)."""
-        if self.curves is None:
-            return None, ""
-        th = self.thresholds
-        g = gates.gap_converged(a, self.curves.get(a, {}), b, self.curves.get(b, {}), th.last_fraction,
-                                th.max_loss_drop)
-        return gates.withheld([g]), g.why
+        """The gates on a - b: "gap stable at this budget" (gates.gap_stable) and, with a budget
+        sweep, the gap at every budget (report_budgets.budget_gate): the first failed gate's
+        verdict or None, and what they measured (printed beside the verdict either way)."""
+        found = []
+        if self.curves is not None:
+            th = self.thresholds
+            found.append(gates.gap_stable(a, self.curves.get(a, {}), b, self.curves.get(b, {}),
+                                          th.gap_tail_lr_fraction, th.gap_max_closing))
+        if self.budget_values is not None:
+            found.append(report_budgets.budget_gate(a, b, self.budget_values, list(self.budgets), self.max_shrink))
+        found = [g for g in found if g is not None]
+        return gates.withheld(found), "; ".join(g.why for g in found)
 
 
 def _margin(claim: dict, st: Setting) -> tuple[float | None, str]:
@@ -200,11 +209,39 @@ def _number_claim(claim: dict, ours, scale: str) -> ClaimResult:
                        estimate=float(ours) if ok_number else None)
 
 
+def _renamed(claim: dict, arm: dict[str, str | None]) -> dict | None:
+    """The claim on the rows' twins at variant lr x 1 (None: a row has no twin)."""
+    def one(x):
+        return [one(y) for y in x] if isinstance(x, (list, tuple)) else arm.get(x, x)
+    names = claim.get("order") or claim.get("rows")
+    flat = stats.ordering_pairs(names) if claim["kind"] == "order" else [tuple(names)]
+    if any(arm.get(x, x) is None for pair in flat for x in pair):
+        return None
+    key = "order" if claim["kind"] == "order" else "rows"
+    return {**claim, key: one(names)}
+
+
+def _add_recipe_arm(compared: dict, claims: list[dict], st: Setting, arm: dict, scale: float) -> None:
+    """Judge every comparison claim again on the twin rows at variant lr x 1 (its own Holm
+    families) and print that verdict beside each claim's (report_budgets.recipe_arm)."""
+    renamed = {c["id"]: _renamed(c, arm) for c in claims}
+    judged = _judge_comparisons([c for c in renamed.values() if c is not None], st)
+    for claim in claims:
+        res, twin = compared[claim["id"]], judged.get(claim["id"])
+        if twin is None:
+            pairs = stats.ordering_pairs(claim["order"]) if claim["kind"] == "order" else [tuple(claim["rows"])]
+            missing = sorted({x for pair in pairs for x in pair if arm.get(x, x) is None})
+            res.arm = f"at variant lr ×1: {stats.NOT_RUN} (no row at ×1 for {', '.join(missing)})"
+            continue
+        res.arm = report_budgets.arm_text(res.shown, twin.shown, scale)
+        res.detail = " | ".join(x for x in (res.detail, f"×1 arm: {twin.ours}") if x)
+
+
 def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
           curves: dict | None = None) -> list[ClaimResult]:
     """Claims of kinds order, noninferior, count and number on the runs table, in their order.
-    `curves`: run id -> (steps, val losses), for the convergence gate on each compared pair's
-    gap (None: no gate)."""
+    `curves`: run id -> (steps, val losses), for the gate "gap stable at this budget" on each
+    compared pair's gap, read against the char schedule's learning-rate sum (None: no gate)."""
     rows = {r.name: r for r in params.matrix.rows}
     scale = params.scale
     judged = papers.get("judged_loss", "final")
@@ -218,11 +255,20 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
         return f"{name} is not a row of {params.path}"
 
     other = next(x for x in JUDGED if x != judged)
+    cum_lr = gates.cumulative([lr_at(s, params.train) for s in range(params.train.max_steps)])
     row_curves = None if curves is None else {
-        row: {rid: curves.get(rid, ([], [])) for rid in g["run_id"]} for row, g in runs_df.groupby("row", sort=False)}
+        row: {rid: gates.RunCurve(*curves.get(rid, ([], [])), cum_lr) for rid in g["run_id"]}
+        for row, g in runs_df.groupby("row", sort=False)}
+    sweep = report_budgets.budget_values(params, runs_df) if params.train.budgets else None
     st = Setting(judged, _seed_values(runs_df, column[judged]), _seed_values(runs_df, column[other]), row_curves,
-                 gates.thresholds(papers) if curves is not None else None, missing_note, scale, f"{other} loss")
-    compared = _judge_comparisons([c for c in claims if c["kind"] in ("order", "noninferior")], st)
+                 gates.thresholds(papers) if curves is not None else None, missing_note, scale, f"{other} loss",
+                 sweep, tuple(report_budgets.budgets_of(params)),
+                 report_budgets.max_shrink(papers) if sweep is not None else 0.0)
+    comparing = [c for c in claims if c["kind"] in ("order", "noninferior")]
+    compared = _judge_comparisons(comparing, st)
+    arm = report_budgets.recipe_arm(params.matrix.rows, params.train.variant_lr_scale, runs_df)
+    if arm is not None:
+        _add_recipe_arm(compared, comparing, st, arm, params.train.variant_lr_scale)
     results = []
     for claim in claims:
         kind = claim["kind"]

@@ -22,6 +22,7 @@ NAME = "char"
 DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
 ARRAYS = DATA_FILES[:3]  # what a training reads (meta.json is provenance)
 SUMMARY = "summary.json"
+BUDGETS = "budgets"   # <train.out_dir>/budgets/<run>-b<budget>/: the budget sweep's cooldowns
 CORPUS = "corpus"
 SECTIONS = ("data", "model", "train", "matrix", "analysis")  # the params sections of this track
 MODEL_SECTIONS = ("model", "matrix")      # what builds its models (the benchmark reads them)
@@ -68,6 +69,46 @@ def run_dir(p: Params, run_id: str) -> Path:
     return runs_root(p) / run_id
 
 
+def budget_run_id(run_id: str, budget: int) -> str:
+    """The id of a run's cooldown branched at `budget` steps (train.budgets)."""
+    return f"{run_id}-b{budget}"
+
+
+def split_budget_run_id(branch_id: str) -> tuple[str, int]:
+    """(run id, budget) of budget_run_id's result; ValueError for anything else."""
+    run_id, sep, budget = branch_id.rpartition("-b")
+    if not sep or not budget.isdigit():
+        raise ValueError(f"{branch_id!r} is not '<run>-b<budget>'")
+    return run_id, int(budget)
+
+
+def budget_dir(p: Params, run_id: str, budget: int) -> Path:
+    """The folder of a run's cooldown branched at `budget` (its own engine run folder, beside
+    the runs, not inside its run's folder: DVC outputs must not nest)."""
+    return runs_root(p) / BUDGETS / budget_run_id(run_id, budget)
+
+
+def budget_final_output(p: Params, branch_id: str) -> str:
+    return str(runs_root(p) / BUDGETS / branch_id / "final.json")
+
+
+def budget_inputs(p: Params, branch_id: str) -> list[str]:
+    """What a cooldown reads: the prepared arrays and its run's final.json (the run kept its
+    checkpoint at the branch point before finishing). Called with a pattern (DVC's foreach
+    item) it names every run's: DVC's one body for all branches."""
+    try:
+        run_id, _ = split_budget_run_id(branch_id)
+        trunks = [run_id] if run_id in {r.run_id for r in runs(p)} else [r.run_id for r in runs(p)]
+    except ValueError:
+        trunks = [r.run_id for r in runs(p)]
+    return [*array_inputs(p), *(final_output(p, r) for r in trunks)]
+
+
+def budget_runs(p: Params) -> list[str]:
+    """Every run's branch at every train.budgets (none without budgets)."""
+    return [budget_run_id(r.run_id, b) for r in runs(p) for b in p.train.budgets]
+
+
 def final_output(p: Params, run_id: str) -> str:
     return str(run_dir(p, run_id) / "final.json")
 
@@ -92,7 +133,8 @@ def analysis_output(p: Params, run_id: str) -> str:
 def report_inputs(p: Params) -> list[str]:
     """What the report reads of this track: every run's final.json, the corpus and GPA
     readings, and the corpus's provenance (not its arrays)."""
-    return [*(final_output(p, r.run_id) for r in runs(p)), corpus_analysis_output(p),
+    return [*(final_output(p, r.run_id) for r in runs(p)), *(budget_final_output(p, b) for b in budget_runs(p)),
+            corpus_analysis_output(p),
             *(analysis_output(p, r.run_id) for r in gpa_runs(p)), data_outputs(p)[3]]
 
 
@@ -109,6 +151,11 @@ def stages(p: Params) -> list[Stage]:
               inputs=lambda _: arrays, dvc_outs=lambda r: [str(run_dir(p, r))],
               runs=tuple(r.run_id for r in runs(p)), extra="--stale archive", persist=True, threads=threads,
               narrow=narrow),
+        *([Stage("cooldown", ("model", "train", "matrix"), ("",), lambda r: [budget_final_output(p, r)],
+                  inputs=lambda r: budget_inputs(p, r), dvc_outs=lambda r: [str(runs_root(p) / BUDGETS / r)],
+                  runs=tuple(budget_runs(p)), extra="--stale archive", persist=True, threads=threads,
+                  narrow=lambda r: narrow(split_budget_run_id(r)[0]) if r in budget_runs(p) else {})]
+          if p.train.budgets else []),
         Stage("analyze_corpus", ("data", "analysis"), ("tracks/char/analysis",),
               lambda _: [corpus_analysis_output(p)], inputs=lambda _: arrays, dvc_outs=lambda _: [str(corpus_dir(p))]),
         Stage("analyze_gpa", ("model", "train", "matrix", "analysis"), ("",), lambda r: [analysis_output(p, r)],

@@ -36,10 +36,11 @@ import torch
 import torch.nn.functional as F
 
 from ...config import Params, RunSpec, find_run, fingerprinted, load_params
+from ...config.char import cooldown_start
 from ...engine import Track, derive_seed, is_timing, train_run
 from ...engine.options import add_run_options, run_track
-from .data import load_data, loss_sums, validation_starts, windows
-from .stages import data_dir, run_dir
+from .data import load_data, loss_sums, split_starts, validation_starts, windows
+from .stages import budget_dir, budget_run_id, data_dir, run_dir
 
 FINAL_KEYS = (
     "run_id", "row", "seed", "variant", "options", "label", "source",
@@ -48,6 +49,8 @@ FINAL_KEYS = (
     "params_digest", "scale",
     # beyond the list the pipeline relies on:
     "n_params_non_embedding", "train_s", "fingerprint", "track",
+    # issue 37: the whole validation split's loss and its sampling error, the run's budget and lr factor
+    "val_loss_sample", "val_loss_se", "val_windows", "val_chars", "budget", "variant_lr_scale", "n_variant_params",
 )
 METRIC_KEYS = ("step", "split", "loss", "bpc", "lr", "tokens", "elapsed_s", "tokens_per_s")
 TIMING_KEYS = tuple(k for k in METRIC_KEYS if is_timing(k))
@@ -55,39 +58,60 @@ TIMING_KEYS = tuple(k for k in METRIC_KEYS if is_timing(k))
 LN2 = math.log(2.0)
 
 
-def lr_at(step: int, tp) -> float:
-    """Learning rate of optimizer step `step` (0-based): linear warmup, then cosine to lr x min_lr_ratio."""
+def lr_at(step: int, tp, budget: int | None = None) -> float:
+    """Learning rate of optimizer step `step` (0-based) of a run of `budget` steps (None:
+    train.max_steps): linear warmup, then train.schedule: cosine to lr x min_lr_ratio, or wsd
+    (the lr held, then linear to lr x min_lr_ratio over the last cooldown_fraction)."""
     if step < tp.warmup_steps:
         return tp.lr * (step + 1) / tp.warmup_steps
-    span = max(1, tp.max_steps - tp.warmup_steps)
+    end, floor = budget or tp.max_steps, tp.lr * tp.min_lr_ratio
+    if tp.schedule == "wsd":
+        start = cooldown_start(end, tp.cooldown_fraction)
+        if step < start:
+            return tp.lr
+        return tp.lr + (floor - tp.lr) * min(1.0, (step - start + 1) / max(1, end - start))
+    span = max(1, end - tp.warmup_steps)
     progress = min(1.0, (step - tp.warmup_steps) / span)
-    floor = tp.lr * tp.min_lr_ratio
     return floor + 0.5 * (tp.lr - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+def variant_lr_scale(spec: RunSpec, tp) -> float:
+    """The factor of the variant-owned parameters' lr for this run: its row's, else train's."""
+    return tp.variant_lr_scale if spec.variant_lr_scale is None else spec.variant_lr_scale
 
 
 # ============================================================================ the recipe
 class CharTrack(Track):
     command, name, section_name, rate_unit = "train", "char", "train", "tokens"
 
-    def __init__(self, params: Params, spec: RunSpec):
+    def __init__(self, params: Params, spec: RunSpec, budget: int | None = None):
+        """`budget`: one of train.budgets: the run's cooldown branched at that budget
+        (kernattn cooldown; its own folder, `budget_dir`), else the run of train.max_steps."""
         tp, mp = params.train, params.model
         self.params, self.spec, self.section, self.experiment_section = params, spec, tp, params.tracking
-        self.run_id, self.seed, self.variant = spec.run_id, spec.seed, spec.variant
-        self.run_dir = run_dir(params, spec.run_id)
+        self.seed, self.variant, self.budget = spec.seed, spec.variant, budget
+        self.run_id = spec.run_id if budget is None else budget_run_id(spec.run_id, budget)
+        self.run_dir = run_dir(params, spec.run_id) if budget is None else budget_dir(params, spec.run_id, budget)
         self.data = load_data(data_dir(params), mp.context)
-        self.max_steps, self.eval_every, self.checkpoint_every = tp.max_steps, tp.eval_every, tp.checkpoint_every
+        self.max_steps, self.eval_every, self.checkpoint_every = budget or tp.max_steps, tp.eval_every, tp.checkpoint_every
+        self.keep_at = () if budget is not None else tuple(cooldown_start(b, tp.cooldown_fraction) for b in tp.budgets)
+        self.lr_scale = variant_lr_scale(spec, tp)
         self.log_every = max(1, tp.eval_every // 10)
         self.items_per_step = tp.batch_size * mp.context
         self.global_batch = tp.batch_size  # split over ranks and micro-batches by the engine
 
     def identity(self) -> dict:
         s = self.spec
-        return {"run_id": s.run_id, "row": s.row, "seed": s.seed, "variant": s.variant, "options": s.options,
-                "label": s.label, "source": s.source}
+        return {"run_id": self.run_id, "row": s.row, "seed": s.seed, "variant": s.variant, "options": s.options,
+                "label": s.label, "source": s.source, "budget": self.max_steps,
+                "variant_lr_scale": self.lr_scale}
 
     def fingerprint_config(self) -> dict:
         s, d = self.spec, self.data
-        train = fingerprinted(self.section)
+        # a branch is the run of its budget (same weights bit for bit): its own max_steps, no
+        # budgets of its own; a row's lr scale replaces train's (a row without one: unchanged)
+        train = {**fingerprinted(self.section), "variant_lr_scale": self.lr_scale,
+                 **({"max_steps": self.budget, "budgets": []} if self.budget is not None else {})}
         return {"run": {"run_id": s.run_id, "variant": s.variant, "options": s.options, "seed": s.seed},
                 "model": dataclasses.asdict(self.params.model), "train": train,
                 "data": {"vocab_size": d.vocab_size, "train_tokens": int(d.train.numel()),
@@ -98,7 +122,7 @@ class CharTrack(Track):
 
         tp, mp, d = self.section, self.params.model, self.data
         self.model = GPT(d.vocab_size, mp, self.spec.variant, self.spec.options).to(device)
-        self.optimizer = torch.optim.AdamW(self.model.param_groups(tp.weight_decay, tp.variant_lr_scale), lr=tp.lr,
+        self.optimizer = torch.optim.AdamW(self.model.param_groups(tp.weight_decay, self.lr_scale), lr=tp.lr,
                                            betas=(tp.beta1, tp.beta2),
                                            **({"fused": True} if device.type == "cuda" else {}))
         self.batch_gen = torch.Generator().manual_seed(derive_seed(self.seed, "batches"))
@@ -109,7 +133,7 @@ class CharTrack(Track):
         return {"batch": self.batch_gen}
 
     def set_lr(self, step: int) -> float:
-        lr = lr_at(step, self.section)
+        lr = lr_at(step, self.section, self.max_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
         return lr
@@ -126,13 +150,30 @@ class CharTrack(Track):
         return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
 
     def evaluate(self, fwd, autocast) -> dict:
-        mine = self.val_share(self.val_starts.reshape(-1)).split(self.section.batch_size)
-        total, count = self.reduce_sum(loss_sums(fwd, self.model, self.val_data, mine, self.params.model.context,
-                                                 autocast)).tolist()
+        total, count, _, _ = self._score(fwd, autocast, self.val_starts.reshape(-1))
         return {"loss": total / count, "bpc": total / count / LN2}
 
+    def _score(self, fwd, autocast, starts: torch.Tensor) -> list[float]:
+        """loss_sums over `starts` (every rank its share, summed over ranks)."""
+        mine = self.val_share(starts).split(self.section.batch_size)
+        return self.reduce_sum(loss_sums(fwd, self.model, self.val_data, mine, self.params.model.context,
+                                         autocast)).tolist()
+
+    def final_evaluate(self, fwd, autocast) -> dict:
+        """train.final_eval "split": every non-overlapping window of the validation split, with
+        the standard error of its mean over those windows (the evaluation's own sampling error:
+        what a verdict's seed interval is conditional on)."""
+        if self.section.final_eval != "split":
+            return {}
+        starts = split_starts(self.val_data.numel(), self.params.model.context)
+        total, count, squares, n = self._score(fwd, autocast, starts)
+        mean = total / count  # every window has `context` characters: also the mean of window means
+        se = math.sqrt(max(squares - n * mean * mean, 0.0) / (n - 1) / n) if n > 1 else None
+        return {"val_loss": mean, "val_bpc": mean / LN2, "val_loss_se": se, "val_windows": int(n),
+                "val_chars": int(count)}
+
     def line_fields(self, split: str, step: int, values: dict) -> dict:
-        lr = values["lr"] if split == "train" else lr_at(max(step - 1, 0), self.section)
+        lr = values["lr"] if split == "train" else lr_at(max(step - 1, 0), self.section, self.max_steps)
         return {"loss": values["loss"], "bpc": values["loss"] / LN2, "lr": lr, "tokens": step * self.items_per_step}
 
     def config(self) -> dict:
@@ -146,9 +187,15 @@ class CharTrack(Track):
 
     def final(self, st) -> dict:
         m, tokens = self.model, st.step * self.items_per_step
+        split = st.final_values or {}
         return {"val_loss": st.last_val["loss"], "val_bpc": st.last_val["bpc"], "train_loss": st.last_train,
+                # the last evaluation of the curve's sample, kept beside the split's when both exist
+                "val_loss_sample": st.last_val["loss"], "val_loss_se": None, "val_windows": None, "val_chars": None,
+                **split,
                 "n_params": m.num_params(), "n_params_non_embedding": m.num_params(non_embedding=True),
                 "extra_params": m.extra_params(), "tokens_seen": tokens,
+                # what variant_lr_scale speeds up: a row without any is the same run at every factor
+                "n_variant_params": sum(p.numel() for p in m.variant_parameters()),
                 "tokens_per_s": tokens / st.train_s if st.train_s > 0 else 0.0}
 
     def describe_start(self) -> str:

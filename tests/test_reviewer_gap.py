@@ -1,0 +1,142 @@
+"""The gate "gap stable at this budget" (report.gates.gap_stable, issue 37) on constructed curves
+with known answers: a gap read per unit of learning-rate sum, relative to itself, with a bound
+over seeds."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from kernattn.report import gates
+
+
+def tiny_lrs(lr=2e-3, warmup=30, steps=210, floor=0.1):
+    """The tiny char schedule: linear warm-up, cosine to lr x floor (tracks.char.track.lr_at)."""
+    out = []
+    for s in range(steps):
+        if s < warmup:
+            out.append(lr * (s + 1) / warmup)
+        else:
+            p = (s - warmup) / (steps - warmup)
+            out.append(lr * floor + 0.5 * lr * (1 - floor) * (1 + math.cos(math.pi * p)))
+    return out
+
+
+STEPS = list(range(0, 211, 21))
+CUM = gates.cumulative(tiny_lrs())
+BASE = [3.0 - 1.2 * (1 - math.exp(-s / 60)) for s in STEPS]   # a row's falling val loss
+
+
+def rows(gaps_by_seed, steps=STEPS, cum=CUM):
+    """Row a = row b + the gap, for each seed: ({a-s<k>: RunCurve}, {b-s<k>: RunCurve})."""
+    a, b = {}, {}
+    for seed, gaps in gaps_by_seed.items():
+        b[f"b-s{seed}"] = gates.RunCurve(steps, BASE[:len(steps)], cum)
+        a[f"a-s{seed}"] = gates.RunCurve(steps, [x + g for x, g in zip(BASE, gaps)], cum)
+    return a, b
+
+
+# The tiny gpa_m64 - rope gap of the current main (issue 37): -0.172 at step 42, -0.148 at 126,
+# -0.129 at 168, -0.127 at 210; read between those evaluations as straight lines.
+TINY_GAP = np.interp(STEPS, [0, 42, 126, 168, 210], [-0.2, -0.172, -0.148, -0.129, -0.127])
+
+
+def test_the_closing_tiny_gap_fails():
+    a, b = rows({0: TINY_GAP, 1: TINY_GAP + 0.004 * np.sin(np.arange(len(STEPS)))})
+    g = gates.gap_stable("gpa_m64", a, "rope", b, tail=0.5, max_closing=0.5)
+    assert not g.passed and g.name == "gap not stable at this budget"
+    assert "closing at" in g.why and "over 2 seeds (paired)" in g.why
+    # its point estimate alone is past the threshold: read on the straight lines between the four
+    # published points, the gap would lose about two thirds of itself over one more run's lr-sum
+    # (the three points of the tail alone give 0.96)
+    (_, slope), = gates._gap_tail([([a["a-s0"]], [b["b-s0"]])], 0.5)
+    assert 0.5 < -np.sign(TINY_GAP[-1]) * slope / abs(TINY_GAP[-1]) < 1.0
+
+
+def test_a_steady_gap_passes_and_an_opening_one_too():
+    rng = np.random.default_rng(0)
+    steady = {s: np.full(len(STEPS), -0.03) + rng.normal(0, 1e-4, len(STEPS)) for s in range(5)}
+    g = gates.gap_stable("a", *rows(steady)[:1], "b", rows(steady)[1], tail=0.5, max_closing=0.5)
+    assert g.passed and "over 5 seeds (paired)" in g.why
+    opening = {s: -0.01 - 0.1 * np.asarray(STEPS) / 210 + rng.normal(0, 1e-4, len(STEPS)) for s in range(3)}
+    a, b = rows(opening)
+    g = gates.gap_stable("a", a, "b", b, tail=0.5, max_closing=0.5)
+    assert g.passed and "opening" in g.why
+
+
+def test_the_bound_over_seeds_decides_not_the_mean():
+    """Seeds that disagree on the gap's direction: the mean closing is small, but its upper
+    bound over 3 seeds is not, so the gate does not pass."""
+    cum_at = CUM[STEPS] / CUM[STEPS[-1]]
+    wild = {0: -0.05 + 0.05 * cum_at, 1: -0.05 - 0.05 * cum_at, 2: -0.05 + 0.01 * cum_at}
+    a, b = rows(wild)
+    g = gates.gap_stable("a", a, "b", b, tail=0.5, max_closing=0.5)
+    assert not g.passed and "upper 97.5% bound" in g.why
+
+
+def test_a_gap_closing_slowly_per_learning_rate_sum_passes():
+    """A gap losing 10% of itself per run's lr-sum (linear in the lr-sum share u): stable."""
+    u = CUM[STEPS] / CUM[STEPS[-1]]
+    slow = {s: -0.05 * (1.1 - 0.1 * u) / 1.0 + 1e-4 * s for s in range(3)}
+    a, b = rows(slow)
+    g = gates.gap_stable("a", a, "b", b, tail=0.5, max_closing=0.5)
+    assert g.passed and "closing at 10%" in g.why
+
+
+def test_unequal_seeds_read_the_mean_curves_as_one_value():
+    a, _ = rows({0: np.full(len(STEPS), -0.03)})
+    _, b = rows({1: np.zeros(len(STEPS)), 2: np.zeros(len(STEPS))})
+    g = gates.gap_stable("a", a, "b", b, tail=0.5, max_closing=0.5)
+    assert g.passed and "one value" in g.why and "no interval" in g.why
+
+
+def test_unreadable_runs_are_named():
+    a, b = rows({0: np.full(len(STEPS), -0.03)})
+    sparse = {"b-s0": gates.RunCurve([0, 100, 210], [3, 2, 1], CUM)}
+    g = gates.gap_stable("a", a, "b", sparse, tail=0.5, max_closing=0.5)
+    assert not g.passed and g.why == "2 val loss evaluation(s) of b-s0 in the last 50% of its learning-rate sum (3 needed for a slope)"
+    nan = {"b-s0": gates.RunCurve(STEPS, [math.nan] * len(STEPS), CUM)}
+    assert gates.gap_stable("a", a, "b", nan, 0.5, 0.5).why == "b-s0 has a non-finite val loss"
+    short = {"b-s0": gates.RunCurve(STEPS, BASE, CUM[:100])}
+    assert "known only to step 99" in gates.gap_stable("a", a, "b", short, 0.5, 0.5).why
+    assert gates.gap_stable("a", a, "b", {}, 0.5, 0.5).why == "no run of b"
+    zero = {"a-s0": gates.RunCurve(STEPS, BASE, CUM)}
+    assert "exactly 0" in gates.gap_stable("a", zero, "b", b, 0.5, 0.5).why
+
+
+def test_thresholds_are_read_and_checked():
+    g = {"last_fraction": 0.2, "max_loss_drop": 0.01, "max_param_travel": 0.5, "gap_tail_lr_fraction": 0.5,
+         "gap_max_closing": 0.5}
+    th = gates.thresholds({"gates": g})
+    assert (th.gap_tail_lr_fraction, th.gap_max_closing) == (0.5, 0.5)
+    with pytest.raises(ValueError, match="gap_tail_lr_fraction"):
+        gates.thresholds({"gates": {**g, "gap_tail_lr_fraction": 0}})
+    with pytest.raises(ValueError, match="gap_max_closing"):
+        gates.thresholds({"gates": {k: v for k, v in g.items() if k != "gap_max_closing"}})
+
+
+def test_gap_gate_from_metrics_files_reads_their_learning_rates(tmp_path):
+    """runs_gap_stable reads every run's train lines and the learning rate each logged; a run
+    without a file, one that failed, or one whose lines log no rate is named."""
+    lrs = tiny_lrs()
+
+    def write(name, gaps=0.0, failed=False, lr=True):
+        lines = [json.dumps({"step": s, "split": "train", "loss": x + (gaps if s else 0.0),
+                             **({"lr": lrs[s - 1]} if lr and s else {})}) for s, x in zip(STEPS, BASE) if s]
+        if failed:
+            lines.append(json.dumps({"status": "FAILED", "error": "non-finite loss"}))
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+        return tmp_path / f"{name}.jsonl"
+
+    th = gates.thresholds({"gates": {"last_fraction": 0.2, "max_loss_drop": 0.01, "max_param_travel": 0.5,
+                                     "gap_tail_lr_fraction": 0.5, "gap_max_closing": 0.5}})
+    a = {f"a-s{s}": write(f"a{s}", -0.05 + 1e-4 * s) for s in range(3)}
+    b = {f"b-s{s}": write(f"b{s}") for s in range(3)}
+    assert gates.runs_gap_stable("a", a, "b", b, th).passed
+    missing = gates.runs_gap_stable("a", a, "b", {**b, "b-s3": tmp_path / "none.jsonl"}, th)
+    assert not missing.passed and missing.why == "no train loss evaluations of b-s3"
+    failed = gates.runs_gap_stable("a", {**a, "a-s3": write("a3", failed=True)}, "b", b, th)
+    assert not failed.passed and failed.why == "a-s3 failed (non-finite loss)"
+    nolr = gates.runs_gap_stable("a", {**a, "a-s0": write("x", lr=False)}, "b", b, th)
+    assert not nolr.passed and nolr.why == "a-s0's train lines log no learning rate"
