@@ -35,6 +35,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "analyze-corpus": ("kernattn.tracks.char.analysis.corpus", "histogram the newline separations of the corpus (seed 001, Figure 5b)"),
     "analyze-gpa": ("kernattn.tracks.char.analysis.analyze_gpa", "read one GPA run's kernel banks: shapes, bump, sampled text, head removal"),
     "report": ("kernattn.report.build", "render report/index.html from the runs"),
+    "results-table": ("kernattn.report.results_table", "write (or --check) the README's results table from the claims CSV it names"),
     "bench": ("kernattn.bench.stage", "throughput, peak memory and MFU of whole models per attention variant (Table 4)"),
     "gpu-check": ("kernattn.gpu_check.stage", "prove and measure every GPU path in parts (tests, kernels, models, train) -> results/gpu/<device>/"),
     "bench-loader": ("kernattn.bench.loader", "images/s per CPU worker of the ViT input pipeline (timm/PIL vs torchvision v2 on uint8)"),
@@ -70,6 +71,7 @@ STAGES: dict[str, tuple[str, str]] = {
 # The stages that read params.yaml differently: which of the shared options they take.
 OWN_PARAMS: dict[str, tuple[str, ...]] = {
     "install-profile": (),        # writes a SLURM profile; reads no params
+    "results-table": (),          # reads a claims CSV and the README
     "bench-attention": (),        # times the attention kernels alone, at its own shapes
     "gpu-check": ("--params",),
     "check-variant": ("--params",),  # its training check runs at the micro scale, whatever the file's   # a part sets its own sizes (--tiny); the train part writes its own scale

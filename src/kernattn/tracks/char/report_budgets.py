@@ -96,7 +96,7 @@ def recipe_arm(rows, default_scale: float, runs_df: pd.DataFrame) -> dict[str, s
     for r in rows:
         if r.name not in trained:
             continue
-        if scale(r) == 1.0 or not owned.get(r.name, 1):
+        if scale(r) == 1.0 or owned.get(r.name) == 0:   # None (a run before the count): assume it has some
             out[r.name] = r.name
             continue
         twin = next((t for t in rows if t.name in trained and scale(t) == 1.0 and t.variant == r.variant

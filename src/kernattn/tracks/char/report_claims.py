@@ -64,6 +64,17 @@ class Setting:
     budget_values: dict | None = None   # report_budgets.budget_values: the budget sweep (None: none)
     budgets: tuple[int, ...] = ()
     max_shrink: float = 0.0
+    eval_error: dict | None = None      # row -> (mean standard error of its runs' last evaluation, windows)
+
+    def eval_note(self, a: str, b: str) -> str:
+        """The evaluation's own sampling error beside the seed interval (which is conditional on
+        the evaluated windows): each row's mean standard error over its runs."""
+        err = self.eval_error or {}
+        if a not in err or b not in err:
+            return ""
+        (sa, n), (sb, _) = err[a], err[b]
+        return (f"evaluation's own standard error per run (whole validation split, {n:,} windows): "
+                f"{a} ±{sa:.4f}, {b} ±{sb:.4f}")
 
     def gap_gate(self, a: str, b: str) -> tuple[str | None, str]:
         """The gates on a - b: "gap stable at this budget" (gates.gap_stable) and, with a budget
@@ -110,7 +121,8 @@ def _tests(claim: dict, st: Setting) -> list[stats.Test] | None:
         oa, ob, _ = _pair(st.other, a, b)
         other = f"{st.other_name}: {a} − {b} {sum(oa) / len(oa) - sum(ob) / len(ob):+.4f}"
         out.append(stats.Test(a, va, b, vb, paired, margin=margin if kind == "noninferior" else None, gate=gate,
-                              note="; ".join(x for x in (margin_note, other, None if gate else measured) if x)))
+                              note="; ".join(x for x in (margin_note, other, st.eval_note(a, b),
+                                                         None if gate else measured) if x)))
     return out
 
 
@@ -209,6 +221,18 @@ def _number_claim(claim: dict, ours, scale: str) -> ClaimResult:
                        estimate=float(ours) if ok_number else None)
 
 
+def _eval_error(runs_df: pd.DataFrame) -> dict | None:
+    """row -> (mean val_loss_se over its runs, windows) where every run scored the whole split."""
+    if "val_loss_se" not in runs_df:
+        return None
+    out = {}
+    for row, g in runs_df.groupby("row", sort=False):
+        se = pd.to_numeric(g["val_loss_se"], errors="coerce")
+        if se.notna().all():
+            out[row] = (float(se.mean()), int(g["val_windows"].iloc[0]))
+    return out
+
+
 def _renamed(claim: dict, arm: dict[str, str | None]) -> dict | None:
     """The claim on the rows' twins at variant lr x 1 (None: a row has no twin)."""
     def one(x):
@@ -263,7 +287,7 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
     st = Setting(judged, _seed_values(runs_df, column[judged]), _seed_values(runs_df, column[other]), row_curves,
                  gates.thresholds(papers) if curves is not None else None, missing_note, scale, f"{other} loss",
                  sweep, tuple(report_budgets.budgets_of(params)),
-                 report_budgets.max_shrink(papers) if sweep is not None else 0.0)
+                 report_budgets.max_shrink(papers) if sweep is not None else 0.0, _eval_error(runs_df))
     comparing = [c for c in claims if c["kind"] in ("order", "noninferior")]
     compared = _judge_comparisons(comparing, st)
     arm = report_budgets.recipe_arm(params.matrix.rows, params.train.variant_lr_scale, runs_df)

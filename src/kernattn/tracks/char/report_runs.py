@@ -150,6 +150,9 @@ def runs_table(runs: list[Run], ctx: ReportContext) -> pd.DataFrame:
             "device": f["device"], "git_commit": f["git_commit"], "params_digest": f["params_digest"],
             "scale": f["scale"], "mlflow_run_id": f["mlflow_run_id"], "tracking_uri": f["tracking_uri"],
             "torch_version": f.get("torch_version"),
+            # issue 37: the last evaluation's own sampling error (whole split), what the lr factor speeds up
+            "val_loss_se": f.get("val_loss_se"), "val_windows": f.get("val_windows"),
+            "n_variant_params": f.get("n_variant_params"), "variant_lr_scale": f.get("variant_lr_scale"),
             "mlflow_url": ctx.mlflow_url(f["mlflow_run_id"]),
             "command": r.command,
         })

@@ -1,0 +1,43 @@
+"""The README's results table is generated from the claims CSV it names (report.results_table)."""
+
+from pathlib import Path
+
+import pytest
+
+from kernattn import cli
+from kernattn.errors import UsageError
+from kernattn.report import results_table
+
+REPO = Path(__file__).resolve().parents[1]
+
+CSV = '''claim,paper,where,statement,paper_value,ours,estimate,ci_lo,ci_hi,interval,verdict,scale,section,detail
+000-x,000,Fig 2,"a < b (validation MCE)",—,"a − b: -0.02 [-0.03, -0.01]",-0.02,-0.03,-0.01,95% t,consistent at small,small,claims,
+001-y,001,Sec 3,"one | two",—,,,,,,not run,small,claims,
+'''
+
+
+def test_the_table_of_a_claims_csv(tmp_path):
+    (tmp_path / "c.csv").write_text(CSV)
+    assert results_table.table(tmp_path / "c.csv") == (
+        "| claim | what the paper says | verdict | what we measured |\n|---|---|---|---|\n"
+        "| 000-x | a < b (validation MCE) | consistent at small | a − b: -0.02 [-0.03, -0.01] |\n"
+        "| 001-y | one \\| two | not run | — |\n")
+
+
+def test_sync_writes_the_block_and_check_sees_a_stale_one(tmp_path, capsys):
+    (tmp_path / "c.csv").write_text(CSV)
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n<!-- results-table: c.csv -->\nold\n<!-- /results-table -->\nafter\n")
+    args = ["results-table", "--readme", str(readme)]
+    assert cli.main([*args, "--check"]) == 1 and "differs from its CSV" in capsys.readouterr().out
+    assert cli.main(args) == 0
+    text = readme.read_text()
+    assert text.startswith("# x\n<!-- results-table: c.csv -->\n| claim |") and text.endswith("<!-- /results-table -->\nafter\n")
+    assert cli.main([*args, "--check"]) == 0
+    readme.write_text("no block\n")
+    with pytest.raises(UsageError, match="no '<!-- results-table: CSV -->'"):
+        results_table.sync(readme, check=True)
+
+
+def test_the_readme_table_is_its_csvs():
+    assert results_table.sync(REPO / "README.md", check=True), "run: kernattn results-table"
