@@ -328,6 +328,9 @@ def assert_complete_in(client, run, run_dir: Path, case: Case) -> None:
     config = json.loads((run_dir / "config.json").read_text())
     assert run.info.status == "FINISHED" and run.info.run_name == case.run
     assert run.data.tags["track"] == case.track and run.data.tags["run_id"] == case.run
+    # MLflow's own source tags: what its UI shows in the Source and Version columns
+    assert run.data.tags["mlflow.source.git.commit"] == config["git_commit"]
+    assert run.data.tags["mlflow.source.name"].startswith("kernattn train")
     assert run.data.params == mlflow_params(config)
     wanted: dict[str, list[int]] = {}
     for rec in read_metrics(run_dir):

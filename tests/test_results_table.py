@@ -41,3 +41,9 @@ def test_sync_writes_the_block_and_check_sees_a_stale_one(tmp_path, capsys):
 
 def test_the_readme_table_is_its_csvs():
     assert results_table.sync(REPO / "README.md", check=True), "run: kernattn results-table"
+
+
+def test_version(capsys):
+    from kernattn import __version__
+
+    assert cli.main(["--version"]) == 0 and capsys.readouterr().out.strip() == f"kernattn {__version__}"

@@ -21,6 +21,7 @@ import os
 import sys
 
 from .errors import ParamsError, UsageError  # noqa: F401 (re-exported: kernattn.cli.UsageError)
+from . import __version__
 from .stage import runs_as_ranks
 
 # subcommand -> (module, one-line help). Only the invoked stage's module is imported, so a
@@ -100,7 +101,9 @@ def build_parser(stage: str | None = None) -> argparse.ArgumentParser:
     """The `kernattn` parser; `parser.stages` maps each subcommand to its own parser.
 
     Only `stage` (if given) gets its module imported and its options added."""
-    parser = _Parser(prog="kernattn", description="The kernel view of attention: pipeline stages.")
+    parser = _Parser(prog="kernattn", description="The kernel view of attention: pipeline stages. Every stage "
+                     "also takes --overrides FILE: a YAML file of params overrides (what snakemake --config writes).")
+    parser.add_argument("--version", action="version", version=f"kernattn {__version__}")
     parser.stages = {}
     sub = parser.add_subparsers(dest="command", metavar="STAGE", required=True, parser_class=_Parser)
     for name, (module_name, help_text) in STAGES.items():

@@ -154,7 +154,7 @@ class Syncer:
         """Make the MLflow run of `run_dir` complete; returns (what was done, whether anything was)."""
         from mlflow.entities import Param, RunTag
 
-        from .engine.mlrun import TAG_KEYS, mlflow_params
+        from .engine.mlrun import TAG_KEYS, mlflow_params, source_tags
         from .io import atomic_write_json
 
         final = json.loads((run_dir / "final.json").read_text())
@@ -172,7 +172,8 @@ class Syncer:
             how = "resumed an interrupted sync" if run is not None else "uploaded"
         if run is None and self.dry_run:
             return f"{name}: would upload it ({len(lines)} lines of metrics.jsonl)", True
-        tags = {**{k: final.get(k) for k in TAG_KEYS}, "run_id": name, SYNC_KEY_TAG: key,
+        tags = {**source_tags(config.get("command"), final.get("git_commit")),
+                **{k: final.get(k) for k in TAG_KEYS}, "run_id": name, SYNC_KEY_TAG: key,
                 "val_loss": f"{final['val_loss']:.6f}" if final.get("val_loss") is not None else None}
         tags = {k: str(v) for k, v in tags.items() if v is not None}
         if run is None:

@@ -25,6 +25,13 @@ TAG_KEYS = ("track", "run_id", "row", "seed", "variant", "source", "label", "mat
             "params_digest", "scale", "fingerprint", "device", "plugin")
 
 
+def source_tags(command: str | None, commit: str | None) -> dict[str, str | None]:
+    """MLflow's own system tags (its UI's Source and Version columns) for a run `kernattn
+    <command>` made at `commit`: the same for the runs training opens and those sync-mlflow creates."""
+    return {"mlflow.source.name": f"kernattn {command}" if command else "kernattn",
+            "mlflow.source.type": "LOCAL", "mlflow.source.git.commit": commit}
+
+
 class NamesExperiment(Protocol):
     """A params section that names an MLflow experiment: tracking (the char track), lm."""
 

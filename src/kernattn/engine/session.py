@@ -4,6 +4,7 @@ the progress bar, final.json (last) and the one-line divergence report."""
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import sys
 import tempfile
@@ -12,9 +13,17 @@ from pathlib import Path
 from ..io import atomic_write_json
 from ..tracking import Tracker
 from .metrics import MetricsLog
-from .mlrun import TAG_KEYS, experiment_name, mlflow_params, tracking_for
+from .mlrun import TAG_KEYS, experiment_name, mlflow_params, source_tags, tracking_for
 from .rundir import CONFIG, FINAL, METRICS
 from .runtime import git_info
+
+
+def _user() -> str | None:
+    """Who runs it (MLflow's mlflow.user); None where the system cannot say (a container's uid)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
 
 
 def _previous_mlflow_run(run_dir: Path, fingerprint: str) -> str | None:
@@ -42,14 +51,16 @@ class Session:
         self.tracking = tracking_for(params.tracking, experiment)
         self.tracker = Tracker(self.tracking)
         self.log = MetricsLog(self.run_dir / METRICS, st.metrics_lines if loop.resumed else 0, self.tracker)
-        config = {"track": track.name, "scale": params.scale, "params_path": str(params.path),
+        config = {"track": track.name, "command": track.command, "scale": params.scale, "params_path": str(params.path),
                   "params_digest": self.ident["params_digest"], "fingerprint": loop.fingerprint,
                   **track.config(), **({"plugins": plugins} if plugins else {}), **loop.machine(),
                   "git_commit": self.commit, "git_dirty": dirty,
                   "resumed_from_step": st.step if loop.resumed else None}
         if st.mlflow_run_id is None and not loop.resumed:
             st.mlflow_run_id = _previous_mlflow_run(self.run_dir, loop.fingerprint)
-        tags = {k: v for k, v in self.ident.items() if k in TAG_KEYS}
+        # MLflow's own system tags (its UI's source and commit columns), beside ours
+        tags = {**source_tags(track.command, self.commit), "mlflow.user": _user(),
+                **{k: v for k, v in self.ident.items() if k in TAG_KEYS}}
         rid = self.tracker.start(name=track.run_id, tags=tags, params=mlflow_params(config),
                                  resume_run_id=st.mlflow_run_id)
         if rid is not None:
