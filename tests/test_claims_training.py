@@ -17,7 +17,7 @@ from kernattn.tracks.vision import stages as vision_stages
 
 from .test_report import PARAMS
 
-RULE = stability.Rule(spike_factor=1.5, skip_fraction=0.1)
+RULE = stability.Rule(spike_factor=1.5, skip_fraction=0.1, min_steps=100, min_seeds=3)
 STEPS = tuple(range(0, 101, 10))
 FALLING = tuple(3.0 - 0.1 * i for i in range(len(STEPS)))  # 3.0 .. 2.0, never a spike
 
@@ -59,9 +59,12 @@ def test_stability_record_and_verdicts(tmp_path):
     assert rec.lrs == (0.01,) * len(STEPS) and stability.read_record(tmp_path / "none").missing
 
     claim = _claim("003-vit-stable")
-    ok = stability.judge(claim, [("gka-s0", _record(FALLING)), ("gka-s1", _record(FALLING))], RULE, "paper")
-    assert ok.verdict == stats.REPRODUCED and ok.ours.startswith("2 of 2 GKA runs stable")
-    assert stability.judge(claim, [("gka-s0", _record(FALLING))], RULE, "tiny").shown == "consistent at tiny"
+    three = [(f"gka-s{s}", _record(FALLING)) for s in range(3)]
+    ok = stability.judge(claim, three, RULE, "paper")
+    assert ok.verdict == stats.REPRODUCED and ok.ours.startswith("3 of 3 GKA runs stable")
+    assert stability.judge(claim, three, RULE, "tiny").shown == "consistent at tiny"
+    # too short to read (issue 37): two seeds of a row, or a run of a few steps
+    assert stability.judge(claim, three[:2], RULE, "tiny").verdict == "not judged (too short: 2 seeds of gka, 3 needed)"
     bad = stability.judge(claim, [("gka-s0", _record(FALLING)), ("gka-s1", rec)], RULE, "paper")
     assert bad.verdict == stats.CONTRADICTED and "gka-s1: diverged (non-finite loss)" in bad.detail
     gone = stability.judge(claim, [("gka-s0", stability.TrainRecord((), (), missing=True))], RULE, "paper")
@@ -69,7 +72,23 @@ def test_stability_record_and_verdicts(tmp_path):
     assert stability.judge(claim, [], RULE, "paper").verdict == stats.NOT_RUN
     assert stability.rule(build.load_paper_numbers()) == RULE  # the shipped, pre-registered rule
     with pytest.raises(ValueError, match="stability.spike_factor must exceed 1"):
-        stability.rule({"stability": {"spike_factor": 1.0, "skip_fraction": 0.1}})
+        stability.rule({"stability": {"spike_factor": 1.0, "skip_fraction": 0.1, "min_steps": 1, "min_seeds": 1}})
+    with pytest.raises(ValueError, match="min_steps and min_seeds"):
+        stability.rule({"stability": {"spike_factor": 1.5, "skip_fraction": 0.1}})
+
+
+def test_the_micro_stability_rows_read_too_short():
+    """The micro LM trains 4 steps and the micro ViT 3 (one seed each): "not judged (too short)",
+    never "consistent" (issue 37); a divergence is read at any length."""
+    rule = stability.rule(build.load_paper_numbers())
+    lm = stability.TrainRecord((1, 2, 3, 4), (6.0, 5.9, 5.8, 5.7), (0.01,) * 4)
+    vit = stability.TrainRecord((1, 2, 3), (2.3, 2.2, 2.2), (0.003,) * 3)
+    for cid, rid, rec, steps in (("003-lm-stable", "gka_tokens-s0", lm, 4), ("003-vit-stable", "gka-s0", vit, 3)):
+        got = stability.judge(_claim(cid), [(rid, rec)], rule, "micro")
+        assert got.verdict == f"not judged (too short: {rid} trained {steps} steps, 100 needed)"
+    broke = stability.TrainRecord((1, 2), (6.0, 5.9), (0.01,) * 2, "non-finite loss")
+    assert stability.judge(_claim("003-lm-stable"), [("gka_tokens-s0", broke)], rule, "micro").verdict == \
+        stats.CONTRADICTED
 
 
 def test_logged_lrs_interpolate_the_schedule():

@@ -10,7 +10,10 @@ log_every steps holding the mean loss since the last one) has
     `spike_factor` x the running minimum of the lines before it.
 
 The train lines are already means over log_every steps, so a single noisy batch does not
-make a spike. Both numbers are fixed in paper_numbers.yaml (`stability:`) before the runs.
+make a spike. Both numbers are fixed in paper_numbers.yaml (`stability:`) before the runs, and
+so is what a reading needs (issue 37): at least `min_steps` optimizer steps in every run (its
+last train line) and `min_seeds` runs of every row; below that "not judged (too short: ...)",
+never a verdict read from a run of a few steps.
 The claim's verdict: reproduced when every GKA run of the part is stable, contradicted when
 one is not (the run and what happened are named), not run without a GKA run, not judged
 while a GKA run's metrics.jsonl is missing.
@@ -34,14 +37,17 @@ class Rule:
 
     spike_factor: float    # a train line above this x the running minimum is a spike
     skip_fraction: float   # of the training steps, before which no spike is counted
+    min_steps: int = 0     # a run shorter than this is too short to read
+    min_seeds: int = 1     # a row with fewer runs is too short to read
 
 
 def rule(papers: dict) -> Rule:
     s = papers.get("stability") or {}
     try:
-        r = Rule(float(s["spike_factor"]), float(s["skip_fraction"]))
+        r = Rule(float(s["spike_factor"]), float(s["skip_fraction"]), int(s["min_steps"]), int(s["min_seeds"]))
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"paper_numbers.yaml: stability needs numbers spike_factor and skip_fraction ({exc})") from None
+        raise ValueError(f"paper_numbers.yaml: stability needs numbers spike_factor, skip_fraction, min_steps and "
+                         f"min_seeds ({exc})") from None
     if not (r.spike_factor > 1 and 0 <= r.skip_fraction < 1):
         raise ValueError(f"paper_numbers.yaml: stability.spike_factor must exceed 1 and skip_fraction lie in [0, 1); "
                          f"got {r.spike_factor} and {r.skip_fraction}")
@@ -113,6 +119,22 @@ def worst_ratio(record: TrainRecord, r: Rule) -> float | None:
     return worst
 
 
+def too_short(records: Sequence[tuple[str, TrainRecord]], r: Rule) -> str | None:
+    """Why the runs are too short to read (one clause), or None: every run at least
+    r.min_steps steps (its last train line), every row (run id '<row>-s<seed>') r.min_seeds runs."""
+    short = [(rid, max(rec.steps, default=0)) for rid, rec in records if max(rec.steps, default=0) < r.min_steps]
+    if short:
+        rid, steps = short[0]
+        return (f"too short: {rid} trained {steps} step{'s' if steps != 1 else ''}, {r.min_steps} needed"
+                + (f" (and {len(short) - 1} more run{'s' if len(short) > 2 else ''})" if len(short) > 1 else ""))
+    rows: dict[str, int] = {}
+    for rid, _ in records:
+        row = rid.rsplit("-s", 1)[0]
+        rows[row] = rows.get(row, 0) + 1
+    few = next(((row, n) for row, n in rows.items() if n < r.min_seeds), None)
+    return None if few is None else f"too short: {few[1]} seed{'s' if few[1] != 1 else ''} of {few[0]}, {r.min_seeds} needed"
+
+
 def judge(claim: dict, records: Sequence[tuple[str, TrainRecord]], r: Rule, scale: str) -> ClaimResult:
     """The claim over every GKA run (run id, record) of a part (module docstring)."""
     if not records:
@@ -122,6 +144,13 @@ def judge(claim: dict, records: Sequence[tuple[str, TrainRecord]], r: Rule, scal
         return ClaimResult(claim, stats.not_judged(f"no metrics.jsonl for {', '.join(missing)}"), scale=scale,
                            ours="—", detail="the training record of every GKA run is needed")
     why = {rid: unstable_because(rec, r) for rid, rec in records}
+    # a divergence or a non-finite loss is instability at any length; anything else needs a long run
+    broke = any(w is not None and w.startswith(("diverged", "non-finite")) for w in why.values())
+    short = None if broke else too_short(records, r)
+    if short is not None:
+        return ClaimResult(claim, stats.not_judged(short), scale=scale, ours=f"{len(records)} GKA runs",
+                           detail=f"a reading needs {r.min_steps} steps per run and {r.min_seeds} seeds per row "
+                                  f"(paper_numbers.yaml stability:)")
     ratios = [x for _, rec in records if (x := worst_ratio(rec, r)) is not None]
     bad = [f"{rid}: {w}" for rid, w in why.items() if w is not None]
     rule_text = (f"rule: no divergence, no non-finite train loss, no train line above {r.spike_factor:g}x its "

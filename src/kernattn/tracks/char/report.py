@@ -42,6 +42,7 @@ CLAIM_KINDS = {
     "generated_peak": ClaimKind("gpa-bump", ("row", "tolerance")),
     "last_layer_bank": ClaimKind("gpa-heads", ("row",)),
     "layer1_banks": ClaimKind("gpa-banks", ("row", "min_correlation", "max_spread")),
+    "layer1_bump": ClaimKind("gpa-bump", ("row", "tolerance")),
     "strength_cost": ClaimKind("gpa-heads"),
     "char_stable": ClaimKind("claims"),   # seed 003's "trains stably" on our char GKA rows (report.stability)
 }

@@ -19,13 +19,22 @@ rows (issue 25), each judged by a rule fixed in paper_numbers.yaml before the re
                      relative spread (sd / mean) at most `max_spread`; every run -> reproduced,
                      none -> contradicted; gated on the banks having converged.
 
+    layer1_bump      "each [first-layer bank] has a prominent bump at lag 70" (the paper's newline
+                     peak 69 + 1), read against our corpus's newline peak + 1: a seed agrees when
+                     every layer-1 bank has a bump within `tolerance` lags of it; every seed ->
+                     reproduced, none -> contradicted, else inconclusive; gated on the banks
+                     having converged.
+
     strength_cost    "a near-zero bank marks a head that can go", made testable over every head
                      of a model: per analysed GPA run (every GPA row), Spearman's rho between
                      the banks' strength and the cost of removing their head (analyze-gpa, no
                      fine-tuning); over the runs whose banks converged, an exact sign test of
                      rho > 0 at stats.ONE_SIDED_ALPHA: reproduced when significant, contradicted
                      when rho < 0 is, inconclusive otherwise; not judged with too few runs for
-                     the test to reach that level (0.5^n >= alpha) or none converged.
+                     the test to reach that level (0.5^n >= alpha) or none converged. With
+                     `strata` (pre-registered 2026-11-28): one test per bank form, since a
+                     multiplicative bank's strength is the span of log G and an additive one's
+                     the span of G; the claim's verdict combines them (stats.combine).
 
 The others read the claim's `row` (the GPA model of Figures 4-5) from the char section's GPA rows
 (report_gpa). A row not trained at this scale or without its analysis is "not run".
@@ -41,7 +50,8 @@ import pandas as pd
 from ...report import stats
 from ...report.claims import ClaimResult
 
-KINDS = ("corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks", "strength_cost")
+KINDS = ("corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks", "layer1_bump", "strength_cost")
+FORMS = {"mult": "multiplicative", "add": "additive"}   # a bank's `combine`: what its strength measures
 
 
 def layer1_similarity(banks: pd.DataFrame) -> dict | None:
@@ -139,23 +149,72 @@ def layer1_banks(claim: dict, gpa: dict, scale: str) -> ClaimResult:
                        detail=f"rule: mean pairwise correlation over lags >= {lo:g} and strength sd/mean <= {hi:g}")
 
 
-def strength_cost(claim: dict, gpa: dict, scale: str) -> ClaimResult:
-    runs = [r for row in gpa.get("rows", []) for r in row["runs"] if r["ok"]]
-    if not runs:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no analyze-gpa output of a GPA run")
+def layer1_bump(claim: dict, gpa: dict, scale: str) -> ClaimResult:
+    runs, missing = _runs(claim, gpa, scale)
+    corpus = gpa.get("corpus")
+    if missing or not corpus or corpus.get("peak") is None:
+        return missing or ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no analyze-corpus output")
+    target, tol = int(corpus["peak"]) + 1, float(claim["tolerance"])
+    lags = [[b["lag"] if b else None for b in r.get("bumps_l1") or []] for r in runs]
+    agree = [bool(ls) and all(x is not None and abs(x - target) <= tol for x in ls) for ls in lags]
+    found = [x for ls in lags for x in ls if x is not None]
+    ours = (f"mean layer-1 bump lag {np.mean(found):.1f} against {target}; " if found else "no layer-1 bump; ") + \
+        "; ".join(f"{r['run_id']}: lags {', '.join('—' if x is None else str(x) for x in ls)}"
+                  for r, ls in zip(runs, lags))
+    return ClaimResult(claim, _bank_gate(runs) or _all_none(agree), scale=scale, ours=ours,
+                       estimate=float(np.mean(found)) if found else None,
+                       detail=(f"rule: every layer-1 bank's bump within {tol:g} lags of our corpus's newline peak + 1 "
+                               f"(lag {target}; the paper: 70 = 69 + 1), in {sum(agree)} of {len(agree)} seeds"))
+
+
+def _sign_reading(runs: list[dict]) -> tuple[str, str, float | None, list[str]]:
+    """The exact sign test of rho > 0 over `runs` whose banks converged: (verdict, what it
+    counted, share of positive signs, runs left out)."""
     voters = [r for r in runs if r.get("bank_converged") and r.get("rho") is not None]
     signs = [r["rho"] for r in voters if r["rho"] != 0]
     k, n = sum(x > 0 for x in signs), len(signs)
     p_pos, p_neg = stats.sign_test(k, n)
-    left = [r["run_id"] for r in runs if r not in voters]
-    ours = (f"rho > 0 in {k} of {n} runs (p {p_pos:.3g}); per run: "
-            + ", ".join(f"{r['run_id']} {r['rho']:+.2f}" for r in runs if r.get("rho") is not None))
-    detail = (f"exact sign test over runs at one-sided {stats.ONE_SIDED_ALPHA:g}"
-              + (f"; left out (bank not converged or rho undefined): {', '.join(left)}" if left else ""))
     verdict = stats.sign_gate(n, f"run{'s' if n != 1 else ''} with a converged bank and a sign") or (
         stats.REPRODUCED if p_pos < stats.ONE_SIDED_ALPHA else
         stats.CONTRADICTED if p_neg < stats.ONE_SIDED_ALPHA else stats.INCONCLUSIVE)
-    return ClaimResult(claim, verdict, scale=scale, ours=ours, estimate=k / n if n else None, detail=detail)
+    return verdict, f"rho > 0 in {k} of {n} runs (p {p_pos:.3g})", k / n if n else None, \
+        [r["run_id"] for r in runs if r not in voters]
+
+
+def strength_cost(claim: dict, gpa: dict, scale: str) -> ClaimResult:
+    runs = [r for row in gpa.get("rows", []) for r in row["runs"] if r["ok"]]
+    if not runs:
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no analyze-gpa output of a GPA run")
+    if claim.get("strata"):
+        return _strength_cost_by_form(claim, gpa, scale)
+    verdict, counted, share, left = _sign_reading(runs)
+    ours = (f"{counted}; per run: "
+            + ", ".join(f"{r['run_id']} {r['rho']:+.2f}" for r in runs if r.get("rho") is not None))
+    detail = (f"exact sign test over runs at one-sided {stats.ONE_SIDED_ALPHA:g}"
+              + (f"; left out (bank not converged or rho undefined): {', '.join(left)}" if left else ""))
+    return ClaimResult(claim, verdict, scale=scale, ours=ours, estimate=share, detail=detail)
+
+
+def _strength_cost_by_form(claim: dict, gpa: dict, scale: str) -> ClaimResult:
+    """strength_cost per bank form (pre-registered 2026-11-28): each form its own sign test and
+    verdict, the claim's verdict their combination."""
+    parts, verdicts, left = [], [], []
+    for form, name in FORMS.items():
+        runs = [r for row in gpa.get("rows", []) if row.get("combine") == form for r in row["runs"] if r["ok"]]
+        if not runs:
+            parts.append(f"{name}: no run")
+            continue
+        verdict, counted, _, out = _sign_reading(runs)
+        verdicts.append(verdict)
+        left += out
+        parts.append(f"{name} ({'span of log G' if form == 'mult' else 'span of G'}): {counted}, "
+                     f"{stats.at_scale(verdict, scale)}")
+    seen = (claim.get("strata") or {}).get("post_hoc_seen")
+    detail = (f"one exact sign test per bank form at one-sided {stats.ONE_SIDED_ALPHA:g}, pre-registered on 2026-11-28"
+              + (f" after the split was seen post hoc on the {seen} small runs" if seen else "")
+              + (f"; left out (bank not converged or rho undefined): {', '.join(left)}" if left else ""))
+    return ClaimResult(claim, stats.combine(verdicts) if verdicts else stats.NOT_RUN, scale=scale,
+                       ours="; ".join(parts), detail=detail)
 
 
 def judge(claims: list[dict], gpa: dict, params, converged: dict) -> list[ClaimResult]:
@@ -171,6 +230,8 @@ def judge(claims: list[dict], gpa: dict, params, converged: dict) -> list[ClaimR
             out.append(last_layer_bank(c, gpa, scale, params.model.n_layer, params.analysis.strength_threshold))
         elif c["kind"] == "strength_cost":
             out.append(strength_cost(c, gpa, scale))
+        elif c["kind"] == "layer1_bump":
+            out.append(layer1_bump(c, gpa, scale))
         else:
             out.append(layer1_banks(c, gpa, scale))
     return out
