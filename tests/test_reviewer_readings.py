@@ -1,9 +1,14 @@
-"""Seed 001's readings under the rules of issue 37, on constructed analyses with known answers:
-strength against removal cost read per bank form, and the layer-1 bump at the newline peak + 1."""
+"""Readings under the rules of issue 37, on constructed data with known answers: strength
+against removal cost read per bank form, the layer-1 bump at the newline peak + 1, and the
+length a "trains stably" record needs (stability.min_steps, min_seeds)."""
 
 from __future__ import annotations
 
-from kernattn.report import stats
+import json
+
+import pytest
+
+from kernattn.report import build, stability, stats
 from kernattn.tracks.char import report_readings as rr
 
 from .test_claims_readings import _claim, _gpa
@@ -51,3 +56,101 @@ def test_layer1_bump_at_the_newline_peak_plus_one():
     moving["rows"][0]["runs"][1].update(bank_converged=False, bank_gate="moved 90% of Adam's travel")
     assert rr.layer1_bump(claim, moving, "paper").verdict.startswith("not judged (not converged: gpa_m64-s1")
     assert rr.layer1_bump(claim, _gpa(at, corpus_peak=None), "paper").verdict == stats.NOT_RUN
+
+
+# ----------------------------------------------------------------------------- stability's length
+def _write(path, lines: list[dict]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return str(path)
+
+
+def _micro_lm(i: int) -> list[dict]:
+    """metrics.jsonl as the micro LM writes it: 4 steps, a train line at each, val at 0, 2 and 4."""
+    train = [{"step": s, "split": "train", "loss": 5.99 - 0.001 * s, "lr": 3.1e-4, "tokens": 128 * s}
+             for s in range(1, 5)]
+    val = [{"step": s, "split": "val", "loss": 5.99 - 0.001 * s + 0.0001 * i, "tokens": 128 * s} for s in (0, 2, 4)]
+    return sorted(val + train, key=lambda x: (x["step"], x["split"] == "val"))
+
+
+def _micro_vit() -> list[dict]:
+    """metrics.jsonl as the micro ViT writes it: one epoch of 96 images in batches of 32, 3 steps."""
+    return [{"step": 0, "split": "val", "epoch": 0, "top1": 9.4, "loss": 2.30},
+            {"step": 1, "split": "train", "epoch": 0, "loss": 2.318, "lr": 1e-3},
+            {"step": 2, "split": "train", "epoch": 0, "loss": 2.302, "lr": 7.5e-4},
+            {"step": 3, "split": "train", "epoch": 0, "loss": 2.350, "lr": 2.5e-4},
+            {"step": 3, "split": "val", "epoch": 1, "top1": 6.3, "loss": 2.33}]
+
+
+def test_the_micro_stability_rows_read_from_their_files_are_too_short(tmp_path):
+    """003-lm-stable and 003-vit-stable read "consistent at small" on 2026-11-27 from these
+    records; under the pre-registered length they are not judged."""
+    rule = stability.rule(build.load_paper_numbers())
+    lm = [(rid, stability.read_record(_write(tmp_path / rid / "metrics.jsonl", _micro_lm(i))))
+          for i, rid in enumerate(("gka_tokens-s0", "gka_flops-s0"))]
+    vit = [("gka-s0", stability.read_record(_write(tmp_path / "vit" / "metrics.jsonl", _micro_vit())))]
+    got_lm = stability.judge(_claim("003-lm-stable"), lm, rule, "small")
+    got_vit = stability.judge(_claim("003-vit-stable"), vit, rule, "small")
+    for got, steps in ((got_lm, 4), (got_vit, 3)):
+        assert got.verdict.startswith("not judged (too short") and f"trained {steps} steps, 100 needed" in got.verdict
+        assert got.shown.startswith("at scale small: not judged (too short")   # never "consistent at small"
+    assert "(and 1 more run)" in got_lm.verdict
+
+
+def _falling(steps: int, every: int = 10) -> stability.TrainRecord:
+    at = tuple(range(every, steps + 1, every))
+    return stability.TrainRecord(at, tuple(3.0 - 1.0 * s / steps for s in at), (1e-3,) * len(at))
+
+
+def test_a_long_enough_stable_record_is_judged_and_a_short_one_is_not():
+    rule = stability.rule(build.load_paper_numbers())
+    assert (rule.min_steps, rule.min_seeds) == (100, 3)   # the pre-registered numbers
+    claim = _claim("003-char-stable")
+    three = [(f"gka-s{s}", _falling(200)) for s in range(3)]
+    ok = stability.judge(claim, three, rule, "paper")
+    assert ok.verdict == stats.REPRODUCED and ok.ours.startswith("3 of 3 GKA runs stable")
+    two = stability.judge(claim, three[:2], rule, "paper")
+    assert two.verdict == "not judged (too short: 2 seeds of gka, 3 needed)"
+    # each row needs its seeds: a second GKA row of one seed is too short even beside a full one
+    other = three + [("gka_sqrt_d-s0", _falling(200))]
+    got = stability.judge(claim, other, rule, "paper")
+    assert got.verdict == "not judged (too short: 1 seed of gka_sqrt_d, 3 needed)"
+    short = three[:2] + [("gka-s2", _falling(90))]
+    got = stability.judge(claim, short, rule, "paper")
+    assert got.verdict == "not judged (too short: gka-s2 trained 90 steps, 100 needed)"
+    # a spike in a long enough record still contradicts
+    spiky = _falling(200)
+    spiky = stability.TrainRecord(spiky.steps, spiky.losses[:10] + (9.0,) + spiky.losses[11:], spiky.lrs)
+    bad = stability.judge(claim, three[:2] + [("gka-s2", spiky)], rule, "paper")
+    assert bad.verdict == stats.CONTRADICTED and "gka-s2: train loss 9.0000 at step 110" in bad.detail
+
+
+def test_a_divergence_contradicts_at_any_length():
+    """A run cut off by its divergence ends early: "too short" would hide the divergence."""
+    rule = stability.rule(build.load_paper_numbers())
+    broke = stability.TrainRecord((10, 20, 30), (3.0, 2.9, 2.8), (1e-3,) * 3, "loss is nan at step 35")
+    got = stability.judge(_claim("003-char-stable"), [("gka-s0", broke)], rule, "paper")
+    assert got.verdict == stats.CONTRADICTED and "gka-s0: diverged (loss is nan at step 35)" in got.detail
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"min_steps": 100}, "stability needs numbers spike_factor, skip_fraction, min_steps and min_seeds"),
+    ({"min_steps": 0, "min_seeds": 3}, "stability.min_steps and min_seeds must be at least 1; got 0 and 3"),
+    ({"min_steps": "many", "min_seeds": 3}, "stability needs numbers"),
+])
+def test_the_length_rule_is_read_from_the_yaml_in_one_line(bad, match):
+    with pytest.raises(ValueError, match=match) as err:
+        stability.rule({"stability": {"spike_factor": 1.5, "skip_fraction": 0.1, **bad}})
+    assert "\n" not in str(err.value)
+
+
+def test_a_claim_without_strata_keeps_the_pooled_reading_and_one_form_alone_is_judged():
+    claim = _claim("001-weak-bank-cheap-head")
+    pooled = {k: v for k, v in claim.items() if k != "strata"}
+    data = _forms([0.5] * 6, [0.4] * 6)
+    res = rr.strength_cost(pooled, data, "paper")
+    assert res.verdict == stats.REPRODUCED and res.ours.startswith("rho > 0 in 12 of 12 runs")
+    # a scale that trains one form only: that form's test is the claim's (the other has no run)
+    only_add = {"corpus": None, "rows": [data["rows"][1]]}
+    res = rr.strength_cost(claim, only_add, "paper")
+    assert res.verdict == stats.REPRODUCED and "multiplicative: no run" in res.ours

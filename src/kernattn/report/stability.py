@@ -11,12 +11,23 @@ log_every steps holding the mean loss since the last one) has
 
 The train lines are already means over log_every steps, so a single noisy batch does not
 make a spike. Both numbers are fixed in paper_numbers.yaml (`stability:`) before the runs, and
-so is what a reading needs (issue 37): at least `min_steps` optimizer steps in every run (its
-last train line) and `min_seeds` runs of every row; below that "not judged (too short: ...)",
-never a verdict read from a run of a few steps.
-The claim's verdict: reproduced when every GKA run of the part is stable, contradicted when
-one is not (the run and what happened are named), not run without a GKA run, not judged
-while a GKA run's metrics.jsonl is missing.
+so is what a reading needs (issue 37): at least `min_steps` optimizer steps in every run and
+`min_seeds` runs of every row (a run's row: its id before '-s<seed>', as config.rows.runs_of
+names runs); below that "not judged (too short: ...)", never "stable" read from a few steps.
+
+A run's steps are those its record shows: the step of its last train line (the engine writes
+one at the last step). The configured length is not used because it is not what was read: an LM
+row's length comes from its compute budget, not one configured number, and a run stopped early
+did not take the steps its configuration names.
+
+A divergence or a non-finite train loss contradicts at any length and seed count: a short run
+cannot show stability but can show its absence, and a run cut off by a divergence ends early,
+so its last train line would call it "too short" and hide the very thing the claim denies.
+
+The claim's verdict, in order: not run without a GKA run; not judged while a GKA run's
+metrics.jsonl is missing; contradicted when a run diverged or logged a non-finite loss; not
+judged (too short: ...) below either minimum; else reproduced when every GKA run of the part
+is stable, contradicted when one has a spike (the run and what happened are named).
 """
 
 from __future__ import annotations
@@ -48,6 +59,9 @@ def rule(papers: dict) -> Rule:
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"paper_numbers.yaml: stability needs numbers spike_factor, skip_fraction, min_steps and "
                          f"min_seeds ({exc})") from None
+    if r.min_steps < 1 or r.min_seeds < 1:
+        raise ValueError(f"paper_numbers.yaml: stability.min_steps and min_seeds must be at least 1; "
+                         f"got {r.min_steps} and {r.min_seeds}")
     if not (r.spike_factor > 1 and 0 <= r.skip_fraction < 1):
         raise ValueError(f"paper_numbers.yaml: stability.spike_factor must exceed 1 and skip_fraction lie in [0, 1); "
                          f"got {r.spike_factor} and {r.skip_fraction}")
