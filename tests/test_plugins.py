@@ -133,15 +133,18 @@ print(json.dumps({run: train.inputs(run) for run in ("cos-s0", "rope-s0")}))
 """
 
 
-def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_its_runs(tmp_path):
-    """A micro workspace whose params name the worked example and train a row of it: the
-    Snakemake job loads it, config.json / final.json / MLflow record its file's sha256, the
-    plugin is an input of its run only, and editing it makes that run due again."""
+def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_its_runs(tmp_path,
+                                                                                          micro_dag_snapshot):
+    """The micro DAG's workspace with params that name the worked example and train a row of it:
+    the Snakemake job loads it, config.json / final.json / MLflow record its file's sha256, the
+    report shows its row beside the built-ins', the plugin is an input of its run only, and
+    editing it makes that run due again."""
     import hashlib
 
-    from .test_pipeline import make_workspace, run
+    from .test_pipeline import run
 
-    ws = make_workspace(tmp_path / "ws")
+    ws = tmp_path / "ws"
+    shutil.copytree(micro_dag_snapshot, ws, symlinks=True)  # the built-ins' runs, trained once per session
     (ws / "plugins").mkdir()
     plugin = ws / "plugins" / "cosine_attention.py"
     shutil.copy(EXAMPLE, plugin)
@@ -169,6 +172,12 @@ def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_
     by_run = json.loads(inputs.stdout.strip().splitlines()[-1])
     assert "plugins/cosine_attention.py" in by_run["cos-s0"] and "plugins/cosine_attention.py" not in by_run["rope-s0"]
     assert "Nothing to be done" in run([str(BIN / "snakemake"), "-n", "--cores", "1", final], ws).stdout
+    # the whole DAG again: the report has the plugin's row in its runs table, beside the built-ins
+    proc = run([str(BIN / "snakemake"), "--cores", "2"], ws)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = (ws / "report/tables/runs.csv").read_text()
+    assert "cos-s0,cos,0,cosine kernel (plugin)" in runs and "rope-s0,rope,0" in runs
+    assert "cosine kernel (plugin)" in (ws / "report/index.html").read_text()
     plugin.write_text(plugin.read_text() + "\n# an edit\n")
     again = run([str(BIN / "snakemake"), "-n", "--cores", "1", final], ws)
     assert "rule train:" in again.stdout and "wildcards: run=cos-s0" in again.stdout, again.stdout[-2000:]

@@ -394,10 +394,13 @@ def test_a_row_without_the_wrap_premise_has_no_vote():
     assert "gpa_dp_m8" not in res.ours and "gpa_m64 rewrapped: shift -19.0" in res.ours
 
 
-def test_the_prune_margin_is_half_the_nope_rope_gap_at_this_scale(tmp_path, monkeypatch):
-    """paper_numbers.yaml's prune claim: margin 0.5 x (NoPE - RoPE), the char rows' final
-    validation losses paired by seed. Tiny's seeds 0, 1: gaps 0.5 and 0.55, mean 0.525, interval
-    above 0 -> margin 0.2625. Without a finished NoPE run: no margin, and the claim is not judged."""
+def test_a_prune_margin_from_the_nope_rope_gap_reads_its_end(tmp_path, monkeypatch):
+    """The shipped prune claim has its own margin ({relative: 0.01}: tests/test_reviewer_margins.py);
+    the older form, a fraction of the char rows' NoPE - RoPE gap (final validation losses paired
+    by seed), still reads: tiny's seeds 0, 1 give gaps 0.5 and 0.55, mean 0.525, se 0.025, 95%
+    interval (df 1) 0.525 -+ 12.706 x 0.025 = [0.2073, 0.8427], above 0 -> 0.5 x the estimate
+    0.2625, or with `end: lower` 0.1 x 0.2073. Without a finished NoPE run: no margin, and the
+    claim is not judged."""
     import json
 
     from kernattn.report.build import load_paper_numbers
@@ -406,8 +409,9 @@ def test_the_prune_margin_is_half_the_nope_rope_gap_at_this_scale(tmp_path, monk
 
     monkeypatch.chdir(tmp_path)
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", "tiny")
-    claim = next(c for c in load_paper_numbers()["claims"] if c["id"] == "001-weak-head-removable")
-    assert claim["margin"] == {"fraction": 0.5, "of": ["no_pos", "rope"]}
+    shipped = next(c for c in load_paper_numbers()["claims"] if c["id"] == "001-weak-head-removable")
+    assert shipped["margin"] == {"relative": 0.01}
+    claim = {"id": "001-weak-head-removable", "margin": {"fraction": 0.5, "of": ["no_pos", "rope"]}}
     assert prune_margin(claim, params) == (None, "no margin: no_pos and rope have no finished runs of one seed "
                                                  "at scale tiny")
     for row, losses in (("rope", (2.0, 2.05)), ("no_pos", (2.5, 2.6))):
@@ -416,7 +420,13 @@ def test_the_prune_margin_is_half_the_nope_rope_gap_at_this_scale(tmp_path, monk
             final.parent.mkdir(parents=True, exist_ok=True)
             final.write_text(json.dumps({"val_loss": loss}))
     margin, why = prune_margin(claim, params)
-    assert margin == pytest.approx(0.2625) and why == "margin 0.2625 = 0.5 × (NoPE − RoPE = 0.5250)"
+    lo, hi = 0.525 - 12.706205 * 0.025, 0.525 + 12.706205 * 0.025
+    assert margin == pytest.approx(0.2625)
+    assert why == f"margin 0.2625 = 0.5 × NoPE − RoPE point estimate (0.5250; 95% interval [{lo:.4f}, {hi:.4f}])"
+    lower = {**claim, "margin": {"fraction": 0.1, "of": ["no_pos", "rope"], "end": "lower"}}
+    margin, why = prune_margin(lower, params)
+    assert margin == pytest.approx(0.1 * lo, rel=1e-5)
+    assert why == f"margin {0.1 * lo:.4f} = 0.1 × lower end of NoPE − RoPE 95% interval ({lo:.4f}; estimate 0.5250)"
     assert prune_margin({"margin": 0.02}, params) == (0.02, "margin 0.0200 (fixed)")
     runs = [prune_run(s, 2.05, 2.05) for s in range(3)]
     part = prune_context({"threshold": 0.1, "runs": runs}, None) | {"margin_why": "no margin: no_pos not trained"}

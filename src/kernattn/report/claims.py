@@ -4,16 +4,20 @@ Each part of the report judges the claims of the kinds it owns (report.part: CLA
 what they share is here: the result of a claim, how its interval is printed, seed 002's claims
 (tests of the library, listed as such), and the frames the page writes. Every rule is in
 stats.py. `summary_frame` is the report's summary table and tables/claims.csv (one row per
-claim); `pairs_frame` holds the pairwise tests behind the orderings (tables/claims-pairs.csv).
+claim); `pairs_frame` holds the pairwise tests behind the orderings (tables/claims-pairs.csv:
+each with its 95% interval and, when tested, the interval at its Holm step's level, which is
+the one its verdict is read at). `margin_rule` checks a non-inferiority claim's margin.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from . import stats
+from .part import ReportError
 
 SUMMARY_COLUMNS = ["claim", "paper", "where", "statement", "paper_value", "ours", "estimate", "ci_lo", "ci_hi",
                    "interval", "verdict", "scale", "section", "detail"]
@@ -73,8 +77,58 @@ def _text(v) -> str:
 
 def fmt_diff(ci: stats.DiffCI) -> str:
     if not ci.estimable:
-        return f"{ci.diff:+.4f} (zero spread: {stats.NOT_ESTIMABLE})"
+        return f"{ci.diff:+.4f} (no spread the measurement resolves: {stats.NOT_ESTIMABLE})"
     return f"{ci.diff:+.4f} [{ci.lo:+.4f}, {ci.hi:+.4f}]"
+
+
+def shown_interval(c: stats.Comparison) -> tuple[float, float] | None:
+    """The interval a comparison's verdict is read at: its Holm step's in a family of several
+    tests (stats.holm_levels), else the 95% one; None without an estimable interval."""
+    if c.ci is None or not c.ci.estimable:
+        return None
+    if c.family_size > 1 and c.holm_level is not None:
+        return c.holm_lo, c.holm_hi
+    return c.ci.lo, c.ci.hi
+
+
+def fmt_comp_diff(c: stats.Comparison) -> str:
+    """a - b with the interval its verdict is read at, and that interval's level when it is a
+    Holm step's: "+0.0100 [+0.0031, +0.0169] (98.3%, Holm step 2 of 3)"; a test after the step
+    Holm stopped at says so (its verdict is inconclusive whatever its own p)."""
+    shown = shown_interval(c)
+    if shown is None or c.family_size <= 1 or c.holm_level is None:
+        return fmt_diff(c.ci)
+    text = f"{c.ci.diff:+.4f} [{shown[0]:+.4f}, {shown[1]:+.4f}] ({c.holm_level:.2%}, "
+    if c.holm_reached:
+        return text + f"Holm step {c.holm_step} of {c.family_size})"
+    return text + f"step {c.holm_step} of {c.family_size}; Holm stopped at an earlier test, step {c.holm_stop})"
+
+
+MARGIN_FORMS = {"number": "a number > 0 (its unit)",
+                "fraction": "{fraction: f, of: [NoPE row, RoPE row], end: lower} with f in (0, 1)",
+                "relative": "{relative: r} with r in (0, 1)"}
+
+
+def _real(x, lo: float = 0.0, hi: float = math.inf) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and lo < x < hi
+
+
+def margin_rule(claim: dict, allowed: tuple[str, ...] = ("number", "fraction")) -> dict:
+    """A claim's `margin` from paper_numbers.yaml, checked: {"number": m}, {"fraction": f,
+    "of": [nope, rope], "end": None | "lower"} or {"relative": r}; a form not in `allowed`, or
+    a malformed one, is a ReportError of one line naming the file, the claim and the key."""
+    m = claim.get("margin")
+    if "number" in allowed and _real(m):
+        return {"number": float(m)}
+    if isinstance(m, dict) and "relative" in allowed and set(m) == {"relative"} and _real(m["relative"], hi=1):
+        return {"relative": float(m["relative"])}
+    if isinstance(m, dict) and "fraction" in allowed and set(m) - {"end"} == {"fraction", "of"}:
+        f, of, end = m["fraction"], m["of"], m.get("end")
+        if (_real(f, hi=1) and isinstance(of, list) and len(of) == 2 and all(isinstance(x, str) for x in of)
+                and end in stats.MARGIN_ENDS):
+            return {"fraction": float(f), "of": list(of), "end": end}
+    forms = " or ".join(MARGIN_FORMS[x] for x in allowed)
+    raise ReportError(f"paper_numbers.yaml: claim {claim.get('id', '?')}: key 'margin' must be {forms}; got {m!r}")
 
 
 def summary_frame(results: list[ClaimResult]) -> pd.DataFrame:
@@ -90,10 +144,11 @@ def pairs_frame(results: list[ClaimResult]) -> pd.DataFrame:
                          "paired": ci.paired if ci else None, "diff": ci.diff if ci else None,
                          "ci_lo": ci.lo if ci else None, "ci_hi": ci.hi if ci else None,
                          "df": ci.df if ci else None, "p": comp.p, "p_holm": comp.p_holm,
-                         "family_size": comp.family_size, "mde": comp.mde,
+                         "family_size": comp.family_size, "mde": comp.mde, "holm_level": comp.holm_level,
+                         "holm_lo": comp.holm_lo, "holm_hi": comp.holm_hi,
                          "margin": comp.margin, "verdict": stats.at_scale(comp.verdict, c.scale),
                          "claim_verdict": c.shown, "scale": c.scale, "detail": comp.note})
     cols = ["claim", "a", "relation", "b", "paired", "diff", "ci_lo", "ci_hi", "df", "p", "p_holm", "family_size", "mde",
-            "margin",
+            "holm_level", "holm_lo", "holm_hi", "margin",
             "verdict", "claim_verdict", "scale", "detail"]
     return pd.DataFrame.from_records(recs, columns=cols)

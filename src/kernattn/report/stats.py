@@ -14,9 +14,10 @@ Difference of two rows' means (a - b), two designs:
   have the same seeds.
 - unpaired (`welch_diff_ci`): Welch's interval, se = sqrt(s_a^2/n_a + s_b^2/n_b),
   Welch-Satterthwaite df; for rows whose seeds differ.
-Both need two seeds per row. With zero spread (every per-seed difference equal, or every
-value of both rows equal) the standard error is 0: the interval and the p-value do not exist
-("variance not estimable"), never p = 0 or a zero-width interval.
+Both need two seeds per row. With no spread the measurement can resolve (a standard error at
+most max(ZERO_SPREAD x |difference|, RESOLUTION): every per-seed difference equal to within
+float rounding, or to within the float32 rounding of an evaluated loss) the interval and the
+p-value do not exist ("variance not estimable"), never p = 0, p = 1e-9 or a zero-width interval.
 
 Verdicts (lower is better: the metric is a loss). A claim's comparisons are tests of one
 *family*: every comparison of the claims that read one figure or table (a claim's `family`
@@ -27,18 +28,36 @@ the family-wise error at alpha for any dependence between the tests (they share 
 uniformly more powerful than Bonferroni.
 - Each comparison is two one-sided tests at alpha/2 = 2.5% (`ONE_SIDED_ALPHA`), one for each
   direction; its p-value is the smaller one-sided p doubled (the two-sided p). Alone (a family
-  of one) a comparison is "reproduced" exactly when the printed two-sided 95% interval lies
-  on the claimed side of its boundary, so the interval and the verdict agree.
+  of one) a comparison is "reproduced" exactly when the two-sided 95% interval lies on the
+  claimed side of its boundary, so that interval and the verdict agree.
+- In a family of k > 1 tests the 95% interval and the verdict can disagree (an interval
+  clear of the boundary whose test Holm does not reject), so every tested comparison also
+  carries the interval its Holm verdict is read at (`holm_levels`; Comparison.holm_lo,
+  holm_hi, holm_level), and the page prints that one: the test with the j-th smallest of k
+  p-values (j = 1..k), reached by Holm, gets the two-sided 1 - alpha/(k - j + 1) interval, which
+  excludes the boundary exactly when its p is below alpha/(k - j + 1), i.e. when Holm rejects
+  it. Holm stops at the first test not rejected (step s); every test after it is not rejected
+  whatever its own p ("inconclusive", Holm stopped at an earlier test), and its interval is
+  read at step s's level, 1 - alpha/(k - s + 1), the level Strassburger & Bretz (2008) give the
+  hypotheses Holm retains: its p is at least the stopping test's, so that interval contains
+  the boundary too. With these intervals, interval and verdict agree for every tested
+  comparison. What they do not give is simultaneous coverage: each is an interval at its own
+  level, not one of a set that covers every difference at once with 95% (the compatible
+  simultaneous bounds of Strassburger & Bretz shrink a rejected test's bound to the boundary
+  itself, which says nothing of the size; see holm_levels).
 - "a < b" (`compare_less`, `compare_ordering`): boundary 0; rejected with a - b < 0 ->
   reproduced, with a - b > 0 -> contradicted, otherwise inconclusive. An ordering
   "a < b < c" is the family of its adjacent pairs.
 - "a works as well as b" (`compare_noninferior`): a non-inferiority claim, boundary +delta
-  (the margin, fixed before the runs: `noninferiority_margin`). Reproduced if the upper
-  97.5% bound of a - b lies below +delta (a better than b passes); contradicted if the lower
-  97.5% bound lies above +delta; inconclusive otherwise. Better than b is never a
-  contradiction.
+  (the margin, its rule fixed before the runs: `noninferiority_margin`). Reproduced if the
+  upper 97.5% bound of a - b lies below +delta (a better than b passes); contradicted if the
+  lower 97.5% bound lies above +delta; inconclusive otherwise (in a Holm family, the bounds
+  of its step's interval). Better than b is never a contradiction. A margin taken from a
+  measured reference gap (NoPE - RoPE) uses the gap's conservative end, the lower end of its
+  95% interval, when the claim says `end: lower`: the smallest gain the reference is shown to
+  have, so a noisy reference cannot widen the margin.
 - Gates before any verdict, each printed in the verdict when it fails: fewer than MIN_SEEDS
-  seeds in either row -> "not judged (2 seeds)"; zero spread -> "variance not estimable";
+  seeds in either row -> "not judged (2 seeds)"; no resolvable spread -> "variance not estimable";
   the gates of report/gates.py (converged, premise met) -> "not judged (<gate>: <why>)". A
   comparison that does not pass its gates is not tested: it is not counted in its family.
 - Every tested comparison reports its minimum detectable effect (`mde`): the true difference
@@ -143,6 +162,10 @@ class DiffCI:
         q = float(_st.t.ppf(level, self.df)) * self.se
         return self.diff - q, self.diff + q
 
+    def interval(self, level: float) -> tuple[float, float]:
+        """The two-sided `level` interval of the difference (NaN when not estimable)."""
+        return self.one_sided_bounds((1 + level) / 2)
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -159,6 +182,16 @@ class Comparison:
     p_holm: float | None = None   # Holm-adjusted within its family
     mde: float | None = None      # minimum detectable effect at its seeds and spread (`mde`)
     family_size: int = 0          # tests of its family (Holm's k)
+    holm_level: float | None = None   # the level its verdict is read at (holm_levels; None: not tested)
+    holm_lo: float | None = None      # the two-sided holm_level interval of a - b
+    holm_hi: float | None = None
+    holm_step: int | None = None      # its rank among the family's p-values, 1 = smallest
+    holm_stop: int | None = None      # the step Holm stopped at, when that came before this test's
+
+    @property
+    def holm_reached(self) -> bool:
+        """Whether Holm's step-down reached this test (False: it stopped at an earlier one)."""
+        return self.holm_stop is None
 
 
 @dataclass(frozen=True)
@@ -209,13 +242,30 @@ def mean_ci(values: Sequence[float], level: float = LEVEL) -> MeanCI:
     return MeanCI(n, mean, sd, half, mean - half, mean + half)
 
 
-# A spread this small against the difference is rounding (1.8 - 1.9 and 1.81 - 1.91 differ in
-# the 16th digit): zero, not a standard error of 1e-17 that would make any difference significant.
+# A spread this small against the difference is float64 rounding (1.8 - 1.9 and 1.81 - 1.91
+# differ in the 16th digit): zero, not a standard error of 1e-17 that would make any difference
+# significant.
 ZERO_SPREAD = 1e-12
+# The absolute floor, in the metric's own unit: the finest difference a measurement resolves.
+# The report's losses are means of per-token cross-entropies computed in float32 (from float32
+# logits, bf16 ones under a GPU's autocast) and summed in float64 (tracks/char/data.py
+# loss_sums). A float32 value of 1-3 nats is rounded to ~1e-7 nats (a 24-bit mantissa), and
+# the matmuls before it round coarser still (TF32 / bf16 on a GPU), so scoring the same
+# weights in another kernel order moves the mean by amounts of that order; 1e-6 nats, about
+# ten float32 steps of a 1.5-nat loss, is the floor we take. A standard error below it
+# measures the arithmetic, not the seeds; the purely relative 1e-12 let a spread of 1e-11 nats
+# through and printed p ~ 1e-9. The other metrics compared (bits per byte, top-1 error in %
+# over 1e4-5e4 images, sigma ratios near 1) resolve no finer, so one floor serves them all.
+RESOLUTION = 1e-6
+
+
+def _not_resolved(se: float, diff: float) -> bool:
+    """Whether a standard error is below what the measurement resolves (module docstring)."""
+    return se <= max(ZERO_SPREAD * abs(diff), RESOLUTION)
 
 
 def _diff(diff: float, se: float, df: float, level: float, paired: bool, n: int) -> DiffCI:
-    if se <= ZERO_SPREAD * max(1.0, abs(diff)):
+    if _not_resolved(se, diff):
         return DiffCI(diff, 0.0, df, math.nan, math.nan, math.nan, paired, n)
     half = float(_st.t.ppf((1 + level) / 2, df)) * se
     return DiffCI(diff, se, df, half, diff - half, diff + half, paired, n)
@@ -230,7 +280,7 @@ def welch_diff_ci(a: Sequence[float], b: Sequence[float], level: float = LEVEL) 
     ma, mb = sum(a) / na, sum(b) / nb
     qa, qb = _var(a, ma) / na, _var(b, mb) / nb
     se = math.sqrt(qa + qb)
-    df = math.nan if se <= ZERO_SPREAD * max(1.0, abs(ma - mb)) else (qa + qb) ** 2 / (qa**2 / (na - 1) + qb**2 / (nb - 1))
+    df = math.nan if _not_resolved(se, ma - mb) else (qa + qb) ** 2 / (qa**2 / (na - 1) + qb**2 / (nb - 1))
     return _diff(ma - mb, se, df, level, paired=False, n=min(na, nb))
 
 
@@ -276,6 +326,32 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[bool], li
     return rejected, adjusted
 
 
+def holm_levels(pvalues: Sequence[float], alpha: float = ALPHA) -> list[tuple[float, int, int | None]]:
+    """Per test (input order), (alpha', step, stop): the two-sided alpha' its interval is read
+    at, its Holm step (1 = smallest p) and the step Holm stopped at when that came before
+    its own (else None). A test Holm reached gets its step's alpha / (k - step + 1); one after
+    the stop gets the stopping step's, the level Strassburger & Bretz (2008, Statistics in
+    Medicine 27: 4914-4927) give the hypotheses Holm retains. Either way the interval leaves
+    out the boundary exactly when Holm rejects the test (its p is at least the stopping test's,
+    which is not below that alpha'). Their compatible bounds for the rejected tests are the
+    boundary itself unless all are rejected; we print each rejected test's step interval
+    instead, which agrees with the verdict and shows the size, at the cost of simultaneous
+    coverage (module docstring)."""
+    k = len(pvalues)
+    order = sorted(range(k), key=lambda i: pvalues[i])   # stable: holm() breaks ties the same way
+    out: list[tuple[float, int, int | None]] = [(alpha, 0, None)] * k
+    stop = None
+    for rank, i in enumerate(order):
+        step = rank + 1
+        if stop is None:
+            out[i] = (alpha / (k - rank), step, None)
+            if pvalues[i] >= alpha / (k - rank):
+                stop = step
+        else:
+            out[i] = (alpha / (k - stop + 1), step, stop)
+    return out
+
+
 def _gate(test: Test, ci: DiffCI | None) -> str | None:
     """The verdict a failed gate gives (in order: the caller's gate, seeds, spread), or None."""
     if test.gate is not None:
@@ -295,6 +371,7 @@ def judge_family(tests: Sequence[Test], level: float = LEVEL) -> list[Comparison
     tested = [i for i, g in enumerate(gates) if g is None]
     pvals = [cis[i].p_two_sided(tests[i].boundary) for i in tested]
     rejected, adjusted = holm(pvals, 1 - level)
+    steps = holm_levels(pvals, 1 - level)
     k = len(tested)
     out = []
     for i, (t, ci, g) in enumerate(zip(tests, cis, gates)):
@@ -304,7 +381,10 @@ def judge_family(tests: Sequence[Test], level: float = LEVEL) -> list[Comparison
             continue
         j = tested.index(i)
         verdict = INCONCLUSIVE if not rejected[j] else REPRODUCED if ci.diff < t.boundary else CONTRADICTED
-        out.append(Comparison(t.a, t.relation, t.b, verdict, p=pvals[j], p_holm=adjusted[j], **common))
+        alpha_j, step, stop = steps[j]
+        lo, hi = ci.interval(1 - alpha_j)
+        out.append(Comparison(t.a, t.relation, t.b, verdict, p=pvals[j], p_holm=adjusted[j], holm_level=1 - alpha_j,
+                              holm_lo=lo, holm_hi=hi, holm_step=step, holm_stop=stop, **common))
     return out
 
 
@@ -328,21 +408,34 @@ def compare_noninferior(name_a: str, a: Sequence[float], name_b: str, b: Sequenc
     return judge_family([Test(name_a, a, name_b, b, paired, margin=margin)], level)[0]
 
 
+MARGIN_ENDS = (None, "lower")   # paper_numbers.yaml `end`: None = the point estimate (older configs)
+
+
 def noninferiority_margin(fraction: float, nope: Sequence[float], rope: Sequence[float],
-                          paired: bool, level: float = LEVEL) -> tuple[float | None, str]:
+                          paired: bool, level: float = LEVEL, end: str | None = None) -> tuple[float | None, str]:
     """(margin, why) for "works as well as RoPE at modelling position": `fraction` (fixed in
     paper_numbers.yaml before the runs) of what RoPE gains over no positions at this scale,
-    mean(NoPE) - mean(RoPE). None, with the reason, when that gain is not established: the
-    interval of NoPE - RoPE must lie above 0 (an absent gain would make any margin vacuous)."""
+    NoPE - RoPE. `end` "lower": of the lower end of that gain's `level` interval, the least gain
+    the runs establish (a noisy reference then narrows the margin instead of widening it);
+    None: of its point estimate. The why-text names which. None, with the reason, when the
+    gain is not established: the interval of NoPE - RoPE must lie above 0 (an absent gain
+    would make any margin vacuous)."""
     if not 0 < fraction < 1:
         raise ValueError(f"the margin's fraction must lie in (0, 1), got {fraction!r}")
+    if end not in MARGIN_ENDS:
+        raise ValueError(f"the margin's end must be one of {MARGIN_ENDS}, got {end!r}")
     ci = diff_ci(nope, rope, paired, level)
     if ci is None or not ci.estimable:
         gap = (sum(nope) / len(nope)) - (sum(rope) / len(rope))
         return None, f"NoPE − RoPE gap {gap:+.4f} without an interval ({seeds_text(min(len(nope), len(rope)))})"
     if not ci.lo > 0:
         return None, f"RoPE gains nothing established over NoPE: NoPE − RoPE {ci.diff:+.4f} [{ci.lo:+.4f}, {ci.hi:+.4f}]"
-    return fraction * ci.diff, f"{fraction:g} × (NoPE − RoPE = {ci.diff:.4f})"
+    pct = f"{level:.0%}"
+    if end == "lower":
+        return fraction * ci.lo, (f"{fraction:g} × lower end of NoPE − RoPE {pct} interval "
+                                  f"({ci.lo:.4f}; estimate {ci.diff:.4f})")
+    return fraction * ci.diff, (f"{fraction:g} × NoPE − RoPE point estimate "
+                                f"({ci.diff:.4f}; {pct} interval [{ci.lo:.4f}, {ci.hi:.4f}])")
 
 
 def is_withheld(verdict: str) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import studies as paths
 from ..report import stats
-from ..report.claims import ClaimResult, fmt_diff
+from ..report.claims import ClaimResult, fmt_diff, margin_rule
 from ..report.part import ClaimKind, ReportContext
 from ..tracks.char.analysis import bumpshift
 
@@ -214,10 +214,21 @@ def _sigma_lines(ax, run: dict, solid: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- prune
-def _arch(row: str, runs: list[dict], threshold: float, margin: float | None) -> dict:
+def relative_margin(row: str, reference: list[float], r: float) -> tuple[float, str]:
+    """(margin, why) of a `{relative: r}` margin: r x the mean validation loss of the
+    architecture's unpruned reference arm (fine-tuned as long, without removal). The margin
+    is read off that arm's runs, but its seed-to-seed error (~1e-3 of a loss) moves 1% of it
+    by ~1e-5 nats, far below anything the test resolves."""
+    mean = statistics.fmean(reference)
+    return r * mean, (f"margin {r * mean:.4f} = {r:g} × {row}'s unpruned reference (control fine-tuned without "
+                      f"removal) validation loss {mean:.4f}, mean of {stats.seeds_text(len(reference))}")
+
+
+def _arch(row: str, runs: list[dict], threshold: float, margin: float | dict | None) -> dict:
     """One architecture's judgement: the premise, the cost without fine-tuning (the paper's
     "without any loss of performance in inference") and after it (against the control), each
-    non-inferior at `margin`, and the random-head control (weak cost < random cost)."""
+    non-inferior at `margin` ({"relative": r}: relative_margin of this architecture's control),
+    and the random-head control (weak cost < random cost)."""
     from .prune_study import row_premise
 
     met, why = row_premise(runs, threshold)
@@ -226,6 +237,9 @@ def _arch(row: str, runs: list[dict], threshold: float, margin: float | None) ->
                                                   "cost_after_fine_tune", "cost_random_after_removal",
                                                   "cost_random_after_fine_tune")}
     has_random = all(v is not None for v in col["cost_random_after_removal"])
+    margin_why = None
+    if isinstance(margin, dict):
+        margin, margin_why = relative_margin(row, col["loss_control_fine_tune"], margin["relative"])
     comps = {}
     if margin is not None:
         comps["no_fine_tune"] = stats.compare_noninferior(
@@ -240,14 +254,16 @@ def _arch(row: str, runs: list[dict], threshold: float, margin: float | None) ->
             comps[key] = stats.compare_less(f"{row}: weakest-bank cost", col[weak], f"{row}: random-head cost",
                                             col[rand], paired=True)
     return {"row": row, "runs": len(runs), "seeds": sorted(r["seed"] for r in runs), "premise_met": met,
-            "premise_why": why, "comparisons": comps,
+            "premise_why": why, "comparisons": comps, "margin": margin, "margin_why": margin_why,
             "cost_no_ft": stats.paired_diff_ci(col["loss_after_removal"], col["loss_before"]),
             "cost_ft": stats.paired_diff_ci(col["loss_after_fine_tune"], col["loss_control_fine_tune"]),
             "random_no_ft": _ci(col["cost_random_after_removal"]) if has_random else None,
             "random_ft": _ci(col["cost_random_after_fine_tune"]) if has_random else None}
 
 
-def prune_context(summary: dict, margin: float | None) -> dict:
+def prune_context(summary: dict, margin: float | dict | None) -> dict:
+    """The prune section; `margin` from prune_margin (a number, {"relative": r} set per
+    architecture, or None). The page's one margin: the number, or each architecture's."""
     runs = summary["runs"]
     pruned = [r["loss_after_fine_tune"] for r in runs]
     control = [r["loss_control_fine_tune"] for r in runs]
@@ -255,22 +271,30 @@ def prune_context(summary: dict, margin: float | None) -> dict:
     tuned = stats.paired_diff_ci(pruned, control)
     archs = [_arch(row, [r for r in runs if r["row"] == row], summary["threshold"], margin)
              for row in dict.fromkeys(r["row"] for r in runs)]
+    if isinstance(margin, dict):
+        margin = (f"{margin['relative']:g} × each architecture's unpruned reference loss: "
+                  + ", ".join(f"{a['row']} {a['margin']:.4f}" for a in archs))
     return {"present": True, "summary": summary, "runs": runs, "removal": removal, "tuned": tuned,
             "architectures": archs, "margin": margin,
             "params_saved": _ci(r["params_saved_fraction"] for r in runs),
             "flops_saved": _ci(r["flops_saved_fraction"] for r in runs)}
 
 
-def prune_margin(claim: dict | None, params) -> tuple[float | None, str]:
-    """The prune claim's non-inferiority margin and how it was set: a number fixed in
-    paper_numbers.yaml, or a fraction (fixed there) of the char track's NoPE - RoPE gap at this
-    scale (the rows' final validation losses, paired by seed: stats.noninferiority_margin).
-    None, with the reason, when either row has no finished run here or the gap is not established."""
+def prune_margin(claim: dict | None, params) -> tuple[float | dict | None, str]:
+    """The prune claim's non-inferiority margin and how it was set (claims.margin_rule): a
+    number fixed in paper_numbers.yaml; {"relative": r}, r (fixed there) x each architecture's
+    unpruned reference loss, set per architecture (relative_margin); or a fraction (fixed
+    there) of the char track's NoPE - RoPE gap at this scale (the rows' final validation
+    losses, paired by seed: stats.noninferiority_margin). None, with the reason, when either
+    row has no finished run here or the gap is not established. Any other form: ReportError."""
     if claim is None:
         return None, "no prune claim"
-    m = claim["margin"]
-    if not isinstance(m, dict):
-        return float(m), f"margin {float(m):.4f} (fixed)"
+    m = margin_rule(claim, ("number", "relative", "fraction"))
+    if "number" in m:
+        return m["number"], f"margin {m['number']:.4f} (fixed)"
+    if "relative" in m:
+        return m, (f"margin {m['relative']:g} × each architecture's unpruned reference (control fine-tuned "
+                   f"without removal) validation loss")
     from ..tracks.char import stages as char
 
     losses: dict[str, dict[int, float]] = {row: {} for row in m["of"]}
@@ -282,8 +306,8 @@ def prune_margin(claim: dict | None, params) -> tuple[float | None, str]:
     seeds = sorted(losses[nope].keys() & losses[rope].keys())
     if not seeds:
         return None, f"no margin: {nope} and {rope} have no finished runs of one seed at scale {params.scale}"
-    margin, why = stats.noninferiority_margin(float(m["fraction"]), [losses[nope][k] for k in seeds],
-                                              [losses[rope][k] for k in seeds], paired=True)
+    margin, why = stats.noninferiority_margin(m["fraction"], [losses[nope][k] for k in seeds],
+                                              [losses[rope][k] for k in seeds], paired=True, end=m["end"])
     return margin, (f"margin {margin:.4f} = {why}" if margin is not None else f"no margin: {why}")
 
 
@@ -473,7 +497,8 @@ def _prune_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     ours = "; ".join(f"{c.a} − {c.b.rpartition(': ')[2]}: {fmt_diff(c.ci) if c.ci else 'no interval'}"
                      + (f", MDE {c.mde:.4f}" if c.mde is not None else "") for c in comps)
     skipped = [a["row"] for a in archs if not a["premise_met"]]
-    detail = part.get("margin_why", f"margin {part['margin']}") + (
+    own = [a["margin_why"] for a in judged if a.get("margin_why")]  # a relative margin: each architecture's
+    detail = ("; ".join(own) if own else part.get("margin_why", f"margin {part['margin']}")) + (
         f"; premise not met, not judged: {', '.join(skipped)}" if skipped else "")
     res = ClaimResult(claim, stats.combine([c.verdict for c in comps]), comps, scale=scale, ours=ours,
                       detail=detail, interval="95% paired t over seeds of the cost without fine-tuning")

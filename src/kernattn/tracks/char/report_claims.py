@@ -6,7 +6,9 @@ stats.judge_family), extra parameters by construction (count) and the papers' mo
 rows' gap is stable at this budget (report/gates.py gap_stable: not closing fast per unit of
 learning-rate sum, with a bound over seeds) and
 the seeds allow it (stats.MIN_SEEDS, a non-zero spread). A "works as well as RoPE" margin is
-a number or a fraction of the NoPE - RoPE gap at this scale (stats.noninferiority_margin)."""
+a number or a fraction of the NoPE - RoPE gap at this scale, of the lower end of its interval
+with `end: lower` (stats.noninferiority_margin). In a Holm family of several tests each
+comparison prints the interval at its Holm step's level, the one its verdict is read at."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...report import gates, stats
-from ...report.claims import ClaimResult, fmt_diff
+from ...report.claims import ClaimResult, fmt_comp_diff, margin_rule, shown_interval
 from . import report_budgets
 from .track import lr_at
 
@@ -38,13 +40,21 @@ def _pair(values: dict[str, dict[int, float]], a: str, b: str) -> tuple[list[flo
 
 
 def _interval_text(comps: list[stats.Comparison], judged: str) -> str:
+    """How the printed intervals were made. In a Holm family of several tests each tested
+    comparison shows the interval at its Holm step's level (claims.fmt_comp_diff), not the
+    95% one, so that what is printed and the verdict agree (stats module docstring)."""
     cis = [c.ci for c in comps if c.ci is not None]
     if not cis:
         return ""
     kind = "paired t over seeds (same batch order per seed)" if cis[0].paired else "Welch t over seeds"
     k = max(c.family_size for c in comps)
-    holm = f", Holm across the {k} tests of its figure" if k > 1 else ""
-    return f"95% {kind} of the {judged} validation loss{holm}"
+    if k <= 1:
+        return f"95% {kind} of the {judged} validation loss"
+    untested = any(c.holm_level is None and c.ci is not None and c.ci.estimable for c in comps)
+    return (f"{kind} of the {judged} validation loss, Holm across the {k} tests of its figure: intervals at each "
+            f"test's Holm step level (two-sided 1 − 0.05/(k − j + 1) for the j-th smallest p; a test after the "
+            f"step Holm stopped at, at that step's level), so each interval agrees with its verdict"
+            + ("; a comparison not tested (a gate): its 95% interval" if untested else ""))
 
 
 @dataclass
@@ -92,16 +102,18 @@ class Setting:
 
 
 def _margin(claim: dict, st: Setting) -> tuple[float | None, str]:
-    """The claim's non-inferiority margin: a number fixed in paper_numbers.yaml, or a fraction
-    (fixed there) of the NoPE - RoPE gap measured at this scale (stats.noninferiority_margin)."""
-    m = claim["margin"]
-    if not isinstance(m, dict):
-        return float(m), f"margin {float(m):.4f} (fixed)"
-    nope, rope = m["of"]
+    """The claim's non-inferiority margin (claims.margin_rule): a number fixed in
+    paper_numbers.yaml, or a fraction (fixed there) of the NoPE - RoPE gap in the judged loss
+    at this scale, of its point estimate or, with `end: lower`, of the lower end of its 95%
+    interval (stats.noninferiority_margin)."""
+    rule = margin_rule(claim)
+    if "number" in rule:
+        return rule["number"], f"margin {rule['number']:.4f} (fixed)"
+    nope, rope = rule["of"]
     if nope not in st.values or rope not in st.values:
         return None, f"no margin: {st.missing_note(nope if nope not in st.values else rope)}"
     va, vb, paired = _pair(st.values, nope, rope)
-    margin, why = stats.noninferiority_margin(float(m["fraction"]), va, vb, paired)
+    margin, why = stats.noninferiority_margin(rule["fraction"], va, vb, paired, end=rule["end"])
     return margin, (f"margin {margin:.4f} = {why}" if margin is not None else f"no margin: {why}")
 
 
@@ -130,7 +142,7 @@ def _fmt_comp(c: stats.Comparison, st: Setting) -> str:
     if c.ci is None:  # one seed: the difference without an interval
         va, vb = st.values[c.a], st.values[c.b]
         return f"{c.a} − {c.b}: {sum(va.values()) / len(va) - sum(vb.values()) / len(vb):+.4f} (1 seed, no interval)"
-    text = f"{c.a} − {c.b}: {fmt_diff(c.ci)}"
+    text = f"{c.a} − {c.b}: {fmt_comp_diff(c)}"
     return text + (f", MDE {c.mde:.4f}" if c.mde is not None else "")
 
 
@@ -141,8 +153,8 @@ def _result(claim: dict, comps: list[stats.Comparison], st: Setting) -> ClaimRes
     if claim["kind"] == "noninferior" and comps[0].margin is not None:
         res.ours += f"; margin {comps[0].margin:.4f}"
     res.detail = " | ".join(dict.fromkeys(c.note for c in comps if c.note))
-    if len(comps) == 1 and comps[0].ci is not None and comps[0].ci.estimable:
-        res.estimate, res.lo, res.hi = comps[0].ci.diff, comps[0].ci.lo, comps[0].ci.hi
+    if len(comps) == 1 and (shown := shown_interval(comps[0])) is not None:  # the interval its verdict reads
+        res.estimate, (res.lo, res.hi) = comps[0].ci.diff, shown
     return res
 
 
