@@ -262,8 +262,8 @@ def test_shipped_paper_numbers_name_real_rows():
     assert kinds == {"order", "noninferior", "count", "number", "unit_test", "lm_bpb", "lm_core", "lm_count",
                      "lm_gap", "lm_train_flops", "lm_core_tasks", "vision_count", "vision_top1", "vision_flops", "vision_vlt",
                      "study_wrap", "study_gka_init", "study_prune", "lm_stable", "vision_stable", "vision_sigma",
-                     "bench_table4", "corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks",
-                     "strength_cost", "char_stable"}
+                     "bench_table4", "bench_table4_trend", "corpus_peak", "generated_peak", "last_layer_bank",
+                     "layer1_banks", "layer1_bump", "strength_cost", "char_stable"}
     # the four documents, and our own questions they leave open (GKA's initial bandwidth)
     assert {c["paper"] for c in papers["claims"]} == {"000", "001", "002", "003", "ours"}
     assert [c["id"] for c in papers["claims"] if c["paper"] == "ours"] == ["003-gka-init-sigma"]

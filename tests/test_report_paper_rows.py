@@ -72,14 +72,14 @@ def _needs(claim: dict, p) -> bool:
         return claim_rows(p.lm.rows) is not None
     if kind == "char_stable":
         return any(r.variant == "gka" and r.name in char for r in p.matrix.rows)
-    if kind in ("bench_table4", "corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks",
-                "strength_cost"):
+    if kind in ("bench_table4", "bench_table4_trend", "corpus_peak", "generated_peak", "last_layer_bank",
+                "layer1_banks", "layer1_bump", "strength_cost"):
         return False  # the bench's models.csv and the GPA analyses: none written here
     if kind == "vision_sigma":
         return paper_row(p.vision.rows, "003", "GKA-Ti", table=5) is not None
-    if kind in ("vision_top1", "vision_vlt"):
-        models = PAIR if kind == "vision_top1" else ("VLT-Ti", "DeiT-Ti")
-        return all(paper_row(p.vision.rows, "003", m, table=5) is not None for m in models)
+    if kind in ("vision_top1", "vision_vlt"):  # the claim's models of its table (default: Table 5's Ti pair)
+        models = claim.get("models") or (PAIR if kind == "vision_top1" else ("VLT-Ti", "DeiT-Ti"))
+        return all(paper_row(p.vision.rows, "003", m, table=claim.get("table", 5)) is not None for m in models)
     return True
 
 

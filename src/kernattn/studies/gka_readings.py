@@ -9,6 +9,8 @@ This module measures that on any model holding GKA attention modules (char, LM o
   averaged over batch rows and over the query positions that have more than one allowed key
   (under the causal mask the first position's weight on itself is 1 by construction and is
   left out).
+  The report's identity rule (issue 37, kernattn.report.gka_state.run_diagonal) reads the same
+  measurement on a finished run's checkpoint, averaged over layers and heads.
 - `gradient_norms`: the gradient reaching log sigma against the one reaching W_O. At sigma = 1
   the first is orders of magnitude smaller (exactly 0 when W_O is 0): sigma moves only
   because Adam normalises its step.

@@ -15,6 +15,9 @@ tracks, trained by kernattn train-gka-init), from its folder <studies.out_dir>/g
   same seed and constructor, the median rule applied on the same first training batch.
 Writes <studies.out_dir>/gka_init/summary.json (atomically). The report makes the intervals
 and the verdict (kernattn.report.stats).
+
+The claim 003-gka-init-sigma is held to every initialisation its statement names by the
+report (kernattn.studies.report.named_init_readings).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 
 from ..config import load_params
 from ..io import atomic_write_json, read_lines
+from ..report.gka_state import probe_input  # the fixed validation batch, shared with the report's identity rule
 from . import SUMMARY, gka_run_dir, gka_runs, root
 from .train import gka_init_track
 
@@ -46,20 +50,6 @@ def sigma_curve(metrics_file: Path) -> list[dict]:
             grid[layer - 1][head - 1] = value
         out.append({"step": rec["step"], "sigma": grid})
     return out
-
-
-def probe_input(track):
-    """The model input the diagonal weight is measured on: the first batch of the track's
-    fixed validation set (the same for every run of the track)."""
-    if track.name == "char":
-        from ..tracks.char.data import windows
-
-        return windows(track.val_data, track.val_starts[0], track.params.model.context)[0]
-    if track.name == "lm":
-        from ..tracks.lm.track import batch
-
-        return batch(track.val_data, track.val_starts[0], track.section.context)[0].to(track.device)
-    return next(iter(track.val_loader))[0].to(track.device)
 
 
 def start_readings(track, device) -> dict:

@@ -450,6 +450,25 @@ def _vote_words(r: dict) -> str:
             + (f" (MDE {mde:.1f})" if mde is not None else "") + f", line prediction {r['predicted']:+d}{para}")
 
 
+def named_init_readings(claim: dict, summary: dict, comparisons, scale: str = "paper") -> list[str]:
+    """Per init the claim names (`inits`: label -> words, against `baseline`, sigma = 1's label
+    "1"): the Holm family's verdict of that init against the baseline in each track (the
+    secondary reading; `comparisons` are stats.init_family_comparisons', named "<track>: <init>"),
+    or "not judged (init X not run at this scale)" where the study has no run of it. The baseline
+    itself missing is said first: without it no init is compared. Verdicts as printed at `scale`."""
+    ran = {r["init"] for r in summary.get("runs", [])}
+    baseline = str(claim.get("baseline", "1"))
+    out = [] if baseline in ran else [f"sigma = 1: {stats.not_judged(f'init {baseline} not run at this scale')}"]
+    for init, words in claim.get("inits", {}).items():
+        if init not in ran:
+            out.append(f"{words}: {stats.not_judged(f'init {init} not run at this scale')}")
+            continue
+        own = [c for c in comparisons if c.a.rpartition(": ")[2] == init]
+        tracks = ", ".join(f"{c.a.rpartition(': ')[0] or 'all'} {stats.at_scale(c.verdict, scale)}" for c in own)
+        out.append(f"{words}: {tracks or stats.not_judged('no run of sigma = 1 to compare with')}")
+    return out
+
+
 def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     """Our hypothesis (seed 003 gives no init), judged by the pre-specified sign test:
     supported / not supported. The Holm family over every init is shown beside it."""
@@ -464,6 +483,9 @@ def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     res = ClaimResult(claim, sign["verdict"], part["comparisons"], scale=scale, ours=ours,
                       detail=f"pre-specified sign test at {sign['alpha']:g}, lower is better ({units}); "
                              f"Holm across every init: {stats.at_scale(part['verdict'], scale)}" + (f" ({holm})" if holm else ""))
+    # every init the statement names against sigma = 1, or why it was not (issue 37)
+    res.detail += "; each init the statement names: " + "; ".join(
+        named_init_readings(claim, part["summary"], part["comparisons"], scale))
     own = [c for c in comps if c.a.endswith(f": {sign['init']}")]
     if len(part["tracks"]) == 1 and own:  # one track: the tested init's paired difference, in its unit
         res.estimate, res.lo, res.hi = own[0].ci.diff, own[0].ci.lo, own[0].ci.hi

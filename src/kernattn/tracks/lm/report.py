@@ -224,7 +224,8 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     rows = {r["key"]: r for r in section.get("rows", [])}
     pair = section.get("claim_rows")
     scale = ctx.scale
-    beside = _gka_state(ctx.params, pair[1]) if pair is not None and pair[1] in rows else ""
+    reading = _identity_reading(ctx, section, pair)  # the identity rule's (issue 37): read once
+    beside = _gka_state(ctx.params, pair[1], reading) if pair is not None and pair[1] in rows else ""
     converged = _converged(ctx, pair) if pair is not None and pair[0] in rows and pair[1] in rows else None
     out = []
     for claim in ctx.claims_of(CLAIM_KINDS):
@@ -252,7 +253,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
         if converged is not None and kind not in ("lm_count", "lm_train_flops") and out[-1].verdict != stats.NOT_RUN:
             out[-1].verdict = gates.apply(out[-1].verdict, [converged])
             out[-1].detail = gates.beside(out[-1].detail, converged)
-    return out
+    return _with_identity(ctx, out, reading)
 
 
 def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
@@ -275,17 +276,51 @@ def _stable_claim(claim: dict, ctx: ReportContext, groups: dict) -> ClaimResult:
     return stability.judge(claim, records, stability.rule(ctx.papers), ctx.scale)
 
 
-def _gka_state(params, name: str) -> str:
+def _gka_state(params, name: str, reading: gka_state.DiagonalReading | None = None) -> str:
     """Beside the GKA row of the pair when it starts at sigma = 1: sigma at the end, read from
-    its runs' checkpoints (eval-lm measures no attention weights: no diagonal weight)."""
+    its runs' checkpoints, and the identity rule's mean diagonal weight (mean over the runs read)."""
     row = next(r for r in params.lm.rows if r.name == name)
     if not gka_state.starts_at_one(row.variant, row.options):
         return ""
     specs = [r for r in runs(params) if r.row == name]
     read = [gka_state.checkpoint_sigma(run_dir(params, r.run_id) / "ckpt.pt") for r in specs]
     sigma = [x for got in read if got for x in got]
-    return f"{name}: " + gka_state.sigma_text(sigma or None, None, f"ckpt.pt of {sum(1 for g in read if g)} "
-                                                                    f"of {len(specs)} runs")
+    diag = [v for v in (reading.values.values() if reading else ()) if v is not None]
+    return f"{name}: " + gka_state.sigma_text(sigma or None, sum(diag) / len(diag) if diag else None,
+                                              f"ckpt.pt of {sum(1 for g in read if g)} of {len(specs)} runs")
+
+
+# The claims that compare the pair's GKA row with the baseline: under the identity rule of
+# paper_numbers.yaml `gka_identity` (report.gka_state). Counts, FLOPs and stability compare nothing.
+IDENTITY_KINDS = ("lm_bpb", "lm_core", "lm_gap", "lm_core_tasks")
+
+
+def _identity_reading(ctx: ReportContext, section: dict, pair) -> gka_state.DiagonalReading | None:
+    """The mean diagonal weight at the end of every evaluated run of the pair's GKA row (its
+    checkpoint on the first validation windows: report.gka_state.run_diagonal); None when the
+    pair is not both evaluated or its second row is no GKA row."""
+    groups = section.get("groups", {})
+    if pair is None or pair[0] not in groups or pair[1] not in groups:
+        return None
+    if next(r for r in ctx.params.lm.rows if r.name == pair[1]).variant != "gka":
+        return None
+    from .track import LMTrack
+
+    done = {x["run_id"] for x in groups[pair[1]]}
+    specs = {r.run_id: r for r in runs(ctx.params) if r.run_id in done}
+    return gka_state.read_row(pair[1], {rid: run_dir(ctx.params, rid) for rid in specs},
+                              lambda rid: LMTrack(ctx.params, specs[rid]))
+
+
+def _with_identity(ctx: ReportContext, out: list[ClaimResult], reading) -> list[ClaimResult]:
+    """The identity rule on every claim of IDENTITY_KINDS, after the gates (a row that stayed at
+    identity is not comparable whatever the gap gate says)."""
+    if reading is not None:
+        threshold = gka_state.max_diagonal(ctx.papers)
+        for res in out:
+            if res.claim["kind"] in IDENTITY_KINDS:
+                gka_state.apply_identity(res, reading, threshold)
+    return out
 
 
 def _missing_pair(pair, rows: dict) -> str:

@@ -3,12 +3,17 @@
 paper's), Table 5 and top-1 on the configured data set (one row per row of vision.rows, the
 same columns for all: mean and 95% t interval over seeds, EMA weights and raw; the paper's
 numbers beside the rows whose `paper` field names one of its models), the learned sigma, and the
-section 7 figures. The GKA-vs-DeiT claim pairs the rows whose `paper` names GKA-Ti and DeiT-Ti.
+section 7 figures. The GKA-vs-DeiT claim pairs the rows whose `paper` names GKA-Ti and DeiT-Ti;
+a claim may name other models (`models`, `table`: Table 2's S and B pairs, VLT-Ti above GKA-Ti).
+Every top-1 claim that compares a GKA row is read under the identity rule (issue 37,
+report.gka_state): the row's mean diagonal weight at the end, from each finished run's
+checkpoint (EMA weights); it also judges Table 4's trends with size (report_gka).
 
 Reads vision.counts_dir/counts.json (kernattn count-vision), vision.out_dir/<run>/final.json
-(kernattn train-vision) and vision.analysis_dir/<run>/ (kernattn analyze-vision); a missing
-input is listed with the command that makes it. Writes tables/vision-*.csv and copies the
-figures into assets/vision/<run>/.
+(kernattn train-vision; for the identity rule its ckpt.pt, the one final.json names),
+vision.analysis_dir/<run>/ (kernattn analyze-vision) and the benchmarks' models.csv
+(report.bench_models.sources); a missing input is listed with the command that makes it.
+Writes tables/vision-*.csv and copies the figures into assets/vision/<run>/.
 """
 
 from __future__ import annotations
@@ -30,9 +35,13 @@ OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)"
     ("vision", "GKA on vision: counts, top-1 and attention maps"),))
 CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision"),
                "vision_flops": ClaimKind("vision"), "vision_vlt": ClaimKind("vision"),
-               "vision_stable": ClaimKind("vision"), "vision_sigma": ClaimKind("vision", ("min_ratio",))}
+               "vision_stable": ClaimKind("vision"), "vision_sigma": ClaimKind("vision", ("min_ratio",)),
+               "bench_table4_trend": ClaimKind("bench-models", ("rule",))}
 PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
 PAIR = ("GKA-Ti", "DeiT-Ti")  # 003-vit-top1: the rows whose `paper` names these models of Table 5
+VLT_PAIR = ("VLT-Ti", "DeiT-Ti")  # 003-vlt-above-deit: above, below
+# A top-1 claim may name other models (`models: [above or GKA, other]`) of another table (`table`):
+# the S and B rows of Table 2, VLT-Ti above GKA-Ti of Table 5.
 FIGURES = [  # (file or prefix, caption); seed 003 section 7
     ("sigma.png", "Learned bandwidth sigma per head and layer (7.3): heatmap (YlOrRd) and per-head lines over depth."),
     ("rollout.png", "Attention rollout (7.2) with discard ratios 0, 0.5, 0.9, overlaid on the image."),
@@ -205,32 +214,67 @@ def _gka_state(row, finals: dict, section: dict, seeds: list[int]) -> str:
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    """Seed 003's vision claims on the section's numbers (the training readings: report_gka)."""
-    out = []
+    """Seed 003's vision claims on the section's numbers (the training readings and Table 4's
+    trends with size: report_gka); every top-1 claim that compares a GKA row under the identity
+    rule of paper_numbers.yaml `gka_identity` (report.gka_state)."""
+    out, readings = [], {}
     for claim in ctx.claims_of(CLAIM_KINDS):
-        if not section.get("enabled"):
+        if claim["kind"] == "bench_table4_trend":  # a benchmark's, not the vision section's
+            out.append(report_gka.table4_trend_claim(claim, _bench_measured(ctx.params), ctx.scale))
+        elif not section.get("enabled"):
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=ctx.scale, ours="—", detail="no vision section"))
         elif claim["kind"] in ("vision_count", "vision_flops"):
             out.append(_count_claim(claim, section["counts_table"]))
         elif claim["kind"] == "vision_vlt":
-            out.append(_loss_gated(_vlt_claim(claim, section, ctx.scale), ctx, ("VLT-Ti", "DeiT-Ti")))
+            models, table = _models(claim, VLT_PAIR)
+            res = _loss_gated(_vlt_claim(claim, section, ctx.scale), ctx, models, table)
+            out.append(_identity(res, ctx, section, models, table, readings))
         elif claim["kind"] == "vision_stable":
             out.append(report_gka.stable_claim(claim, ctx.params, ctx.papers, ctx.scale, section["finals"]))
         elif claim["kind"] == "vision_sigma":
             out.append(report_gka.sigma_claim(claim, section, ctx.params, ctx.papers, ctx.scale))
         else:
-            out.append(_loss_gated(_top1_claim(claim, section, ctx.scale), ctx, PAIR))
+            models, table = _models(claim, PAIR)
+            res = _loss_gated(_top1_claim(claim, section, ctx.scale), ctx, models, table)
+            out.append(_identity(res, ctx, section, models, table, readings))
     return out
 
 
-def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str]) -> ClaimResult:
+def _models(claim: dict, default: tuple[str, str]) -> tuple[tuple[str, str], int]:
+    """The two models of Table `table` a top-1 claim compares (default: Table 5's)."""
+    return tuple(claim.get("models", default)), int(claim.get("table", 5))
+
+
+def _bench_measured(params) -> list[tuple[str, pd.DataFrame]]:
+    """Every models.csv the benchmarks' part shows ((label, table), this scale's first)."""
+    from ...report import bench_models
+
+    return [(label, pd.read_csv(d / bench_models.CSV_NAME)) for label, d in bench_models.sources(params)]
+
+
+def _identity(res: ClaimResult, ctx: ReportContext, section: dict, models, table: int, readings: dict) -> ClaimResult:
+    """The identity rule on a claim whose models include a GKA row: its finished runs' mean
+    diagonal weight (EMA weights, report.gka_state.run_diagonal), read once per row."""
+    from .track import VisionTrack
+
+    rows = [paper_row(ctx.params.vision.rows, "003", m, table=table) for m in models]
+    for row in (r for r in rows if r is not None and stages.attention_of(r) == "gka"):
+        if row.name not in readings:
+            runs = {s.run_id: stages.run_dir(ctx.params, s.run_id) for s in stages.runs(ctx.params)
+                    if s.row == row.name and s.run_id in section["finals"]}
+            readings[row.name] = gka_state.read_row(row.name, runs, lambda rid: VisionTrack(ctx.params, rid))
+        gka_state.apply_identity(res, readings[row.name], gka_state.max_diagonal(ctx.papers))
+    return res
+
+
+def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str], table: int = 5) -> ClaimResult:
     """Gate (a), converged, on a top-1 comparison that was tested: the gap between the training
-    losses of the rows that name the two `models` (Table 5), standing in for the top-1 they
+    losses of the rows that name the two `models` (of Table `table`), standing in for the top-1 they
     judge, has stopped moving over the last part of training (report.gates.runs_gap_converged);
     what it measured is put beside the verdict when it passes (the rows may still be learning)."""
     if res.verdict not in (stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE):
         return res  # not run, not comparable or withheld already: nothing was tested
-    rows = [paper_row(ctx.params.vision.rows, "003", m, table=5) for m in models]
+    rows = [paper_row(ctx.params.vision.rows, "003", m, table=table) for m in models]
     if any(r is None for r in rows):  # the claim functions say "not run" first; never judge ungated
         res.verdict = stats.not_judged(f"no row of {' or '.join(m for m, r in zip(models, rows) if r is None)}")
         return res
@@ -242,28 +286,36 @@ def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str]) -
     return res
 
 
+def _short(model: str) -> str:
+    return model.split("-")[0]  # "VLT-Ti" -> "VLT", as the claims' numbers are labelled
+
+
 def _vlt_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
-    """Table 5: VLT-Ti (no W_V) above DeiT-Ti in top-1 (EMA), paired by seed: DeiT's top-1
-    error above VLT's is "DeiT - VLT top-1 < 0" (stats.compare_less, its gates)."""
+    """Table 5: the claim's first model (VLT-Ti, no W_V) above its second (DeiT-Ti, or GKA-Ti)
+    in top-1 (EMA), paired by seed: the second's top-1 error above the first's is "second -
+    first top-1 < 0" (stats.compare_less, its gates)."""
     finals, vp = section["finals"], section["vp"]
-    rows = [paper_row(vp.rows, "003", m, table=5) for m in ("VLT-Ti", "DeiT-Ti")]
+    (above, below), table = _models(claim, VLT_PAIR)
+    rows = [paper_row(vp.rows, "003", m, table=table) for m in (above, below)]
     if None in rows:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no rows name VLT-Ti and DeiT-Ti")
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail=f"no rows name {above} and {below}")
     seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
     seeds = [s for s in seeds if all(f"{r.name}-s{s}" in finals for r in rows)]
     if not seeds:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no VLT and DeiT runs")
-    vlt, deit = ([finals[f"{r.name}-s{s}"]["top1_ema"] for s in seeds] for r in rows)
-    comp = stats.compare_less("DeiT-Ti", deit, "VLT-Ti", vlt, paired=True)
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+                           detail=f"no {_short(above)} and {_short(below)} runs")
+    top, low = ([finals[f"{r.name}-s{s}"]["top1_ema"] for s in seeds] for r in rows)
+    comp = stats.compare_less(below, low, above, top, paired=True)
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale)
-    gap = sum(vlt) / len(vlt) - sum(deit) / len(deit)
+    what = f"{_short(above)} − {_short(below)}"
     if comp.ci is not None and comp.ci.estimable:
         res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
-        res.ours = f"VLT − DeiT top-1 EMA: {res.estimate:+.2f} pp [{res.lo:+.2f}, {res.hi:+.2f}], MDE {comp.mde:.2f} pp"
+        res.ours = f"{what} top-1 EMA: {res.estimate:+.2f} pp [{res.lo:+.2f}, {res.hi:+.2f}], MDE {comp.mde:.2f} pp"
         res.interval = f"95% paired t over seeds {', '.join(map(str, seeds))}"
     else:
-        res.ours = f"VLT − DeiT top-1 EMA: {gap:+.2f} pp ({stats.seeds_text(len(seeds))}, no interval)"
-    res.detail = _best_gap(finals, rows[0].name, rows[1].name, seeds, "VLT − DeiT")
+        gap = sum(top) / len(top) - sum(low) / len(low)
+        res.ours = f"{what} top-1 EMA: {gap:+.2f} pp ({stats.seeds_text(len(seeds))}, no interval)"
+    res.detail = _best_gap(finals, rows[0].name, rows[1].name, seeds, what)
     if vp.dataset != "imagenet":
         res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k")
     return res
@@ -298,8 +350,12 @@ def _flops_claim(claim: dict, table: list[dict]) -> ClaimResult:
 
 
 def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
+    """"GKA trails DeiT modestly" at the size of the claim's models (default Table 5's Ti pair):
+    GKA below DeiT in top-1 (EMA), by less than 2 pp (the paper's largest gap, 1.57, rounded
+    up), paired by seed. Without rows for its models: "not run", saying how to add them."""
     finals, vp = section["finals"], section["vp"]
-    found = [paper_row(vp.rows, "003", m, table=5) for m in PAIR]
+    models, table = _models(claim, PAIR)
+    found = [paper_row(vp.rows, "003", m, table=table) for m in models]
     pair = [r.name if r is not None else None for r in found]
     seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
     seeds = [s for s in seeds if None not in pair and all(f"{n}-s{s}" in finals for n in pair)]
@@ -307,8 +363,10 @@ def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
     deit = [finals[f"{pair[1]}-s{s}"]["top1_ema"] for s in seeds]
     if not seeds:
         named = ", ".join(f"{m}: row {n}" if n else f"{m}: no row of vision.rows names it in its paper field"
-                          for m, n in zip(PAIR, pair))
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail=f"no runs of both ({named})")
+                          for m, n in zip(models, pair))
+        how = _how_to_add(models, table, vp) if None in pair else ""
+        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+                           detail="; ".join(x for x in (f"no runs of both ({named})", how) if x))
     ci = stats.paired_diff_ci(gka, deit)
     ci = ci if ci is not None and ci.estimable else None  # zero spread: no interval either
     res = ClaimResult(claim, stats.NOT_COMPARABLE, scale=scale,
@@ -333,3 +391,19 @@ def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
         res.verdict = (stats.CONTRADICTED if ci.lo > 0 or ci.hi < -2.0 else
                        stats.REPRODUCED if ci.hi < 0 and ci.lo > -2.0 else stats.INCONCLUSIVE)
     return res
+
+
+def _how_to_add(models, table: int, vp) -> str:
+    """How a scale would train the claim's models: vision.rows share the section's one shape, so
+    a model of another size needs a scale (or params file) whose vision section has its shape."""
+    from .model import SIZES
+
+    size = models[0].rpartition("-")[2]
+    if size not in SIZES or SIZES[size] == (vp.embed_dim, vp.depth, vp.n_head):
+        return (f"to run it: rows whose paper field names {{seed: \"003\", table: {table}, model: ...}} "
+                f"for {' and '.join(models)}")
+    dim, depth, heads = SIZES[size]
+    return (f"vision.rows share this scale's one shape (d {vp.embed_dim}, {vp.depth} blocks x {vp.n_head} heads), "
+            f"so no {size} row can run here; to run it: a scale whose vision section has the {size} shape "
+            f"(embed_dim {dim}, depth {depth}, n_head {heads}) with rows whose paper field names "
+            f"{{seed: \"003\", table: {table}, model: {models[0]}}} and {models[1]}")
