@@ -135,12 +135,15 @@ def test_every_paper_claim_whose_rows_trained_gets_a_verdict(tmp_path, monkeypat
         if scale != "paper":  # below the paper scale no claim is reproduced or contradicted
             shown = csv.loc[claim["id"], "verdict"]
             assert "reproduced" not in shown and "contradicted" not in shown, (claim["id"], shown)
-    assert checked == {"micro": 19, "tiny": 29, "paper": 29}[scale]  # the claims outside the studies
-    if scale != "micro":  # the char gka row's synthetic train curve falls smoothly (micro trains no gka)
-        assert stats.base_verdict(csv.loc["003-char-stable", "verdict"]) == stats.REPRODUCED
-    # issue 25's training readings: every LM GKA run's curve falls smoothly; the vision runs here
-    # have a final.json and no metrics.jsonl (no record to judge, no learning rates for the gate)
-    assert stats.base_verdict(csv.loc["003-lm-stable", "verdict"]) == stats.REPRODUCED
+    assert checked == {"micro": 20, "tiny": 30, "paper": 30}[scale]  # the claims outside the studies
+    # issue 25's training readings: every GKA run's synthetic curve falls smoothly, so with the 3
+    # seeds the rule needs (paper here) it is stable, and with fewer too short to read (issue 37)
+    stable = {"paper": stats.REPRODUCED, "tiny": "not judged (too short: 2 seeds of ", "micro": "not judged (too short: "}
+    if scale != "micro":  # micro trains no char gka row
+        assert stats.base_verdict(csv.loc["003-char-stable", "verdict"]).startswith(stable[scale])
+    assert stats.base_verdict(csv.loc["003-lm-stable", "verdict"]).startswith(stable[scale])
+    # the vision runs here have a final.json and no metrics.jsonl (no record to judge, no learning
+    # rates for the gate)
     assert csv.loc["003-vit-stable", "verdict"].endswith("not judged (no metrics.jsonl for "
                                                          + ", ".join(r.run_id for r in vision_stages.runs(p)
                                                                      if r.row == "gka") + ")")
@@ -233,15 +236,15 @@ def test_gka_trails_deit_on_imagenet_passes_the_gates():
 
 def _train_lines(path, losses) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps({"split": "train", "step": 10 * i, "loss": x}) + "\n"
+    path.write_text("".join(json.dumps({"split": "train", "step": 10 * i, "loss": x, "lr": 1e-3}) + "\n"
                             for i, x in enumerate(losses)))
 
 
 def test_a_vit_comparison_is_gated_on_its_rows_loss_gap_having_stopped_moving(tmp_path, monkeypatch):
-    """003-vit-top1 and 003-vit-vlt: a tested verdict becomes "not judged (not converged: ...)"
-    when the gap between the mean training losses of the claim's two rows still moved over the
-    last 20% (paper_numbers.yaml's 0.01); rows that flattened, or still fall side by side, keep
-    it; a verdict that tested nothing (not comparable) is left as it is."""
+    """003-vit-top1 and 003-vit-vlt: a tested verdict becomes "not judged (gap not stable at this
+    budget: ...)" when the gap between the claim's two rows' training losses is not stable
+    (gates.gap_stable); rows that flattened, or still fall side by side, keep it; a verdict that
+    tested nothing (not comparable) is left as it is."""
     from types import SimpleNamespace
 
     from kernattn.report.claims import ClaimResult
@@ -263,14 +266,16 @@ def test_a_vit_comparison_is_gated_on_its_rows_loss_gap_having_stopped_moving(tm
     assert _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == stats.REPRODUCED
     for spec in stages.runs(params):
         _train_lines(stages.run_dir(params, spec.run_id) / "metrics.jsonl", flat)
-    # one GKA seed of three still falling 0.05 per 10 steps: GKA's mean 1.05, 1.0333, 1.0167 at
-    # steps 120-140 against DeiT's flat 1.0, a gap GKA - DeiT closing 0.0016667 a step x 28 = 0.0467
+    # one GKA seed of three jumped to 1.15 at step 120 and is still falling 0.05 per 10 steps: the
+    # seeds' gaps disagree (one moving, two at 0), so the bound over seeds of how fast the gap
+    # moves toward 0 is far above half of it (gates.gap_stable): not stable
     gka = next(s for s in stages.runs(params) if s.row == "gka")
     deit = paper_row(params.vision.rows, "003", "DeiT-Ti", table=5).name
     _train_lines(stages.run_dir(params, gka.run_id) / "metrics.jsonl", [*flat[:12], 1.15, 1.1, 1.05])
     res = _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti"))
-    assert res.verdict.startswith(f"not judged (not converged: gka − {deit} moved -0.0467 over the last 20%"), \
+    assert res.verdict.startswith(f"not judged (gap not stable at this budget: gka − {deit} +0.0167 at the end"), \
         res.verdict
+    assert "upper 97.5% bound +1431% over 3 seeds (paired); threshold 50% closing" in res.verdict
     assert _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("VLT-Ti", "DeiT-Ti")).verdict == stats.REPRODUCED
     other = stats.not_comparable("data set differs")
     assert _loss_gated(ClaimResult(claim, other), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == other

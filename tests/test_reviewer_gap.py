@@ -101,8 +101,10 @@ def test_unreadable_runs_are_named():
     short = {"b-s0": gates.RunCurve(STEPS, BASE, CUM[:100])}
     assert "known only to step 99" in gates.gap_stable("a", a, "b", short, 0.5, 0.5).why
     assert gates.gap_stable("a", a, "b", {}, 0.5, 0.5).why == "no run of b"
+    # two identical rows: no gap, not moving: stable (not "undefined")
     zero = {"a-s0": gates.RunCurve(STEPS, BASE, CUM)}
-    assert "exactly 0" in gates.gap_stable("a", zero, "b", b, 0.5, 0.5).why
+    same = gates.gap_stable("a", zero, "b", b, 0.5, 0.5)
+    assert same.passed and "at its test's boundary 0, moving 0.0000 at most" in same.why
 
 
 def test_thresholds_are_read_and_checked():
@@ -140,3 +142,17 @@ def test_gap_gate_from_metrics_files_reads_their_learning_rates(tmp_path):
     assert not failed.passed and failed.why == "a-s3 failed (non-finite loss)"
     nolr = gates.runs_gap_stable("a", {**a, "a-s0": write("x", lr=False)}, "b", b, th)
     assert not nolr.passed and nolr.why == "a-s0's train lines log no learning rate"
+
+
+def test_a_non_inferiority_gap_is_read_against_its_margin():
+    """"a works as well as b" with a margin: the gap's distance from the margin is what may not
+    close. Two equal rows (gap 0) against a margin of 0.02, standing still: stable; the same gap
+    moving toward the margin by 0.03 over the tail: not stable."""
+    u = CUM[STEPS] / CUM[STEPS[-1]]
+    still = {s: 1e-4 * np.sin(np.arange(len(STEPS)) + s) for s in range(3)}
+    a, b = rows(still)
+    g = gates.gap_stable("a", a, "b", b, tail=0.5, max_closing=0.5, boundary=0.02)
+    assert g.passed and "its distance from the margin 0.0200" in g.why
+    toward = {s: 0.03 * u - 0.04 + 1e-4 * s for s in range(3)}  # -0.01 at the end, rising toward +0.02
+    a, b = rows(toward)
+    assert not gates.gap_stable("a", a, "b", b, 0.5, 0.5, boundary=0.02).passed

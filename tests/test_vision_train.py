@@ -150,7 +150,8 @@ def _training_claims(report, section: dict, final: dict) -> None:
 
     got = {r.claim["id"]: r for r in rv.claims(dataclasses.replace(report, papers=build.load_paper_numbers()), section)}
     stable = got["003-vit-stable"]
-    assert stable.verdict in (stats.REPRODUCED, stats.CONTRADICTED) and stable.ours.startswith(("1 of 1 GKA runs", "0 of 1 GKA runs"))
+    # a micro run of a few steps and one seed is too short to read (issue 37)
+    assert stable.verdict.startswith("not judged (too short: ") and "100 needed" in stable.verdict, stable.verdict
     sigma = got["003-vit-sigma-heads"]
     ratio = sorted(max(x) / min(x) for x in final["sigma"])
     assert sigma.estimate == pytest.approx(sum(ratio) / 2)  # the median of two layers

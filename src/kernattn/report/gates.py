@@ -209,15 +209,16 @@ def _gap_tail(pairs: Sequence[tuple[Sequence[RunCurve], Sequence[RunCurve]]], ta
 
 
 def gap_stable(a: str, a_curves: Mapping[str, RunCurve], b: str, b_curves: Mapping[str, RunCurve],
-               tail: float, max_closing: float, what: str = "val loss") -> Gate:
+               tail: float, max_closing: float, what: str = "val loss", boundary: float = 0.0) -> Gate:
     """Gate (a) for a comparison of two rows (paper_numbers.yaml gates.gap_*): the gap a - b
     is stable at this budget. Each run's evaluations are placed by the share of its own
     learning-rate sum spent before them (so the tail of a cosine is not mistaken for most of
     the training, and rows trained for different steps are compared at the same point of their
     schedules). Per seed (rows with the same seeds; otherwise the two rows' mean curves, one
     value) the gap's slope over the last `tail` of that share is fitted; `closing` = -sign(final
-    gap) x slope / |final gap| is the share of the gap that would go over one more run's
-    learning-rate sum at that rate (negative: opening). The gate passes when the upper
+    gap - boundary) x slope / |final gap - boundary| is the share of the gap's distance from the
+    test's boundary (0 for "a < b", the margin for "a works as well as b") that would go over one
+    more run's learning-rate sum at that rate (negative: moving away from it). The gate passes when the upper
     one-sided 97.5% t bound of the mean closing over seeds (a single value: itself) is below
     `max_closing`. It says nothing of where the rows converge: a budget sweep does.
     `a_curves`, `b_curves`: run id ('<row>-s<seed>') -> RunCurve, every run of each row."""
@@ -230,20 +231,30 @@ def gap_stable(a: str, a_curves: Mapping[str, RunCurve], b: str, b_curves: Mappi
     pairs = [([sa[s]], [sb[s]]) for s in sorted(sa)] if paired else [(list(a_curves.values()), list(b_curves.values()))]
     read = _gap_tail(pairs, tail)
     final = float(np.mean([g for g, _ in read]))
-    if final == 0.0:
-        return gate(GAP_UNSTABLE, False, f"{a} − {b} is exactly 0 at the end: no gap to keep")
-    closing = np.array([-np.sign(final) * slope / abs(final) for _, slope in read])
-    mean, n = float(closing.mean()), closing.size
+    room = final - boundary
+    # how far the gap moves toward its boundary over one more run's learning-rate sum, per seed
+    # (in the loss's unit; negative: away). Compared with the room left (|room| x max_closing) rather
+    # than divided by it, so that two identical rows (room 0, not moving) are stable, not undefined.
+    amount = np.array([-np.sign(room) * slope for _, slope in read])
+    mean, n = float(amount.mean()), amount.size
     if n > 1:
-        sd = float(closing.std(ddof=1))
+        sd = float(amount.std(ddof=1))
         bound = mean + float(stats._st.t.ppf(1 - stats.ONE_SIDED_ALPHA, n - 1)) * sd / np.sqrt(n)
-        over = f"upper 97.5% bound {bound:+.0%} over {n} seeds (paired)"
     else:
-        bound, over = mean, "one value (rows without common seeds: mean curves), no interval"
-    way = "closing" if mean > 0 else "opening"
-    return gate(GAP_UNSTABLE, bound < max_closing,
-                f"{a} − {b} {final:+.4f} at the end, {way} at {abs(mean):.0%} of itself per run's learning-rate sum "
-                f"over the last {tail:.0%} of it ({over}; threshold {max_closing:.0%} closing)")
+        bound = mean
+    passed = bound <= max_closing * abs(room)
+    what_closes = "itself" if boundary == 0 else f"its distance from the margin {boundary:.4f}"
+    if room == 0:
+        moved = f"at its test's boundary {boundary:g}, moving {max(abs(x) for x in amount):.4f} at most"
+    else:
+        way = "closing" if mean > 0 else "opening"
+        moved = f"{way} at {abs(mean) / abs(room):.0%} of {what_closes}"
+    over = (f"upper 97.5% bound {bound / abs(room):+.0%} over {n} seeds (paired)" if n > 1 and room != 0 else
+            f"upper 97.5% bound {bound:+.4f} over {n} seeds (paired)" if n > 1 else
+            "one value (rows without common seeds: mean curves), no interval")
+    return gate(GAP_UNSTABLE, passed,
+                f"{a} − {b} {final:+.4f} at the end, {moved} per run's learning-rate sum over the last {tail:.0%} "
+                f"of it ({over}; threshold {max_closing:.0%} closing)")
 
 
 def adam_travel(lrs: Sequence[float]) -> float:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from ...report import gates, stats
@@ -86,7 +87,7 @@ class Setting:
         return (f"evaluation's own standard error per run (whole validation split, {n:,} windows): "
                 f"{a} ±{sa:.4f}, {b} ±{sb:.4f}")
 
-    def gap_gate(self, a: str, b: str) -> tuple[str | None, str]:
+    def gap_gate(self, a: str, b: str, boundary: float = 0.0) -> tuple[str | None, str]:
         """The gates on a - b: "gap stable at this budget" (gates.gap_stable) and, with a budget
         sweep, the gap at every budget (report_budgets.budget_gate): the first failed gate's
         verdict or None, and what they measured (printed beside the verdict either way)."""
@@ -94,7 +95,7 @@ class Setting:
         if self.curves is not None:
             th = self.thresholds
             found.append(gates.gap_stable(a, self.curves.get(a, {}), b, self.curves.get(b, {}),
-                                          th.gap_tail_lr_fraction, th.gap_max_closing))
+                                          th.gap_tail_lr_fraction, th.gap_max_closing, boundary=boundary))
         if self.budget_values is not None:
             found.append(report_budgets.budget_gate(a, b, self.budget_values, list(self.budgets), self.max_shrink))
         found = [g for g in found if g is not None]
@@ -127,7 +128,7 @@ def _tests(claim: dict, st: Setting) -> list[stats.Test] | None:
     out = []
     for a, b in pairs:
         va, vb, paired = _pair(st.values, a, b)
-        gate, measured = st.gap_gate(a, b)
+        gate, measured = st.gap_gate(a, b, margin if kind == "noninferior" and margin is not None else 0.0)
         if kind == "noninferior" and margin is None:
             gate = gate or stats.not_judged(margin_note.removeprefix("no margin: "))
         oa, ob, _ = _pair(st.other, a, b)
@@ -291,10 +292,17 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
         return f"{name} is not a row of {params.path}"
 
     other = next(x for x in JUDGED if x != judged)
-    cum_lr = gates.cumulative([lr_at(s, params.train) for s in range(params.train.max_steps)])
+    schedules: dict[int, np.ndarray] = {}
+
+    def curve(rid: str) -> gates.RunCurve:
+        """A run's curve on the char schedule of a run as long as its record (its budget)."""
+        steps, losses = curves.get(rid, ([], []))
+        last = int(max(steps, default=0))
+        if last not in schedules:
+            schedules[last] = gates.cumulative([lr_at(s, params.train, last or None) for s in range(last)])
+        return gates.RunCurve(steps, losses, schedules[last])
     row_curves = None if curves is None else {
-        row: {rid: gates.RunCurve(*curves.get(rid, ([], [])), cum_lr) for rid in g["run_id"]}
-        for row, g in runs_df.groupby("row", sort=False)}
+        row: {rid: curve(rid) for rid in g["run_id"]} for row, g in runs_df.groupby("row", sort=False)}
     sweep = report_budgets.budget_values(params, runs_df) if params.train.budgets else None
     st = Setting(judged, _seed_values(runs_df, column[judged]), _seed_values(runs_df, column[other]), row_curves,
                  gates.thresholds(papers) if curves is not None else None, missing_note, scale, f"{other} loss",
