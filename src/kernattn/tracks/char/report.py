@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import report_claims, report_figures, report_gpa, report_readings, report_runs, stages
+from . import report_budgets, report_claims, report_figures, report_gpa, report_readings, report_runs, stages
 from ...report import gates, gka_state, stability
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
@@ -82,9 +82,24 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     stable = ctx.claims_of(("char_stable",))
     compared = [c for c in ctx.claims_of(CLAIM_KINDS) if c not in readings and c not in stable]
     converged = report_claims.convergence(section["runs_df"], section["curves"], ctx.papers)
-    return (report_claims.judge(compared, ctx.params, section["runs_df"], ctx.papers, section["curves"])
-            + report_readings.judge(readings, section["gpa"], ctx.params, converged)
+    judged = report_claims.judge(compared, ctx.params, section["runs_df"], ctx.papers, section["curves"])
+    _budget_table(ctx, section["runs_df"], judged)
+    return (judged + report_readings.judge(readings, section["gpa"], ctx.params, converged)
             + [_stable(c, ctx, section["runs_df"]) for c in stable])
+
+
+def _budget_table(ctx: ReportContext, runs_df: pd.DataFrame, judged: list) -> None:
+    """tables/budget-gaps.csv: every compared gap (and its x1 twins') at every budget of the
+    scale's budget sweep; nothing without one."""
+    p = ctx.params
+    if not p.train.budgets:
+        return
+    values = report_budgets.budget_values(p, runs_df)
+    arm = report_budgets.recipe_arm(p.matrix.rows, p.train.variant_lr_scale, runs_df) or {}
+    pairs = [(c.a, c.b) for res in judged for c in res.comparisons]
+    pairs += [(arm[a], arm.get(b) or b) for a, b in pairs if arm.get(a) and arm.get(b, b)]
+    report_budgets.gap_table(values, report_budgets.budgets_of(p), pairs).to_csv(ctx.tables / "budget-gaps.csv",
+                                                                                 index=False)
 
 
 def _stable(claim: dict, ctx: ReportContext, runs_df: pd.DataFrame) -> ClaimResult:

@@ -70,6 +70,21 @@ def budget_gate(a: str, b: str, values: Values, budgets: list[int], max_shrink: 
     return gates.gate(BUDGET_UNSTABLE, True, f"{text}: same sign, not shrinking")
 
 
+def gap_table(values: Values, budgets: list[int], pairs) -> pd.DataFrame:
+    """Every compared gap a - b at every budget: mean over the seeds both rows have there, its
+    standard error, and the seeds (tables/budget-gaps.csv: the gap as a function of budget)."""
+    recs = []
+    for a, b in dict.fromkeys(pairs):
+        for budget in budgets:
+            va, vb = values.get(a, {}).get(budget, {}), values.get(b, {}).get(budget, {})
+            seeds = sorted(set(va) & set(vb))
+            d = np.array([va[s] - vb[s] for s in seeds])
+            recs.append({"a": a, "b": b, "budget": budget, "gap": float(d.mean()) if d.size else None,
+                         "se": float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else None,
+                         "seeds": " ".join(map(str, seeds))})
+    return pd.DataFrame.from_records(recs, columns=["a", "b", "budget", "gap", "se", "seeds"])
+
+
 def max_shrink(papers: dict) -> float:
     try:
         value = float((papers.get("budget_sweep") or {})["max_shrink"])

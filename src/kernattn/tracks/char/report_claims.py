@@ -134,8 +134,9 @@ def _tests(claim: dict, st: Setting) -> list[stats.Test] | None:
         oa, ob, _ = _pair(st.other, a, b)
         other = f"{st.other_name}: {a} − {b} {sum(oa) / len(oa) - sum(ob) / len(ob):+.4f}"
         out.append(stats.Test(a, va, b, vb, paired, margin=margin if kind == "noninferior" else None, gate=gate,
-                              note="; ".join(x for x in (margin_note, other, st.eval_note(a, b),
-                                                         None if gate else measured) if x)))
+                              # every gate's reading, also when one withheld the verdict: the
+                              # budget sweep's gaps are worth reading beside a failed gap gate
+                              note="; ".join(x for x in (margin_note, other, st.eval_note(a, b), measured) if x)))
     return out
 
 
