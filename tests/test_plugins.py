@@ -133,6 +133,7 @@ print(json.dumps({run: train.inputs(run) for run in ("cos-s0", "rope-s0")}))
 """
 
 
+@pytest.mark.xdist_group("micro_dag")  # reads the micro DAG's snapshot (tests/shared_dag.py)
 def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_its_runs(tmp_path,
                                                                                           micro_dag_snapshot):
     """The micro DAG's workspace with params that name the worked example and train a row of it:
