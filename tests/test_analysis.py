@@ -301,7 +301,7 @@ def test_analyze_gpa_stage_writes_the_folder(micro, capsys):
     final = json.loads((micro.root / "runs" / "gpa_dp_m8-s0" / "final.json").read_text())
     assert s["fingerprint"] == final["fingerprint"] and s["n_layer"] == 1 and s["n_head"] == 2
     # the same validation windows and weights as training's last evaluation
-    assert s["heads"]["base_loss"] == pytest.approx(final["val_loss"], abs=1e-6)
+    assert s["heads"]["base_loss"] == pytest.approx(final["val_loss_sample"], abs=1e-6)  # the same fixed windows
     assert len(s["heads"]["per_head"]) == 2 and s["heads"]["n_heads"] == 2
     heads_csv = pd.read_csv(out / "heads.csv")
     np.testing.assert_allclose(heads_csv["loss_mean_ablated"] - s["heads"]["base_loss"], heads_csv["cost_mean"],

@@ -48,7 +48,7 @@ def test_a_cooldown_branch_is_the_run_of_its_budget(tmp_path, corpus):  # noqa: 
     assert cli.main(["cooldown", "--params", str(long), "--run", "gpa_dp_m8-s0-b4", "--no-progress"]) == 0
     branch = tmp_path / "long" / "runs" / "budgets" / "gpa_dp_m8-s0-b4"
 
-    short = make_params(tmp_path / "short", corpus, train={**WSD, "max_steps": 4})
+    short = make_params(tmp_path / "short", corpus, train={**WSD, "max_steps": 4, "budgets": []})
     assert cli.main(["train", "--params", str(short), "--run", "gpa_dp_m8-s0", "--no-progress"]) == 0
     alone = tmp_path / "short" / "runs" / "gpa_dp_m8-s0"
 

@@ -27,7 +27,9 @@ def test_a_profiles_ranks_reach_the_training_command_and_nothing_else(tmp_path):
     pruned = [s for s in shells if s.startswith("kernattn prune ")]
     assert pruned and all("--nproc 2 --nodes 1 >" in s for s in pruned), pruned  # prune fine-tunes over ranks
     assert [s for s in shells if s.startswith("kernattn train-gka-init ")]  # the studies' trainings are here too
-    ranked = ("kernattn train", "kernattn eval-lm ", "kernattn prune ")
+    cooled = [s for s in shells if s.startswith("kernattn cooldown ")]  # a budget's cooldown trains like its run
+    assert cooled and all("--nproc 1 --nodes 1 >" in s for s in cooled), cooled
+    ranked = ("kernattn train", "kernattn eval-lm ", "kernattn prune ", "kernattn cooldown ")
     assert not [s for s in shells if "--nproc" in s and not s.startswith(ranked)]
 
 

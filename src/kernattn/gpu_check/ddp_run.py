@@ -39,7 +39,8 @@ SCHEMA = {"run": str, "ranks": int, "backend": str, "steps": int, "global_batch"
 # The losses of the two runs: float32 on CPU differs by summation order only; bf16 on GPUs by
 # the gradients' rounding in another order, which 24 steps carry into the loss's third digit.
 TOLERANCE = {"cpu": 1e-4, "cuda": 5e-2}
-TINY_STEPS = {"max_steps": 6, "warmup_steps": 2, "eval_every": 3, "eval_batches": 2, "checkpoint_every": 3}
+TINY_STEPS = {"max_steps": 6, "warmup_steps": 2, "eval_every": 3, "eval_batches": 2, "checkpoint_every": 3,
+              "budgets": []}  # one run each, no budget sweep
 
 
 def blank(**fields) -> dict:

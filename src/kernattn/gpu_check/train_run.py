@@ -44,8 +44,11 @@ SCHEMA = {"run": str, "steps": int, "killed_after_step": int, "resumed_from_step
           "tokens_per_s": float, "flops_per_token": float, "mfu": float, "wall_s": float, "dtype": str,
           "compile": bool, "status": str, "device": str}
 # A short schedule: full ~2,000 steps of 65,536 tokens; tiny ~24 steps of the micro model.
-FULL_TRAIN = {"max_steps": 2000, "warmup_steps": 200, "eval_every": 500, "eval_batches": 10, "checkpoint_every": 500}
-TINY_TRAIN = {"max_steps": 24, "warmup_steps": 4, "eval_every": 8, "eval_batches": 2, "checkpoint_every": 8}
+# one run, no budget sweep (train.budgets: the micro scale's own branch point would not fit these lengths)
+FULL_TRAIN = {"max_steps": 2000, "warmup_steps": 200, "eval_every": 500, "eval_batches": 10, "checkpoint_every": 500,
+              "budgets": []}
+TINY_TRAIN = {"max_steps": 24, "warmup_steps": 4, "eval_every": 8, "eval_batches": 2, "checkpoint_every": 8,
+              "budgets": []}
 RUN_TIMEOUT_S = {True: 300, False: 420}  # per command, tiny / full
 
 

@@ -179,7 +179,7 @@ def load_paper_numbers(path: str | os.PathLike | None = None, parts: list[Part] 
     doc.setdefault("claims", [])
     if path is not None:  # another file's claims, judged under the shipped file's pre-registered rules
         shipped = load_paper_numbers(None, parts)
-        for key in ("judged_loss", "gates", "stability"):
+        for key in ("judged_loss", "gates", "stability", "budget_sweep", "gka_identity"):
             doc.setdefault(key, shipped[key])
     for i, claim in enumerate(doc["claims"]):
         kind = kinds.get(claim.get("kind"))
