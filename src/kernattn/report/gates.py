@@ -236,12 +236,10 @@ def gap_stable(a: str, a_curves: Mapping[str, RunCurve], b: str, b_curves: Mappi
     # (in the loss's unit; negative: away). Compared with the room left (|room| x max_closing) rather
     # than divided by it, so that two identical rows (room 0, not moving) are stable, not undefined.
     amount = np.array([-np.sign(room) * slope for _, slope in read])
-    mean, n = float(amount.mean()), amount.size
-    if n > 1:
-        sd = float(amount.std(ddof=1))
-        bound = mean + float(stats._st.t.ppf(1 - stats.ONE_SIDED_ALPHA, n - 1)) * sd / np.sqrt(n)
-    else:
-        bound = mean
+    # the upper end of the two-sided 95% t interval over seeds is the one-sided 97.5% bound
+    ci = stats.mean_ci(amount.tolist())
+    mean, n = ci.mean, ci.n
+    bound = ci.hi if ci.hi is not None else mean
     passed = bound <= max_closing * abs(room)
     what_closes = "itself" if boundary == 0 else f"its distance from the margin {boundary:.4f}"
     if room == 0:
