@@ -46,7 +46,7 @@ def test_the_worked_example_loads_from_params_yaml_and_conforms(tmp_path):
     proc = kernattn("check-variant", "cosine", "--params", str(params))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert [line.split()[1] for line in lines[:-1]] == ["reference", "normalised", "causal", "finite",
+    assert [line.split()[1] for line in lines[:-1]] == ["reference", "padded", "normalised", "causal", "finite",
                                                        "determinism", "precision", "state_dict", "training", "resume",
                                                        "ddp"]
     assert all(line.startswith("ok") for line in lines[:-1]) and lines[-1].endswith("cosine: conforms")
@@ -73,6 +73,9 @@ BROKEN = {
     "causal": ("is_causal=self.causal and mask is None", "is_causal=False"),
     # the fast path 1e-3 away from its own reference
     "reference": ("return F.scaled_dot_product_attention(", "return 1e-3 + F.scaled_dot_product_attention("),
+    # a scale that grows with the sequence's length: padding a sequence changes what its tokens see
+    "padded": ("return SimpleNamespace(q=F.normalize(q, dim=-1),",
+               "return SimpleNamespace(q=F.normalize(q, dim=-1) * math.log(1 + x.shape[1]),"),
     # a gradient that is not a number (the forward unchanged)
     "finite": ("q = p.q / self.log_tau.exp()", "q = p.q / self.log_tau.exp() + 0.0 * torch.sqrt(-self.log_tau.exp()).sum()"),
 }
@@ -223,3 +226,28 @@ def test_a_plugins_key_that_is_not_a_list_of_names_is_one_line(tmp_path):
     params.write_text(yaml.safe_dump(doc))
     with pytest.raises(ParamsError, match=r"params.yaml: plugins must be a list of \.py paths or module names, got 3"):
         load_params(params, "micro")
+
+
+def test_dvc_yaml_gives_a_plugin_file_to_the_runs_that_train_it_only(tmp_path):
+    """DVC's foreach has one body: the train stage splits into the built-ins' runs (`train`,
+    no plugin file among their deps) and the plugin's (`train-cosine_attention`, its file a dep);
+    `dvc stage list` reads the result, and the runs are those of the Snakefile's train rule."""
+    shutil.copy(EXAMPLE, tmp_path / "cosine_attention.py")
+    params = params_with(tmp_path, ["cosine_attention.py"], [{"name": "cos", "variant": "cosine"}])
+    doc = yaml.safe_load(params.read_text())
+    doc["scales"]["micro"]["matrix"]["only"] = ["rope", "cos"]
+    params.write_text(yaml.safe_dump(doc, sort_keys=False))
+    proc = kernattn("dvc-yaml", "--params", "params.yaml", "--scale", "micro", "--out", "dvc.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    stages = yaml.safe_load((tmp_path / "dvc.yaml").read_text())["stages"]
+    assert stages["train"]["foreach"] == ["rope-s0"] and stages["train-cosine_attention"]["foreach"] == ["cos-s0"]
+    assert "cosine_attention.py" not in stages["train"]["do"]["deps"]
+    assert "cosine_attention.py" in stages["train-cosine_attention"]["do"]["deps"]
+    assert stages["train-cosine_attention"]["do"]["outs"] == stages["train"]["do"]["outs"]
+    for cmd in (["git", "init", "-q"], [str(BIN / "dvc"), "init", "-q"]):
+        subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    listed = subprocess.run([str(BIN / "dvc"), "stage", "list"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()]
+    assert "train@rope-s0" in names and "train-cosine_attention@cos-s0" in names

@@ -8,6 +8,10 @@ empty list: it passes):
                 forward and every gradient (x and each parameter), float64, causal and
                 bidirectional, with a window where the variant has one, at N = 1, 17 (no block
                 multiple) and 64, a batch of two
+  padded        a causal batch of a 17-token sequence right-padded with noise to 32 beside a
+                32-token one: the fast path's outputs and gradients at each sequence's own
+                positions equal the reference run on that sequence alone (no leak across the
+                batch, none from the padding), float64, with a window where the variant has one
   normalised    where the variant claims it: every query's weights sum to 1 over what it may see
   causal        no later position changes an earlier output (the fast path)
   finite        float32 outputs and gradients finite on inputs of scale 1 and 4 (FINITE_SCALES)
@@ -124,6 +128,37 @@ def check_reference(name: str, options: dict) -> list[str]:
     return problems
 
 
+PADDED = (17, 32)  # the short sequence's length, the batch's
+
+
+def check_padded(name: str, options: dict) -> list[str]:
+    short, n = PADDED
+    for mask, (causal, window) in masks_of(name, options).items():
+        if not causal:  # no key mask in the interface: padding is invisible only to causal queries
+            continue
+        fast, ref = build_pair(name, options, causal, window)
+        rtol, atol = fast.float64_tolerance()
+        x, probe = inputs(n)
+        probe[0, short:] = 0.0  # the padding's outputs are discarded, as a loss mask does
+        _, g_batch = grads(fast, x, probe)
+        y_batch = fast(x).detach()
+        for b, length in ((0, short), (1, n)):
+            y_alone, g_alone = grads(ref, x[b:b + 1, :length], probe[b:b + 1, :length])
+            where = f"{mask}, sequence {b} of {length} in a batch padded to {n}"
+            problems = compare(y_batch[b:b + 1, :length], y_alone, f"output ({where})", rtol, atol)
+            problems += compare(g_batch["x"][b:b + 1, :length], g_alone["x"], f"gradient of x ({where})", rtol, atol)
+            if problems:
+                return problems
+        _, g_each = grads(ref, x[:1, :short], probe[:1, :short])  # parameters: the sum over both sequences
+        _, g_long = grads(ref, x[1:], probe[1:])
+        for key in sorted(k for k in g_batch if k != "x"):
+            both = None if g_each.get(key) is None else g_each[key] + g_long[key]
+            problems = compare(g_batch[key], both, f"gradient of {key} ({mask}, padded batch)", rtol, atol)
+            if problems:
+                return problems
+    return []
+
+
 def check_normalised(name: str, options: dict) -> list[str]:
     if not variant(name).module.normalised:
         return []
@@ -219,7 +254,7 @@ class Check:
 
 
 CHECKS = tuple(Check(n, f) for n, f in (
-    ("reference", check_reference), ("normalised", check_normalised), ("causal", check_causal),
+    ("reference", check_reference), ("padded", check_padded), ("normalised", check_normalised), ("causal", check_causal),
     ("finite", check_finite), ("determinism", check_determinism), ("precision", check_precision),
     ("state_dict", check_state_dict)))
 

@@ -5,7 +5,7 @@ per check, exit 1 naming the checks that failed.
     kernattn check-variant gpa --options '{n_kernels: 8, combine: mult}'
 
 The plugins params.yaml names (`plugins:`) and KERNATTN_PLUGINS load as for every command;
---plugins adds more. The checks: kernattn.attention.conformance (reference, normalised, causal,
+--plugins adds more. The checks: kernattn.attention.conformance (reference, padded, normalised, causal,
 finite, determinism, precision, state_dict) and training.py (training, resume, ddp).
 """
 

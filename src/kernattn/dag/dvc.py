@@ -8,13 +8,18 @@ scale's rows and seeds), so dvc.yaml is generated from the same table:
     kernattn dvc-yaml --cache         # outputs go into the DVC cache (to push them to a remote)
 
 A per-run stage is one DVC `foreach` stage over its run ids, so its instances are named
-`<stage>@<run>` exactly as the Snakemake jobs of the rule of the same name.
+`<stage>@<run>` exactly as the Snakemake jobs of the rule of the same name. DVC's foreach has
+one body (its templating cannot interpolate a list of deps), so where runs train plugins the
+stage splits by plugin files: the runs of built-ins keep `<stage>`, those of a plugin file
+`my_attention.py` are `<stage>-my_attention@<run>`, with that file among their deps only.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +29,7 @@ from ..config import Params, load_params, run_matrix
 from ..io import atomic_write_text
 from ..stage import DVC_ITEM, Stage
 from .snakemake import scale_args
-from .stages import stage_table
+from .stages import run_plugin_files, stage_table
 
 
 def watched(params: Params, params_file: str, sections: tuple[str, ...]) -> list[dict]:
@@ -42,25 +47,44 @@ def watched(params: Params, params_file: str, sections: tuple[str, ...]) -> list
     return [{params_file: keys}]
 
 
-def dvc_stage(stage: Stage, params: Params, params_file: str, cache: bool) -> dict:
+def dvc_stage(stage: Stage, params: Params, params_file: str, cache: bool, extra_deps=()) -> dict:
     """One stage's entry: a plain stage, or a foreach over its runs."""
     run = DVC_ITEM if stage.per_run else None
     outs = (stage.dvc_outs or stage.outputs)(run)
     flags = {"cache": cache, "persist": True} if stage.persist else {"cache": cache}
     body = {
         "cmd": stage.cmd(scale_args(params, params_file), run),
-        "deps": [*stage.inputs(run), *stage.code_paths()],
+        "deps": [*stage.inputs(run), *extra_deps, *stage.code_paths()],
         "params": watched(params, params_file, stage.params),
         "outs": [{out: dict(flags)} for out in outs],
     }
     return {"foreach": list(stage.runs), "do": body} if stage.per_run else body
 
 
+def plugin_groups(stage: Stage) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """{DVC stage name: (runs, plugin files)}: the stage's runs grouped by the plugin files
+    they train; the group without plugins keeps the stage's name."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for run in stage.runs:
+        groups.setdefault(tuple(run_plugin_files(stage, run)), []).append(run)
+    out = {}
+    for files, runs in groups.items():
+        name = "-".join([stage.name, *(Path(f).stem for f in files)])
+        out[re.sub(r"[^A-Za-z0-9_-]", "_", name)] = (tuple(runs), files)
+    return out
+
+
 def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = False) -> dict:
     """dvc.yaml's content: every stage of the table with at least one job (a foreach over
-    no runs is not valid DVC)."""
-    return {"stages": {s.name: dvc_stage(s, params, params_file, cache)
-                       for s in stage_table(params).values() if not s.per_run or s.runs}}
+    no runs is not valid DVC); a per-run stage split by the plugin files its runs train."""
+    out = {}
+    for s in stage_table(params).values():
+        if not s.per_run:
+            out[s.name] = dvc_stage(s, params, params_file, cache)
+            continue
+        for name, (runs, files) in plugin_groups(s).items():
+            out[name] = dvc_stage(dataclasses.replace(s, runs=runs), params, params_file, cache, files)
+    return {"stages": out}
 
 
 def render(params: Params, params_file: str, cache: bool = False) -> str:

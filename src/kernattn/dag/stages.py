@@ -100,20 +100,23 @@ def plugin_files(view: dict) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def with_plugin_inputs(stage: Stage) -> Stage:
-    """A per-run stage whose runs may train a plugin's variant: the plugin's file is an input of
-    exactly those runs (editing it reruns them). DVC's foreach has one body for every run: there
-    the files of every run's plugins are the inputs of each."""
+def run_plugin_files(stage: Stage, run: str) -> list[str]:
+    """The plugin files one run of a per-run stage trains (none without plugins)."""
     from ..attention.registry import has_plugins
 
-    if not stage.per_run or stage.narrow is None or not has_plugins():  # no plugin: no run to look at
+    if not stage.per_run or stage.narrow is None or run not in stage.runs or not has_plugins():
+        return []
+    return plugin_files(stage.narrow(run))
+
+
+def with_plugin_inputs(stage: Stage) -> Stage:
+    """A per-run stage whose runs may train a plugin's variant: the plugin's file is an input of
+    exactly those runs (editing it reruns them). The DVC template (a run id not among the
+    stage's) gets none: dvc.yaml splits the foreach by plugin files (dag/dvc.py)."""
+    if not any(run_plugin_files(stage, r) for r in stage.runs or ()):
         return stage
-    own, narrow, runs = stage.inputs, stage.narrow, stage.runs
-    if not any(plugin_files(narrow(r)) for r in runs):
-        return stage
+    own = stage.inputs
 
     def inputs(run: str) -> list[str]:
-        files = (dict.fromkeys(f for r in runs for f in plugin_files(narrow(r))) if run not in runs
-                 else plugin_files(narrow(run)))
-        return [*own(run), *files]
+        return [*own(run), *run_plugin_files(stage, run)]
     return dataclasses.replace(stage, inputs=inputs)
