@@ -42,6 +42,8 @@ class UrlSource:
     """One entry of data.urls: a bare URL, or {url: ..., sha256: ...} to pin its bytes."""
 
     SHORTHAND: ClassVar[str] = "url"
+    # The text's http(s) address: downloaded, cached beside data.out_dir and concatenated in
+    # order with the other entries.
     url: str = field(metadata=http_url())
     # sha256 of the bytes as served (null: recorded on the first fetch, checked on later ones).
     sha256: str | None = field(default=None, metadata=sha256_hex())
@@ -49,12 +51,16 @@ class UrlSource:
 
 @dataclass(frozen=True)
 class DataParams:
+    """The char track's corpus (seeds 000/001: the Dickens novels): where its text comes from
+    (a catalogue data set, your URLs or a local file), how it is cleaned and split, and where
+    `kernattn prepare` writes it as character ids (train.npy, val.npy, vocab.json, meta.json)."""
+
     # A name of the user's choosing: outputs go to the {corpus} of out_dir (and of any other
     # path or name that uses it, e.g. tracking.experiment).
     corpus: str = field(default="dickens", metadata=corpus_name())
     # A data set of the catalogue (kernattn/datasets/catalogue.yaml), its texts concatenated in
-    # order: found in the data mirror or the cache, else downloaded and verified.
-    dataset: str | None = field(default=None, metadata={"doc": "a catalogue data set name"})
+    # order: found in the data mirror or the cache, else downloaded and verified (null: data.urls).
+    dataset: str | None = None
     # Your own texts, read when data.dataset is null: each a URL, or {url, sha256} to pin it.
     urls: tuple[UrlSource, ...] = ()
     # A local file (.txt or .txt.gz) read instead of data.dataset and data.urls.
@@ -66,9 +72,13 @@ class DataParams:
     clean: str = field(default="none", metadata={"choices": CLEAN_CHOICES})
     # Latin letters with diacritics -> their ASCII letter (seeds 000/001's 93-symbol Dickens).
     fold_accents: bool = False
+    # Fraction of the cleaned corpus held out for validation: its last characters (the first
+    # int(n x (1 - val_fraction)) are the training split).
     val_fraction: float = field(default=0.1, metadata=fraction())
     # Keep only the first max_chars characters of the cleaned corpus (None: all).
     max_chars: int | None = field(default=None, metadata=positive())
+    # Folder of the prepared corpus (train.npy, val.npy, vocab.json, meta.json); {scale} and
+    # {corpus} filled in.
     out_dir: str = "results/{scale}/data/{corpus}"
 
     def __post_init__(self):
@@ -78,11 +88,21 @@ class DataParams:
 
 @dataclass(frozen=True)
 class ModelParams:
+    """The char-level GPT of seeds 000/001 (tracks/char/model.py): pre-norm blocks of the row's
+    attention and a GELU MLP, untied embedding and unembedding, and no position embedding of
+    its own (every position signal comes from the attention variant)."""
+
+    # Transformer blocks (seeds 000/001: 4).
     n_layer: int = field(default=4, metadata=positive())
+    # Attention heads per block; d_model must be a multiple of it (seeds 000/001: 4).
     n_head: int = field(default=4, metadata=positive())
+    # Width of the residual stream, split evenly over the heads (seeds 000/001: 512).
     d_model: int = field(default=512, metadata=positive())
+    # Characters per training window: the longest sequence the model takes (seeds 000/001: 256).
     context: int = field(default=256, metadata=positive())
+    # The MLP's hidden width as a multiple of d_model.
     mlp_ratio: int = field(default=4, metadata=positive())
+    # Dropout probability after the embedding and on both residual branches (0: off).
     dropout: float = field(default=0.0, metadata=nonneg())
 
 
@@ -90,30 +110,46 @@ class ModelParams:
 class TrainParams(RunSettings):
     """The char GPT's schedule; the runtime fields (device, dtype, ...) are RunSettings'."""
 
+    # Training windows (model.context characters each) per optimizer step, over all ranks and
+    # micro-batches.
     batch_size: int = field(default=256, metadata=positive())
+    # Optimizer steps of a run: the schedule ends there.
     max_steps: int = field(default=200_000, metadata=positive())
+    # AdamW's peak learning rate, reached at the end of the warm-up.
     lr: float = field(default=1e-3, metadata=positive())
+    # The lr the schedule ends at, as a fraction of lr (cosine at max_steps, or wsd's cooldown end).
     min_lr_ratio: float = field(default=0.1, metadata=nonneg())
+    # Steps of linear warm-up, from lr / warmup_steps to lr (0: none).
     warmup_steps: int = field(default=2000, metadata=nonneg())
     # After the warm-up: "cosine" to lr x min_lr_ratio at max_steps (the papers'), or "wsd"
     # (warmup-stable-decay): lr held until the last cooldown_fraction of the run, then linear to
     # lr x min_lr_ratio. A wsd run is the same run as a shorter one up to that shorter one's
     # cooldown, so one run gives its result at several budgets (`budgets`).
     schedule: str = field(default="cosine", metadata={"choices": SCHEDULES})
+    # wsd only: the last fraction of a run's steps (of each budget's too) over which the lr falls
+    # linearly to lr x min_lr_ratio.
     cooldown_fraction: float = field(default=0.2, metadata=fraction())
     # wsd only: the shorter budgets (steps) read from each run: the run keeps its checkpoint at
     # each budget's cooldown start and `kernattn cooldown` branches the cooldown from it
-    # (results/<scale>/runs/budgets/<run>-b<budget>/): the budget sweep of issue 37.
+    # (`results/<scale>/runs/budgets/<run>-b<budget>/`): the budget sweep of issue 37.
     budgets: tuple[int, ...] = ()
+    # AdamW's decoupled weight decay, on the nn.Linear weights only (none on biases, LayerNorms,
+    # the token embedding and the variant-owned parameters).
     weight_decay: float = field(default=0.1, metadata=nonneg())
     # lr of the variant-owned parameters (GPA banks, GKA log sigma, T5 / lag tables, learned
     # RoPE frequencies) = lr x this, on the same schedule. 1: the papers' one lr. Adam moves a
     # parameter by at most ~lr per step, so a bank read by a claim can only settle within a
     # short schedule if its lr lets it arrive early (report gate "converged", issue 25).
     variant_lr_scale: float = field(default=1.0, metadata=positive())
+    # AdamW's beta1 (first-moment decay).
     beta1: float = field(default=0.9, metadata=fraction())
+    # AdamW's beta2 (second-moment decay).
     beta2: float = field(default=0.95, metadata=fraction())
+    # Steps between validation evaluations (also at step 0 and at the end); the training loss is
+    # logged every eval_every // 10 steps.
     eval_every: int = field(default=2000, metadata=positive())
+    # Batches of batch_size fixed validation windows each evaluation scores (the same windows
+    # for every evaluation of every run).
     eval_batches: int = field(default=50, metadata=positive())
     # The last evaluation, the one a verdict reads: "split" scores every non-overlapping window
     # of the validation split (and records the standard error of its mean over those windows),
@@ -125,6 +161,10 @@ class TrainParams(RunSettings):
 
 @dataclass(frozen=True)
 class MatrixParams:
+    """The char track's experiment matrix: the rows (named attention configurations, the row
+    schema of config.rows) and the seeds each trains; run ids are `<row>-s<seed>`."""
+
+    # The seeds every row trains unless it names its own.
     seeds: tuple[int, ...] = (0, 1, 2)
     rows: tuple[Row, ...] = ()  # config.rows: the one row schema of every track
     # Names of rows to run (None: all): smaller scales run a subset.
@@ -138,8 +178,12 @@ class AnalysisParams:
     # Characters sampled from each trained model for its newline histogram (001: 50,000),
     # as `streams` independent streams of ceil(sample_chars / streams) characters.
     sample_chars: int = field(default=50_000, metadata=positive())
+    # Sampled streams, drawn side by side in one batch, each prompted with a random validation
+    # window of model.context characters.
     streams: int = field(default=50, metadata=positive())
+    # Sampling temperature: the logits are divided by it (1: the model's own distribution).
     temperature: float = field(default=1.0, metadata=positive())
+    # Seed of the prompts, the draws and the bootstrap: the same for every run.
     sample_seed: int = field(default=0, metadata=nonneg())
     # The bump: the most prominent local maximum of G(lag) at lags >= bump_min_lag.
     bump_min_lag: int = field(default=10, metadata=positive())
@@ -149,6 +193,8 @@ class AnalysisParams:
     max_separation: int = field(default=400, metadata=positive())
     # Resamples of the sampled streams for the interval of the generated text's peak.
     bootstrap: int = field(default=1000, metadata=positive())
+    # Folder of the analyses: corpus/ (kernattn analyze-corpus) and one folder per GPA run
+    # (kernattn analyze-gpa).
     out_dir: str = "results/analysis"
 
 

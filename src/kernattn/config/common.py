@@ -22,26 +22,32 @@ DEVICES = ("auto", "cpu", "cuda")
 @dataclass(frozen=True)
 class RunSettings:
     """How and where a track's runs train: not what they compute, except dtype and grad_clip
-    (fingerprinted: they change the weights)."""
+    (fingerprinted: they change the weights).
 
-    # The runs' folder (<out_dir>/<run_id>); no default: each track names its own.
-    out_dir: str = field(metadata=NOFP)
-    # Gradient norm clipping (0: off).
-    grad_clip: float = field(default=1.0, metadata=nonneg())
-    # Optimizer steps between checkpoints (and at the end).
-    checkpoint_every: int = field(default=1000, metadata=positive("steps", **NOFP))
-    # CUDA only (CPU always trains in float32, eager).
-    dtype: str = field(default="bfloat16", metadata={"choices": DTYPES})
-    compile: bool = field(default=True, metadata=NOFP)
-    # CPU threads per training process (None: torch's default).
-    threads: int | None = field(default=None, metadata=positive(**NOFP))
-    device: str = field(default="auto", metadata={"choices": DEVICES, **NOFP})
-    # Sequences (images) per micro-batch on one rank: a memory knob, never the optimisation
-    # (the global batch, the track's batch_size, is split as global = micro x accum x ranks;
-    # null: the track's own, char and vision global / ranks, lm lm.batch_size).
-    micro_batch: int | None = field(default=None, metadata=positive(**NOFP))
-    # Seconds a rank waits in a collective (a rank died, a node hangs) before it stops.
-    dist_timeout_s: float = field(default=600.0, metadata=positive("seconds", **NOFP))
+    Each field's meaning is its `doc` metadata, not a comment: train, lm and vision inherit
+    these fields, and the params reference reads comments from a section's own source only."""
+
+    # No default: each track names its own.
+    out_dir: str = field(metadata={**NOFP, "doc": "The runs' folder: each run writes `<out_dir>/<run_id>/` "
+                                                  "({scale} filled in)."})
+    grad_clip: float = field(default=1.0, metadata=nonneg(
+        "Gradient-norm clipping threshold (0: off; lm's default 0 is nanochat's: no clipping)."))
+    checkpoint_every: int = field(default=1000, metadata=positive(
+        "Optimizer steps between checkpoints (ckpt.pt in the run folder; one at the end too).", **NOFP))
+    dtype: str = field(default="bfloat16", metadata={
+        "choices": DTYPES, "doc": "CUDA only: bfloat16 trains under bf16 autocast; a CPU always trains in float32."})
+    compile: bool = field(default=True, metadata={
+        **NOFP, "doc": "torch.compile the model (CUDA only: a CPU runs eager)."})
+    threads: int | None = field(default=None, metadata=positive(
+        "CPU threads per training process (torch.set_num_threads; null: torch's default).", **NOFP))
+    device: str = field(default="auto", metadata={
+        "choices": DEVICES, **NOFP, "doc": "Where the runs train; auto: CUDA when available, else the CPU."})
+    micro_batch: int | None = field(default=None, metadata=positive(
+        "Sequences (images) per micro-batch on one rank: a memory knob, never the optimisation (the global "
+        "batch, the track's batch_size, is split as global = micro x accum x ranks; null: the track's own, "
+        "char and vision global / ranks, lm lm.batch_size).", **NOFP))
+    dist_timeout_s: float = field(default=600.0, metadata=positive(
+        "Seconds a rank waits in a collective (a rank died, a node hangs) before it stops.", **NOFP))
 
 
 def run_default(name: str, default):
@@ -65,15 +71,29 @@ class DatasetsParams:
 
 @dataclass(frozen=True)
 class TrackingParams:
+    """MLflow tracking of every track's training runs (kernattn.tracking): the store, where a new
+    experiment keeps its artifacts, and the char track's experiment (lm names its own in
+    lm.experiment, vision uses `kernattn-vision-<scale>`). Tracking never stops a run: a failing
+    store prints one warning and is switched off, and metrics.jsonl in the run folder stays the
+    record."""
+
     # MLflow tracking URI: sqlite:///path (a local store) or http://127.0.0.1:PORT (a server).
     uri: str = "sqlite:///results/mlflow/mlflow.db"
+    # Folder a new experiment of a sqlite store keeps its artifacts in (a server picks its own).
     artifact_root: str = "results/mlflow/artifacts"
+    # MLflow experiment of the char track's runs ({corpus} and {scale} filled in); the studies'
+    # char runs go to `<experiment>-studies`.
     experiment: str = "kernattn-{corpus}-{scale}"
+    # false: no MLflow call at all (metrics.jsonl in each run folder is the record).
     enabled: bool = True
 
 
 @dataclass(frozen=True)
 class ReportParams:
+    """The HTML report (`kernattn report`): every claim of the four documents with its verdict
+    at this scale, each track's part, the studies and provenance, read from the runs' outputs."""
+
+    # The report's folder (index.html, assets/, tables/), written whole or not at all.
     out_dir: str = "report"
     # Link runs to this MLflow UI (None: no links).
     mlflow_ui: str | None = "http://127.0.0.1:5000"
@@ -86,25 +106,36 @@ BENCH_FAMILIES = ("vit_paper", "vit", "char_gpt", "lm")
 class BenchParams:
     """Whole-model throughput, memory and MFU (`kernattn bench`, issue 7; GKA paper Table 4)."""
 
-    families: tuple[str, ...] = ("vit", "char_gpt", "lm")   # checked in char.check
+    # The model families measured, of vit_paper, vit, char_gpt and lm.
+    families: tuple[str, ...] = ("vit", "char_gpt", "lm")
     # "paper": the papers' shapes (GPU); "small": the same models shrunk for a CPU (tiny DAG, CI).
     size: str = field(default="paper", metadata={"choices": ("paper", "small")})
-    char_rows: tuple[str, ...] = ("rope", "gpa_m64_rope", "gpa_m64", "gpa_dp_m8", "alibi", "gka")  # matrix rows
+    # The matrix rows whose attention the char_gpt family measures (names of matrix.rows).
+    char_rows: tuple[str, ...] = ("rope", "gpa_m64_rope", "gpa_m64", "gpa_dp_m8", "alibi", "gka")
     train_batches: tuple[int, ...] = (64, 128)            # ViT training, images per device (Table 4)
     infer_batches: tuple[int, ...] = (32, 64, 128, 256, 512)  # ViT inference: the best is reported
     char_batch: int = field(default=256, metadata=positive())  # char GPT training sequences (seed 000)
     lm_batch: int = field(default=16, metadata=positive())     # LM training sequences per step
+    # The measurements' dtype on CUDA (a CPU measures in float32).
     dtype: str = field(default="bfloat16", metadata={"choices": ("float32", "bfloat16", "float16")})
     compile: bool = True                                   # torch.compile (CUDA only)
+    # Where to measure: auto (CUDA when available, else the CPU), cpu or cuda.
     device: str = "auto"
+    # Untimed steps before the timed ones, per model, mode and batch (compilation, allocator, autotuning).
     warmup: int = field(default=5, metadata=nonneg())
+    # Timed steps per model, mode and batch: models.csv reports their median and interquartile range.
     reps: int = field(default=20, metadata=positive())
+    # CPU threads of the measuring process (torch.set_num_threads; null: torch's default).
     threads: int | None = None
-    # family vit_paper: the ViTs at the paper's shape (224 px, patch 16, 1000 classes) at one small
-    # batch, training and inference, on any device: a CPU's small shapes are dominated by per-call
-    # overhead, which changes GKA's ratio to DeiT (issue 24)
-    paper_vit_sizes: tuple[str, ...] = ("Ti",)           # of Ti, S, B (checked by kernattn bench)
+    # Family vit_paper: the ViT sizes measured at the paper's shape (224 px, patch 16, 1000 classes), of
+    # Ti, S, B (checked by kernattn bench); a CPU's small shapes are dominated by per-call overhead,
+    # which changes GKA's ratio to DeiT (issue 24).
+    paper_vit_sizes: tuple[str, ...] = ("Ti",)
+    # Family vit_paper: its one small batch (images), for training and inference alike.
     paper_vit_batch: int = field(default=8, metadata=positive())
+    # Family vit_paper: untimed steps (replaces bench.warmup for it).
     paper_vit_warmup: int = field(default=1, metadata=nonneg())
+    # Family vit_paper: timed steps (replaces bench.reps for it).
     paper_vit_reps: int = field(default=3, metadata=positive())
+    # Folder of models.csv and models_ratios.csv ({scale} filled in).
     out_dir: str = "results/{scale}/bench"

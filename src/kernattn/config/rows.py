@@ -41,7 +41,10 @@ def _word(v) -> str | None:
 class PaperRef:
     """The model of a document's table or figure that a row trains (`paper:` of a row)."""
 
+    # The document (of the project's seeds/) whose table or figure holds the model.
     seed: str = field(metadata={"choices": SEEDS})
+    # The model's name as that table or figure gives it (e.g. GKA-Ti): a paper claim of the
+    # report finds the row it compares by this name.
     model: str = field(metadata={"check": _word})
     table: int | None = field(default=None, metadata=positive("the table's number in the document"))
     figure: int | None = field(default=None, metadata=positive("the figure's number in the document"))
@@ -55,9 +58,14 @@ class PaperRef:
 class Compute:
     """A row's training budget (LM rows): matched to another row, or a token count."""
 
+    # What the row matches of compute.row: its training tokens or its training FLOPs (the
+    # steps then follow from this row's own model).
     match: str | None = field(default=None, metadata={"choices": MATCH})
+    # The row of the same track whose budget this row matches (with compute.match).
     row: str | None = None
-    tokens: int | None = field(default=None, metadata=positive("training tokens"))
+    # An explicit training-token budget: the row trains the whole steps closest to it (instead
+    # of match and row).
+    tokens: int | None = field(default=None, metadata=positive())
 
     def describe(self) -> str:
         return f"{self.tokens:,} tokens" if self.tokens is not None else f"matched {self.match} of {self.row}"
@@ -67,11 +75,17 @@ class Compute:
 class Row:
     """One row of a track's matrix: a named attention configuration."""
 
+    # The row's name: run ids `<name>-s<seed>` and their folders (unique, a word without '/').
     name: str
+    # The attention: a registry name (kernattn.attention, plugins included) or one of the track's
+    # aliases (lm: base; vision: deit, vlt, gka).
     variant: str
+    # The variant's options (kernattn.attention.options) over the track's defaults for those the
+    # row leaves out.
     options: dict[str, Any] = field(default_factory=dict)
     # Which document the row reproduces ("000", "001", "003", "reviewers", "ours"): for the report.
     source: str = "ours"
+    # The row's name in the report, its figures and the MLflow tags (empty: the row's name).
     label: str = ""
     seeds: tuple[int, ...] | None = None   # None: the track's seeds
     compute: Compute | None = None         # LM rows only; None: the track's own step count

@@ -69,23 +69,45 @@ INIT_TRACKS = ("char", "lm", "vision")  # the tracks whose runs the gka_init stu
 
 @dataclass(frozen=True)
 class WrapStudy:
+    """Seed 001 section 3.2: does the first-layer bump follow the line width? The matrix's GPA
+    rows trained again on counterfactual layouts of the corpus (the same words), their bumps
+    compared with the original runs' (`kernattn wrap-study`)."""
+
+    # The GPA rows of matrix.rows trained again on each corpus (a row the scale does not train is
+    # listed as such in the study's summary).
     rows: tuple[str, ...] = ("gpa_dp_m8", "gpa_m64", "gpa_m64_rope")
+    # The counterfactual corpora: rewrapped (at width), `rewrapped_<w>`, unwrapped, `planted_<p>` (the
+    # positive control: a newline every p + 1 characters; it never votes), `paragraphs_<n>`.
     corpora: tuple[str, ...] = WRAP_CORPORA
+    # Characters per line of the `rewrapped` corpus (each paragraph greedily wrapped at it).
     width: int = field(default=50, metadata=positive())
-    original_width: int = field(default=67, metadata=positive())  # the paragraphs_<n> corpora's line width
+    original_width: int = field(default=67, metadata=positive())  # the `paragraphs_<n>` corpora's line width
+    # The verdict's tolerance in lags: each end of the bump shift's interval is widened by tol.
     tol: float = field(default=2.0, metadata=nonneg())
 
 
 @dataclass(frozen=True)
 class InitRow:
+    """One row of the GKA-init study: a track and one of that track's rows whose attention is gka."""
+
+    # The track the row belongs to (its rows: matrix.rows, lm.rows or vision.rows).
     track: str = field(default="char", metadata={"choices": INIT_TRACKS})
+    # A row of that track whose attention is gka (an lm or vision row the scale leaves out is
+    # left out of the study).
     row: str = "gka"
 
 
 @dataclass(frozen=True)
 class GKAInitStudy:
+    """Seed 003 gives no init for GKA's bandwidth sigma: each row trained once per init and seed,
+    and a pre-specified one-sided sign test of whether `sign_test` beats sigma = 1
+    (`kernattn gka-init-study`)."""
+
+    # The rows trained once per init: a track and one of its gka rows each.
     rows: tuple[InitRow, ...] = (InitRow(), InitRow("lm", "gka_tokens"), InitRow("vision", "gka"))
-    inits: tuple[Any, ...] = (1.0, "sqrt_d_half", "sqrt_d", "median")  # checked in `check`
+    # The sigma inits tried: a number > 0 or a rule of attention.options.SIGMA_RULES (paper,
+    # sqrt_d_half, sqrt_d, median), each once.
+    inits: tuple[Any, ...] = (1.0, "sqrt_d_half", "sqrt_d", "median")
     sign_test: str = "sqrt_d"  # the pre-specified init the sign test sets against sigma = 1 (an init's label)
     # the char row's seeds (null: the studies'): its runs pair with each other, not with the
     # matrix's, so they may go beyond matrix.seeds; 6 pairs are the fewest a one-sided sign test
@@ -95,9 +117,18 @@ class GKAInitStudy:
 
 @dataclass(frozen=True)
 class PruneStudy:
+    """Seed 001 sections 3.1 and 4: each trained GPA run with its weak heads (or the k weakest)
+    removed and fine-tuned, beside the same fine-tuning without removal and with as many random
+    heads removed (`kernattn prune`)."""
+
+    # The GPA rows of matrix.rows whose trained runs are pruned (null: every GPA row the scale trains).
     rows: tuple[str, ...] | None = None
+    # Heads removed when no bank is below analysis.strength_threshold: the k weakest.
     k: int = field(default=1, metadata=positive())
+    # Fine-tuning steps of each arm (pruned, control, random).
     steps: int = field(default=100, metadata=positive())
+    # The fine-tuning's constant learning rate (null: train.lr x train.min_lr_ratio, where
+    # training's schedule ended).
     lr: float | None = field(default=None, metadata=positive())
 
 
@@ -109,18 +140,37 @@ def _factors_ok(factors) -> str | None:
 
 @dataclass(frozen=True)
 class ExtrapolationStudy:
+    """Every trained char and LM run scored, without retraining, at multiples of its training
+    context on the same validation text (part of the main DAG; its tables go to
+    `results/<scale>/extrapolation/`, beside studies.out_dir)."""
+
+    # The lengths scored, as multiples of the training context: increasing, starting at 1.
     factors: tuple[int, ...] = field(default=(1, 2, 4, 8), metadata={"check": _factors_ok})
+    # Non-overlapping windows of the longest length: windows x max(factors) x context validation
+    # targets, the same at every length.
     windows: int = field(default=8, metadata=positive())
+    # Windows per forward pass at the training context (fewer at longer lengths: the same tokens).
     batch: int = field(default=8, metadata=positive())
 
 
 @dataclass(frozen=True)
 class StudiesParams:
+    """The experiments the papers leave open (issue 17): the line-wrap, GKA-init and pruning
+    studies, run by `snakemake --cores all studies` outside the main DAG, and the length
+    extrapolation, which is part of it."""
+
+    # The seeds of the wrap and prune studies (null: matrix.seeds); each one the matrix trains,
+    # since they pair with its runs (also the char GKA-init row's when gka_init.seeds is null).
     seeds: tuple[int, ...] | None = None
+    # The line-wrap study (seed 001 section 3.2).
     wrap: WrapStudy = field(default_factory=WrapStudy)
+    # The GKA bandwidth-init study (seed 003).
     gka_init: GKAInitStudy = field(default_factory=GKAInitStudy)
+    # The head-pruning study (seed 001 sections 3.1 and 4).
     prune: PruneStudy = field(default_factory=PruneStudy)
+    # The length-extrapolation sweep of every trained char and LM run.
     extrapolation: ExtrapolationStudy = field(default_factory=ExtrapolationStudy)
+    # Folder of the studies' outputs (wrap/, gka_init/, prune/); {scale} filled in.
     out_dir: str = "results/{scale}/studies"
 
 
