@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from kernattn.engine import HOLD_ENV, is_timing
-from kernattn.engine.dist import World, accumulation, shard, val_share, world_from_env
+from kernattn.engine.dist import Layout, World, layout, shard, val_share, world_from_env
 from kernattn.engine.launch import command as launch_command
 from kernattn.engine.launch import take_options
 from kernattn.engine.signals import NONFINITE_ENV
@@ -222,13 +222,13 @@ def test_the_world_from_torchrun_or_srun_and_the_accumulation_rule(monkeypatch):
     with pytest.raises(UsageError, match="WORLD_SIZE='x' is not an integer"):
         world_from_env({"RANK": "0", "WORLD_SIZE": "x"})
     # global = micro x accumulation x ranks
-    assert accumulation(512, 32, World(0, 8), "lm") == (32, 2)
-    assert accumulation(256, None, World(0, 8), "vision") == (32, 1)
-    assert accumulation(256, 8, World(), "vision") == (8, 32)
+    assert layout(512, 32, World(0, 8), "lm") == Layout(World(0, 8), 32, 2)
+    assert layout(256, None, World(0, 8), "vision") == Layout(World(0, 8), 32, 1)
+    assert layout(256, 8, World(), "vision") == Layout(World(), 8, 32)
     with pytest.raises(UsageError, match="p.yaml: train: the global batch 256 does not divide over 3 ranks; "):
-        accumulation(256, None, World(0, 3), "p.yaml: train")
+        layout(256, None, World(0, 3), "p.yaml: train")
     with pytest.raises(UsageError, match="the global batch 64 does not divide over 2 ranks in micro-batches of 24"):
-        accumulation(64, 24, World(1, 2), "lm")
+        layout(64, 24, World(1, 2), "lm")
     # the shards of a step: rank r's micro-batch m is positions m x ranks + r, + ranks x accumulation, ...
     batch = torch.arange(8)
     one = [shard(batch, m, World(), 2).tolist() for m in range(2)]

@@ -40,7 +40,9 @@ class ToyTrack(Track):
                                       tracking=tracking)
         self.run_id, self.seed, self.variant = "toy-s0", 0, "linear"
         self.run_dir = folder / "runs" / self.run_id
-        self.max_steps, self.grad_accum, self.log_every = STEPS, grad_accum, log_every
+        self.max_steps, self.log_every = STEPS, log_every
+        # the engine derives the accumulation (Track.layout): BATCH rows a step in micro-batches
+        self.global_batch, self.micro_default = BATCH, BATCH // grad_accum
         self.eval_every, self.checkpoint_every, self.items_per_step = STEPS, STEPS, BATCH
         gen = torch.Generator().manual_seed(0)
         self.x = torch.randn(STEPS * BATCH, 3, dtype=torch.float64, generator=gen)
@@ -50,7 +52,7 @@ class ToyTrack(Track):
             self.y[(poison_step - 1) * BATCH] = float("nan")
 
     def fingerprint_config(self) -> dict:
-        return {"grad_accum": self.grad_accum}
+        return {"micro_default": self.micro_default}
 
     def build(self, device) -> None:
         self.model = torch.nn.Linear(3, 1, dtype=torch.float64)

@@ -160,13 +160,24 @@ def val_share(items, world: World):
     return items[world.rank::world.size]
 
 
-def accumulation(global_batch: int, micro_batch: int | None, world: World, where: str) -> tuple[int, int]:
-    """(micro-batch, gradient accumulation) of each rank: global = micro x accum x world size.
-    `micro_batch` None: the global batch over the world in one micro-batch."""
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where a step's items lie, which the engine derives and a track reads (Track.layout): the
+    world, and on each rank `grad_accum` micro-batches of `micro_batch` items (global batch =
+    micro x accum x world size). The default: one process, one micro-batch of the whole step."""
+
+    world: World = World()
+    micro_batch: int | None = None
+    grad_accum: int = 1
+
+
+def layout(global_batch: int, micro_batch: int | None, world: World, where: str) -> Layout:
+    """The layout of `global_batch` items over `world`; `micro_batch` None: the rank's share in
+    one micro-batch. A batch that does not divide is one line naming `where` and the fix."""
     per_rank, rest = divmod(global_batch, world.size)
     micro = per_rank if micro_batch is None else micro_batch
     if rest or micro < 1 or per_rank % micro:
         raise UsageError(f"{where}: the global batch {global_batch} does not divide over {world.size} ranks"
                          + ("" if micro_batch is None else f" in micro-batches of {micro_batch}")
                          + "; change the batch or the number of GPUs (--nproc, the profile's gpus)")
-    return micro, per_rank // micro
+    return Layout(world, micro, per_rank // micro)

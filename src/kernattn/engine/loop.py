@@ -191,7 +191,7 @@ class Loop:
         self.ckpt_path = track.run_dir / CKPT
 
     def _split_batch(self) -> None:
-        """The track's global batch as micro-batches x accumulation on each rank (dist.accumulation)."""
+        """The layout of the track's global batch: micro-batches x accumulation on each rank (dist.layout)."""
         track, world = self.track, self.world
         if track.global_batch is None:
             if world.size > 1:
@@ -200,8 +200,7 @@ class Loop:
             return
         micro = track.section.micro_batch or track.micro_default
         where = f"{track.params.path}: {track.section_name}"
-        track.micro_batch, track.grad_accum = dist.accumulation(track.global_batch, micro, world, where)
-        track.world = world
+        track.layout = dist.layout(track.global_batch, micro, world, where)
 
     # ------------------------------------------------------------------ checkpoints
     def _restore(self, ckpt: dict[str, Any]) -> None:

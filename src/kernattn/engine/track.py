@@ -28,9 +28,11 @@ config.RunSettings (TrainParams, LMParams, VisionParams), whose device, dtype, c
 threads and grad_clip the engine reads, and whose `lr` the divergence hint names.
 
 Data parallelism: a track sets `global_batch` (items a step over every rank) and, if it has
-one, `micro_default` (its micro-batch when the section's micro_batch is null); the engine sets
-`world`, `micro_batch` and `grad_accum` (global = micro x accum x world size) before build().
-A track without `global_batch` trains in one process only, with its own grad_accum.
+one, `micro_default` (its micro-batch when the section's micro_batch is null). The engine
+derives the layout from them (dist.Layout: the world, micro_batch and grad_accum, global =
+micro x accum x world size) and gives it to the track before build(); the track reads it
+(`world`, `micro_batch`, `grad_accum`) and never sets it. A track without `global_batch`
+trains in one process only, one micro-batch a step.
 """
 
 from __future__ import annotations
@@ -74,13 +76,23 @@ class Track:
     # steps at which the loop also keeps a copy of its checkpoint (keep-<step>.pt in the run
     # folder): where a shorter run branches off this one (the char track's wsd budgets)
     keep_at: tuple[int, ...] = ()
-    grad_accum: int = 1
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     global_batch: int | None = None   # items a step over every rank (None: one process only)
     micro_default: int | None = None  # per-rank micro-batch when section.micro_batch is null
-    micro_batch: int | None = None    # set by the engine
-    world: dist.World = dist.World()  # set by the engine
+    layout: dist.Layout = dist.Layout()  # the engine's (Engine._split_batch), read here
+
+    @property
+    def world(self) -> dist.World:
+        return self.layout.world
+
+    @property
+    def micro_batch(self) -> int | None:
+        return self.layout.micro_batch
+
+    @property
+    def grad_accum(self) -> int:
+        return self.layout.grad_accum
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

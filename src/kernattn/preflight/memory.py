@@ -15,7 +15,7 @@ micro-batch, from what the preflight step measured on the CPU at a micro-batch o
   allowance rather than a measurement; only USABLE of the card's memory is planned on.
 
 The micro-batch that fits is the largest divisor of the rank's share of the global batch (the
-engine accumulates whole micro-batches: engine/dist.accumulation) whose estimate fits.
+engine accumulates whole micro-batches: engine/dist.layout) whose estimate fits.
 
 What the estimate can decide (`verdict`): the held bytes are certain, so a card they fill alone
 fails. The activations are eager's: for a run without torch.compile the estimate is the

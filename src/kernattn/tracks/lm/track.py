@@ -115,7 +115,7 @@ class LMTrack(Track):
         self.meta = json.loads((Path(lm.data_dir) / "meta.json").read_text())
         self.vocab = int(self.meta["vocab_size"])
         self.info = plan(lm, self.vocab, run)
-        self.max_steps, self.grad_accum = self.info["steps"], lm.grad_accum
+        self.max_steps = self.info["steps"]
         self.eval_every, self.checkpoint_every = lm.eval_every, lm.checkpoint_every
         self.items_per_step = self.info["tokens_per_step"]
         # global batch = batch_size x grad_accum sequences, whatever the ranks (engine/dist.py)
