@@ -557,7 +557,7 @@ def test_report_end_to_end(tmp_path, monkeypatch, capsys):
     assert len(pd.read_csv(folder / "tables" / "runs.csv")) == 45  # 15 rows x 3 seeds
     pngs = sorted((folder / "assets").glob("*.png"))
     assert {p.name for p in pngs} == {"val_curves_papers.png", "val_curves_all.png", "val_mce_ci.png",
-                                      "gpa-bank-size.png"}
+                                      "gpa-bank-size.png", "forest-000-fig2.png", "forest-001-fig2.png"}
     for p in pngs:
         data = p.read_bytes()
         assert len(data) > 1000 and data[:8] == PNG

@@ -15,12 +15,14 @@ kinds the parts own, the summary table of every claim, the table of contents, th
 provenance (the union of what the parts say of their runs), render, atomic write.
 
 Writes `<report.out_dir>/` (default report/):
-    index.html           read from the top down: a summary table of every claim of the four
-                         documents (paper, where, the paper's number, ours with its interval,
-                         the verdict at this scale; rows = tables/claims.csv), a table of
-                         contents, then one numbered part per part module (page_parts), then
-                         provenance
-    assets/*.png         the figures (matplotlib, Agg), one colour per matrix row (palette.py)
+    index.html           read from the top down: what held, one table per document (each
+                         claim with its verdict's badge, effect, interval and scale, the full
+                         reasoning folded under it: report/summary.py), the forest plots of the
+                         claims' effects (report/forest.py), the rules and the whole summary
+                         table (rows = tables/claims.csv) folded, a table of contents, then one
+                         numbered part per part module (page_parts), then provenance
+    assets/*.png         the figures (matplotlib, Agg), one colour per matrix row (palette.py);
+                         assets/forest-<family>.png the forest plots
     tables/*.csv         every table of the page, as CSV (claims.csv and claims-pairs.csv here)
 The folder is filled under a temporary name next to it and then renamed into place, so it
 is either complete or absent. The path of index.html is printed at the end.
@@ -47,7 +49,7 @@ import yaml
 
 from ..config import Params, ParamsError, load_params
 from ..tracks import TRACKS, track_module
-from . import stats, unit_tests
+from . import forest, stats, summary, unit_tests
 from .claims import ClaimResult, pairs_frame, summary_frame
 from .part import ClaimKind, ReportContext, ReportError, merge, num
 
@@ -106,7 +108,8 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
         claims = judge_claims(ctx, parts, sections)
         summary_frame(claims).to_csv(ctx.tables / "claims.csv", index=False)
         pairs_frame(claims).to_csv(ctx.tables / "claims-pairs.csv", index=False)
-        context = page_context(ctx, parts, sections, claims, now)
+        forests = forest.write_figures(claims, ctx.papers, ctx.assets)
+        context = page_context(ctx, parts, sections, claims, now, forests)
         (folder / "index.html").write_text(render(context), encoding="utf-8")
 
     write_atomically(out, fill)
@@ -221,8 +224,8 @@ def _fmt_dur(x) -> str:
 
 def outline(parts: list[Part]) -> tuple[list[dict], dict[str, str]]:
     """(table of contents, heading text by id), numbered: parts 1..n, sections 1.1, 1.2, ..."""
-    toc = [{"id": "summary", "title": "Summary: every claim and its verdict", "children": []}]
-    heads = {"summary": "Summary: every claim and its verdict",
+    toc = [{"id": "summary", "title": "What held: every claim and its verdict", "children": []}]
+    heads = {"summary": "What held: every claim and its verdict",
              "blog": "Seeds 000 and 002: claims checked by the test suite, not by runs"}
     for i, (pid, ptitle, sections) in enumerate(page_outline(parts), 1):
         heads[pid] = f"{i}. {ptitle}"
@@ -235,18 +238,8 @@ def outline(parts: list[Part]) -> tuple[list[dict], dict[str, str]]:
 
 
 def _verdict_class(v: str) -> str:
-    v = stats.base_verdict(v)
-    if v.startswith((stats.BY_CONSTRUCTION, stats.HOLDS)):
-        return "ok"
-    if v.startswith(unit_tests.FAILS):
-        return "bad"
-    if v.startswith(stats.REPRODUCED):
-        return "ok"
-    if v.startswith(stats.CONTRADICTED):
-        return "bad"
-    if v.startswith((stats.NOT_RUN, stats.NOT_COMPARABLE, stats.NOT_MEASURED)):
-        return "na"
-    return "unk"
+    """The css class of a verdict (its badge's: one rule for the summary and the parts)."""
+    return summary.verdict_badge(v)[1]
 
 
 def _git_head(cwd: Path) -> str | None:
@@ -265,8 +258,9 @@ def _torch_version() -> str | None:
 
 
 def page_context(ctx: ReportContext, parts: list[Part], sections: dict[str, dict], claims: list[ClaimResult],
-                 now: datetime) -> dict:
-    """The page template's context: the page's own names, and each part's section under its key."""
+                 now: datetime, forests: list[dict] | None = None) -> dict:
+    """The page template's context: the page's own names, and each part's section under its key;
+    `forests`: the forest plots forest.write_figures drew."""
     params = ctx.params
     toc, heads = outline(parts)
     return {
@@ -276,7 +270,8 @@ def page_context(ctx: ReportContext, parts: list[Part], sections: dict[str, dict
         "generated": now.isoformat(timespec="seconds"),
         "report_commit": _git_head(Path(ctx.params_file).resolve().parent), "torch_here": _torch_version(),
         "provenance": merge(s["provenance"] for s in sections.values() if "provenance" in s),
-        "claims": claims, "mlflow_ui": ctx.mlflow_ui, "experiments": experiment_links(ctx),
+        "claims": claims, "documents": summary.documents(claims, ctx.papers), "forests": forests or [],
+        "mlflow_ui": ctx.mlflow_ui, "experiments": experiment_links(ctx),
         "level": stats.LEVEL, "min_seeds": stats.MIN_SEEDS, "toc": toc, "heads": heads,
         "parts": parts, "tables": sorted(p.name for p in ctx.tables.iterdir()), "zip": zip,
     }

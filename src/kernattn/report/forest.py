@@ -1,0 +1,158 @@
+"""Forest plots of the claims' effects: one figure per claim family, under the summary.
+
+A family is a set of claims whose numbers share one axis. Claims that name a `family` in
+paper_numbers.yaml (the comparisons of one figure of a paper, tested together with Holm's
+correction: seed 000's and 001's Figure 2) are one family, and each comparison of a pairwise
+claim (order, noninferior: a − b in the judged validation loss) is a line, at the interval its
+verdict is read at (claims.shown_interval). Every other claim with a single number and an interval is a
+line of the family of its document and kind ("003-vision_top1": top-1 differences of three
+model sizes): the kind fixes what the number is and so its unit, which a family per document
+would mix (bits per byte, CORE scores, top-1 points, speed ratios). A claim with no interval
+(a count, a claim not run) has no line; a family without a line has no figure.
+
+Each line: the interval as a horizontal bar, the estimate as a point, the verdict's badge as
+text at its right (so colour is never the only carrier), a grey band of ± its minimum
+detectable effect where the comparison has one, a dashed tick at its non-inferiority margin
+where it has one, and the zero line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import figures
+from . import stats
+from .claims import ClaimResult, shown_interval
+from .part import num
+from .summary import SEEDS, fmt_number, verdict_badge
+
+PAIRWISE_KINDS = ("order", "noninferior")   # char track: claims whose lines are their comparisons
+STYLE = {"ok": ("tab:green", "o"), "bad": ("tab:red", "X"), "unk": ("tab:orange", "s"), "na": ("0.45", "D")}
+CAPTIONS = {
+    True: "Look for lines wholly left of 0 (a beats b, as claimed) or right of it (the reverse); a row with a "
+          "dashed margin holds where its line ends left of that margin; grey band: ± the smallest effect the "
+          "test detects (MDE).",
+    False: "Look for lines clear of 0: a line across it is a difference our runs do not resolve, and each "
+           "claim's statement (table above) says which side it predicts; grey band: ± the MDE where there is one.",
+}
+
+
+@dataclass(frozen=True)
+class Line:
+    label: str
+    est: float
+    lo: float
+    hi: float
+    badge: str
+    css: str
+    mde: float | None = None
+    margin: float | None = None
+
+    @property
+    def text(self) -> str:
+        return f"{self.label}: {fmt_number(self.est)} [{fmt_number(self.lo)}, {fmt_number(self.hi)}] {self.badge}"
+
+
+@dataclass
+class Family:
+    key: str
+    paper: str
+    title: str
+    pairwise: bool
+    lines: list[Line]
+
+    @property
+    def id(self) -> str:
+        return "forest-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", self.key)
+
+
+def family_key(claim: dict) -> str:
+    return str(claim.get("family") or f"{claim['paper']}-{claim['kind']}")
+
+
+def is_pairwise(claim: dict) -> bool:
+    return bool(claim.get("family")) or claim.get("kind") in PAIRWISE_KINDS
+
+
+def _comparison_lines(c: ClaimResult) -> list[Line]:
+    out = []
+    for comp in c.comparisons:
+        shown = shown_interval(comp)
+        if shown is None:
+            continue
+        badge, css = verdict_badge(stats.at_scale(comp.verdict, c.scale))
+        out.append(Line(f"{c.claim['id']}: {comp.a} − {comp.b}", comp.ci.diff, shown[0], shown[1], badge, css,
+                        num(comp.mde), num(comp.margin)))
+    return out
+
+
+def _claim_line(c: ClaimResult) -> list[Line]:
+    est, lo, hi = num(c.estimate), num(c.lo), num(c.hi)
+    if est is None or lo is None or hi is None:
+        return []
+    # the claim's number is one of its comparisons', maybe turned to the paper's direction
+    # (GKA − base where the test read base − GKA): its MDE holds either way, its margin turns too
+    mde = margin = None
+    for comp in c.comparisons:
+        if comp.ci is not None and abs(abs(comp.ci.diff) - abs(est)) <= 1e-12 * max(1.0, abs(est)):
+            sign = 1.0 if comp.ci.diff * est >= 0 else -1.0
+            mde, margin = num(comp.mde), (None if num(comp.margin) is None else sign * comp.margin)
+            break
+    badge, css = verdict_badge(c.shown)
+    return [Line(str(c.claim["id"]), est, lo, hi, badge, css, mde, margin)]
+
+
+def families(claims: list[ClaimResult], papers: dict) -> list[Family]:
+    """The families with at least one line, by document (seed order), then first appearance."""
+    titles = {f["id"]: f["title"] for f in papers.get("figures") or []}
+    found: dict[str, Family] = {}
+    for c in claims:
+        pairwise = is_pairwise(c.claim)
+        lines = _comparison_lines(c) if pairwise else _claim_line(c)
+        key = family_key(c.claim)
+        if key not in found:
+            paper = str(c.claim["paper"])
+            title = titles.get(key) or f"seed {paper}, {c.claim['kind']} claims"
+            found[key] = Family(key, paper, title, pairwise, [])
+        found[key].lines.extend(lines)
+    rank = {p: i for i, p in enumerate(SEEDS)}
+    kept = [f for f in found.values() if f.lines]
+    return sorted(kept, key=lambda f: rank.get(f.paper, len(SEEDS)))   # stable: first appearance within a seed
+
+
+def draw(family: Family, path: Path) -> None:
+    """The family's forest plot as a PNG: one row per line, top to bottom in table order."""
+    n = len(family.lines)
+    fig = figures.new_figure(8.0, 1.2 + 0.42 * n)
+    ax = fig.add_subplot()
+    for i, line in enumerate(family.lines):
+        y = n - 1 - i
+        colour, marker = STYLE.get(line.css, STYLE["unk"])
+        if line.mde is not None:
+            ax.plot([-line.mde, line.mde], [y, y], color="0.85", lw=10, solid_capstyle="butt", zorder=1)
+        if line.margin is not None:
+            ax.plot([line.margin] * 2, [y - 0.32, y + 0.32], color="black", ls="--", lw=1.2, zorder=2)
+        ax.plot([line.lo, line.hi], [y, y], color=colour, lw=2.2, zorder=3)
+        ax.plot([line.est], [y], marker=marker, color=colour, ms=7, zorder=4)
+        ax.annotate(line.badge, xy=(1.01, y), xycoords=("axes fraction", "data"), va="center", fontsize=8.5)
+    ax.axvline(0.0, color="0.25", lw=0.9, zorder=2)
+    ax.set_yticks(range(n), [x.label for x in reversed(family.lines)], fontsize=8.5)
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_xlabel("a − b in the judged validation loss (below 0: a lower)" if family.pairwise
+                  else "our estimate, in the claim's unit (see its row above)", fontsize=9)
+    fig.suptitle(family.title, fontsize=9.5, x=0.01, ha="left")   # the axes' title would run past a long label column
+    ax.grid(axis="x", color="0.92")
+    fig.savefig(path, dpi=100)
+
+
+def write_figures(claims: list[ClaimResult], papers: dict, assets: Path) -> list[dict]:
+    """Draw every family's plot into `assets`; the template's list: id, src, alt, title, caption."""
+    out = []
+    for fam in families(claims, papers):
+        draw(fam, assets / f"{fam.id}.png")
+        out.append({"id": fam.id, "paper": fam.paper, "src": f"{assets.name}/{fam.id}.png", "title": fam.title,
+                    "alt": f"forest plot, {fam.title}: " + "; ".join(x.text for x in fam.lines),
+                    "caption": CAPTIONS[fam.pairwise]})
+    return out
