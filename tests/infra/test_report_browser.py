@@ -1,9 +1,12 @@
 """report/index.html of the micro pipeline (trained through the MLflow server) in headless
-Chromium: the summary table read back equals tables/claims.csv, every entry of the table of
+Chromium: the first screen answers "what held?" (the first document's verdict table starts
+inside a laptop's viewport, every badge carries its verdict as text, a row's folded reasoning
+opens), the summary table read back equals tables/claims.csv, every entry of the table of
 contents leads to a section that is present and non-empty, every image loaded, every section
 and table present and non-empty, no console errors, readable at laptop width, and every link
 to an MLflow run opens that run in the MLflow UI while the server runs. A full-page
-screenshot goes to the test's output folder."""
+screenshot goes to the test's output folder. The first screen is also checked on a report
+built from synthetic runs (tests/test_report.py's), which needs Chromium only, not the DAG."""
 
 from __future__ import annotations
 
@@ -14,6 +17,10 @@ import urllib.parse
 
 import pytest
 
+from kernattn.config import load_params
+from kernattn.report import build
+
+from ..test_report import write_params, write_runs
 from .conftest import MICRO_RUNS, http_json
 
 pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
@@ -22,7 +29,7 @@ pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
 # part, src/kernattn/tracks/char/report.html.j2 and provenance.html.j2); any further <section>
 # or <table> it grows is checked the same way (present and non-empty).
 SECTIONS = ("header", "summary", "toc", "main", "figures", "claims", "provenance")
-TABLES = ("summary-table", "main-table", "claims-table", "runs-table")
+TABLES = ("summary-000", "summary-001", "summary-table", "main-table", "claims-table", "runs-table")
 SUMMARY_COLUMNS = ("paper", "where", "statement", "paper_value", "ours", "verdict", "detail")
 LAPTOP = {"width": 1366, "height": 768}
 
@@ -33,6 +40,57 @@ def _console_collector(page):
     page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
     page.on("requestfailed", lambda req: errors.append(f"requestfailed: {req.url} {req.failure}"))
     return errors
+
+
+def check_first_screen(page, viewport: dict) -> None:
+    """The first document's verdict table starts, and its first row ends, inside the first
+    screen; every badge carries its verdict as text; a row's folded reasoning and the folded
+    whole summary open on a click (the page loaded, not scrolled)."""
+    first = page.locator("table.verdicts").first
+    assert first.get_attribute("id") == "summary-000"
+    box = first.bounding_box()
+    row = first.locator("tbody tr").first.bounding_box()
+    assert box and box["y"] < viewport["height"], box
+    assert row and row["y"] + row["height"] <= viewport["height"], row
+    badges = page.eval_on_selector_all("table.verdicts tbody tr", "trs => trs.map(tr => [tr.dataset.badge, "
+                                       "tr.querySelector('.badge').innerText.trim()])")
+    assert badges and all(label and label == text for label, text in badges), badges
+    why = first.locator("details.why").first
+    verdict = why.locator("dd[data-verdict-text]")
+    assert not why.evaluate("d => d.open") and not verdict.is_visible()
+    why.locator("summary").click()
+    assert why.evaluate("d => d.open") and verdict.is_visible() and verdict.inner_text().strip()
+    whole = page.locator("details.all-claims")
+    assert not page.locator("#summary-table").is_visible()
+    whole.locator("summary").click()
+    assert whole.evaluate("d => d.open") and page.locator("#summary-table").is_visible()
+
+
+def test_first_screen_in_chromium(chromium, tmp_path, infra_out):
+    """A report of synthetic runs: the first screen holds the verdicts; every image (the forest
+    plots among them) loaded; nothing fetched from elsewhere; no sideways scroll at laptop width."""
+    params_path = write_params(tmp_path)
+    write_runs(params_path)
+    index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[])
+    context = chromium.new_context(viewport=LAPTOP)
+    try:
+        page = context.new_page()
+        errors = _console_collector(page)
+        requests: list[str] = []
+        page.on("request", lambda req: requests.append(req.url))
+        page.goto(index.as_uri(), wait_until="load", timeout=60_000)
+        page.screenshot(path=str(infra_out / "report-first-screen.png"))
+        check_first_screen(page, LAPTOP)
+        images = page.eval_on_selector_all("img", "els => els.map(e => [e.getAttribute('src'), e.complete && "
+                                                  "e.naturalWidth > 0])")
+        assert any(src.startswith("assets/forest-") for src, _ in images), images
+        assert all(ok for _, ok in images), images
+        assert all(url.startswith("file:") for url in requests), requests  # readable offline
+        width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1] + 1, width
+        assert not errors, errors
+    finally:
+        context.close()
 
 
 def test_report_in_chromium(chromium, micro_pipeline, mlflow_server, tmp_path, infra_out):
@@ -47,6 +105,8 @@ def test_report_in_chromium(chromium, micro_pipeline, mlflow_server, tmp_path, i
 
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         shutil.copy(tmp_path / "report.png", infra_out / "report.png")
+        # opens the folded summary table too, so its cells below read as rendered
+        check_first_screen(page, LAPTOP)
         images = page.eval_on_selector_all(
             "img", "els => els.map(e => ({src: e.getAttribute('src'), complete: e.complete, w: e.naturalWidth, "
                    "h: e.naturalHeight, alt: e.getAttribute('alt')}))")
