@@ -19,14 +19,14 @@ where it has one, and the zero line.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import figures
 from . import stats
 from .claims import ClaimResult, shown_interval
 from .part import num
-from .summary import SEEDS, fmt_number, verdict_badge
+from .summary import OTHER_HEADINGS, SEEDS, fmt_number, verdict_badge
 
 PAIRWISE_KINDS = ("order", "noninferior")   # char track: claims whose lines are their comparisons
 STYLE = {"ok": ("tab:green", "o"), "bad": ("tab:red", "X"), "unk": ("tab:orange", "s"), "na": ("0.45", "D")}
@@ -59,13 +59,23 @@ class Line:
 class Family:
     key: str
     paper: str
-    title: str
+    kind: str
     pairwise: bool
     lines: list[Line]
+    figure_title: str | None = None                         # the paper figure's, from paper_numbers.yaml
+    wheres: dict[str, None] = field(default_factory=dict)   # where in the paper its lines' claims stand
 
     @property
     def id(self) -> str:
         return "forest-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", self.key)
+
+    @property
+    def title(self) -> str:
+        """The figure's title, else "seed 003, Table 2, Section 4: vision top1"."""
+        if self.figure_title:
+            return self.figure_title
+        who = "ours" if self.paper in OTHER_HEADINGS else f"seed {self.paper}"
+        return f"{who}, {'; '.join(self.wheres)}: {self.kind.replace('_', ' ')}"
 
 
 def family_key(claim: dict) -> str:
@@ -113,10 +123,10 @@ def families(claims: list[ClaimResult], papers: dict) -> list[Family]:
         lines = _comparison_lines(c) if pairwise else _claim_line(c)
         key = family_key(c.claim)
         if key not in found:
-            paper = str(c.claim["paper"])
-            title = titles.get(key) or f"seed {paper}, {c.claim['kind']} claims"
-            found[key] = Family(key, paper, title, pairwise, [])
+            found[key] = Family(key, str(c.claim["paper"]), str(c.claim["kind"]), pairwise, [], titles.get(key))
         found[key].lines.extend(lines)
+        if lines:
+            found[key].wheres.setdefault(str(c.claim["where"]))
     rank = {p: i for i, p in enumerate(SEEDS)}
     kept = [f for f in found.values() if f.lines]
     return sorted(kept, key=lambda f: rank.get(f.paper, len(SEEDS)))   # stable: first appearance within a seed
