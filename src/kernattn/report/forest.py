@@ -31,11 +31,10 @@ from .summary import OTHER_HEADINGS, SEEDS, fmt_number, verdict_badge
 PAIRWISE_KINDS = ("order", "noninferior")   # char track: claims whose lines are their comparisons
 STYLE = {"ok": ("tab:green", "o"), "bad": ("tab:red", "X"), "unk": ("tab:orange", "s"), "na": ("0.45", "D")}
 CAPTIONS = {
-    True: "Look for lines wholly left of 0 (a beats b, as claimed) or right of it (the reverse); a row with a "
-          "dashed margin holds where its line ends left of that margin; grey band: ± the smallest effect the "
-          "test detects (MDE).",
-    False: "Look for lines clear of 0: a line across it is a difference our runs do not resolve, and each "
-           "claim's statement (table above) says which side it predicts; grey band: ± the MDE where there is one.",
+    True: "Look for lines wholly left of 0 (a beats b, as claimed) or right of it (the reverse); a dashed tick is "
+          "a no-worse-than margin the line must end left of; grey: ± the MDE.",
+    False: "Look for lines clear of 0, on the side the claim's statement (table above) predicts; a line across 0 "
+           "is a difference our runs do not resolve; grey: ± the MDE.",
 }
 
 
