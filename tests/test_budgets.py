@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -61,6 +62,11 @@ def test_a_cooldown_branch_is_the_run_of_its_budget(tmp_path, corpus):  # noqa: 
     lines, trunk_lines = read_metrics(branch), read_metrics(trunk)
     assert lines[:4] == trunk_lines[:4] and [r["step"] for r in lines if r["split"] == "val"] == [0, 2, 4]
     assert [r["loss"] for r in lines] == [r["loss"] for r in read_metrics(alone)]
+    # the engine's record of every step's rate (lr.npy): the trunk's schedule, and the branch's
+    # the trunk's up to the branch point then its own cooldown, as a run of that budget
+    tp = load_params(long).train
+    assert np.load(trunk / "lr.npy").tolist() == [lr_at(s, tp) for s in range(8)]
+    assert np.load(branch / "lr.npy").tolist() == np.load(alone / "lr.npy").tolist() == [lr_at(s, tp, 4) for s in range(4)]
     # rerun: already finished; a branch not in train.budgets is one line
     assert cli.main(["cooldown", "--params", str(long), "--run", "gpa_dp_m8-s0-b4", "--no-progress"]) == 0
     assert cli.main(["cooldown", "--params", str(long), "--run", "gpa_dp_m8-s0-b6", "--no-progress"]) == 2

@@ -27,7 +27,7 @@ def _claim(cid: str) -> dict:
 
 
 def _record(losses, failure=None) -> stability.TrainRecord:
-    return stability.TrainRecord(STEPS, tuple(losses), (1e-3,) * len(losses), failure)
+    return stability.TrainRecord(STEPS, tuple(losses), failure)
 
 
 def test_stability_rule_on_constructed_curves():
@@ -56,7 +56,7 @@ def test_stability_record_and_verdicts(tmp_path):
                     + json.dumps({"step": 101, "status": "FAILED", "error": "non-finite loss"}) + "\n{\"torn")
     rec = stability.read_record(path)
     assert rec.steps == STEPS and rec.losses == pytest.approx(FALLING) and rec.failure == "non-finite loss"
-    assert rec.lrs == (0.01,) * len(STEPS) and stability.read_record(tmp_path / "none").missing
+    assert stability.read_record(tmp_path / "none").missing
 
     claim = _claim("003-vit-stable")
     three = [(f"gka-s{s}", _record(FALLING)) for s in range(3)]
@@ -81,21 +81,14 @@ def test_the_micro_stability_rows_read_too_short():
     """The micro LM trains 4 steps and the micro ViT 3 (one seed each): "not judged (too short)",
     never "consistent" (issue 37); a divergence is read at any length."""
     rule = stability.rule(build.load_paper_numbers())
-    lm = stability.TrainRecord((1, 2, 3, 4), (6.0, 5.9, 5.8, 5.7), (0.01,) * 4)
-    vit = stability.TrainRecord((1, 2, 3), (2.3, 2.2, 2.2), (0.003,) * 3)
+    lm = stability.TrainRecord((1, 2, 3, 4), (6.0, 5.9, 5.8, 5.7))
+    vit = stability.TrainRecord((1, 2, 3), (2.3, 2.2, 2.2))
     for cid, rid, rec, steps in (("003-lm-stable", "gka_tokens-s0", lm, 4), ("003-vit-stable", "gka-s0", vit, 3)):
         got = stability.judge(_claim(cid), [(rid, rec)], rule, "micro")
         assert got.verdict == f"not judged (too short: {rid} trained {steps} steps, 100 needed)"
-    broke = stability.TrainRecord((1, 2), (6.0, 5.9), (0.01,) * 2, "non-finite loss")
+    broke = stability.TrainRecord((1, 2), (6.0, 5.9), "non-finite loss")
     assert stability.judge(_claim("003-lm-stable"), [("gka_tokens-s0", broke)], rule, "micro").verdict == \
         stats.CONTRADICTED
-
-
-def test_logged_lrs_interpolate_the_schedule():
-    # lr logged by the lines of steps 1 and 11 (0.0 -> 1.0): the rates of optimizer steps 0 and
-    # 10; every step 0..10 at 0.1 x step, summed = 5.5
-    assert gates.adam_travel(gates.logged_lrs([1, 11], [0.0, 1.0])) == pytest.approx(5.5)
-    assert gates.adam_travel(gates.logged_lrs([], [])) == 0.0
 
 
 def _vision_runs(params, sigma_by_seed: dict, lr: float, late_change: float = 0.0) -> dict:
@@ -110,6 +103,7 @@ def _vision_runs(params, sigma_by_seed: dict, lr: float, late_change: float = 0.
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "metrics.jsonl").write_text("".join(
             json.dumps({"step": s, "split": "train", "loss": x, "lr": lr}) + "\n" for s, x in zip(STEPS, FALLING)))
+        np.save(folder / "lr.npy", np.full(max(STEPS), lr))  # the engine's record: `lr` at every step
         end = np.log(np.asarray(sigma, dtype=float)).ravel()
         values = np.stack([end * min(1.0, s / 80) + (late_change * (s - 80) / 20 if s > 80 else 0.0) for s in STEPS])
         np.savez(folder / "param_trace.npz", steps=np.asarray(STEPS), values=values,

@@ -380,8 +380,11 @@ def test_every_track_checkpoints_one_vocabulary(whole):
 
     for track, case in CASES.items():
         ckpt = ckpt_of(whole(track))
-        # param_trace: every case's variant has parameters of its own (engine/trace.py)
-        assert set(ckpt) == {*CKPT_KEYS, "mlflow_run_id", "world_size", "param_trace", *case.parts}, track
+        # param_trace: every case's variant has parameters of its own (engine/trace.py); lr_schedule:
+        # the rate of every step (engine/schedule.py; optional on resume: older checkpoints lack it)
+        assert set(ckpt) == {*CKPT_KEYS, "mlflow_run_id", "world_size", "param_trace", "lr_schedule",
+                             *case.parts}, track
+        assert ckpt["lr_schedule"]["rates"].numel() == case.steps
         assert set(ckpt["loop"]) == {"acc", "acc_n", "last_train", "last_val"}
         final = json.loads((whole(track) / "final.json").read_text())
         assert final["track"] == track and final["steps"] == case.steps and math.isfinite(final["val_loss"])

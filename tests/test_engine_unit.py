@@ -133,6 +133,33 @@ def test_the_first_non_finite_loss_is_named_at_its_own_step(tmp_path, capsys):
     assert "lower toy.lr (now 0.05) or set toy.grad_clip" in capsys.readouterr().err
 
 
+class ScheduledToy(ToyTrack):
+    def set_lr(self, step: int) -> float:
+        for group in self.optimizer.param_groups:
+            group["lr"] = LR / (1 + step)
+        return LR / (1 + step)
+
+
+def test_the_engine_records_every_steps_rate_across_resumes(tmp_path):
+    """The schedule is the engine's component: the rate of every step in the checkpoint and in
+    lr.npy (what the report reads), whole across a resume, and rebuilt from set_lr for a
+    checkpoint written before the record."""
+    from kernattn.engine.rundir import CKPT
+    from kernattn.report.gates import run_rates
+
+    want = [LR / (1 + s) for s in range(STEPS)]
+    track = ScheduledToy(tmp_path, 1)
+    assert train_run(track, progress=False, stop_after=2) == 0
+    ckpt = torch.load(track.run_dir / CKPT, weights_only=False)
+    assert ckpt["lr_schedule"]["rates"].tolist() == want[:2] and run_rates(track.run_dir) is None
+    del ckpt["lr_schedule"]  # as a checkpoint of an engine before the record
+    torch.save(ckpt, track.run_dir / CKPT)
+    again = ScheduledToy(tmp_path, 1)
+    assert train_run(again, progress=False) == 0
+    assert run_rates(again.run_dir).tolist() == want
+    assert [r["lr"] for r in lines(again) if r["split"] == "train"] == want
+
+
 def test_metric_names_are_one_rule_for_every_track():
     char = {"step": 3, "split": "train", "loss": 2.0, "bpc": 2.9, "lr": 1e-3, "tokens": 96, "elapsed_s": 1.0,
             "tokens_per_s": 50.0}

@@ -9,6 +9,7 @@ import statistics
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -16,6 +17,7 @@ from kernattn.cli import main
 from kernattn.config import load_params, run_matrix
 from kernattn.report import bench_attention, build, stats
 from kernattn.tracks.char import report_runs
+from kernattn.tracks.char.track import lr_at
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "params.yaml"
@@ -342,6 +344,9 @@ def write_runs(params_path: Path, losses=LOSSES, meta=True, n_params=400_000, un
             lines.append({"step": step, "split": "val", "loss": loss, "bpc": loss / math.log(2), "lr": 1e-3,
                           "tokens": step * 2048, "elapsed_s": step / 5, "tokens_per_s": 1e4})
         (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        # the engine's record of every step's rate (engine/schedule.py): the char schedule of a run
+        # as long as these lines
+        np.save(folder / "lr.npy", np.asarray([lr_at(s, params.train, max(STEPS)) for s in range(max(STEPS))]))
     if meta:
         data = Path(params.data.out_dir)
         data.mkdir(parents=True, exist_ok=True)
@@ -840,6 +845,7 @@ def _write_lm_evals(params, val_bpb: dict, copa_right: dict) -> None:
         (folder / "metrics.jsonl").write_text("".join(
             json.dumps({"step": st, "split": "train", "loss": converged_loss(st), "lr": 1e-3}) + "\n"
             for st in range(0, 101, 5)))
+        np.save(folder / "lr.npy", np.full(100, 1e-3))  # the engine's record: 1e-3 at each of its 100 steps
 
 
 def _diagonal(value: float):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -147,7 +148,7 @@ def test_every_paper_claim_whose_rows_trained_gets_a_verdict(tmp_path, monkeypat
     assert csv.loc["003-vit-stable", "verdict"].endswith("not judged (no metrics.jsonl for "
                                                          + ", ".join(r.run_id for r in vision_stages.runs(p)
                                                                      if r.row == "gka") + ")")
-    assert "no learning rates in its metrics.jsonl" in csv.loc["003-vit-sigma-heads", "verdict"]
+    assert "has no lr.npy" in csv.loc["003-vit-sigma-heads", "verdict"]
     assert csv.loc["003-vit-sigma-heads", "ours"].startswith("median-layer max/min sigma across heads 2.0")
     assert stats.base_verdict(csv.loc["003-table4-runtime", "verdict"]) == stats.NOT_RUN
     page = index.read_text()
@@ -238,6 +239,7 @@ def _train_lines(path, losses) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps({"split": "train", "step": 10 * i, "loss": x, "lr": 1e-3}) + "\n"
                             for i, x in enumerate(losses)))
+    np.save(path.parent / "lr.npy", np.full(10 * (len(losses) - 1), 1e-3))  # the engine's record of every step
 
 
 def test_a_vit_comparison_is_gated_on_its_rows_loss_gap_having_stopped_moving(tmp_path, monkeypatch):

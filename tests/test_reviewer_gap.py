@@ -119,29 +119,34 @@ def test_thresholds_are_read_and_checked():
 
 
 def test_gap_gate_from_metrics_files_reads_their_learning_rates(tmp_path):
-    """runs_gap_stable reads every run's train lines and the learning rate each logged; a run
-    without a file, one that failed, or one whose lines log no rate is named."""
+    """runs_gap_stable reads every run's train lines and the rate of every step its engine set
+    (lr.npy beside metrics.jsonl); a run without a file, one that failed, or one without the
+    record of its rates is named."""
     lrs = tiny_lrs()
 
     def write(name, gaps=0.0, failed=False, lr=True):
-        lines = [json.dumps({"step": s, "split": "train", "loss": x + (gaps if s else 0.0),
-                             **({"lr": lrs[s - 1]} if lr and s else {})}) for s, x in zip(STEPS, BASE) if s]
+        lines = [json.dumps({"step": s, "split": "train", "loss": x + (gaps if s else 0.0)})
+                 for s, x in zip(STEPS, BASE) if s]
         if failed:
             lines.append(json.dumps({"status": "FAILED", "error": "non-finite loss"}))
-        (tmp_path / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
-        return tmp_path / f"{name}.jsonl"
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+        if lr:
+            np.save(tmp_path / name / "lr.npy", np.asarray(lrs))
+        return tmp_path / name / "metrics.jsonl"
 
     th = gates.thresholds({"gates": {"last_fraction": 0.2, "max_loss_drop": 0.01, "max_param_travel": 0.5,
                                      "gap_tail_lr_fraction": 0.5, "gap_max_closing": 0.5}})
     a = {f"a-s{s}": write(f"a{s}", -0.05 + 1e-4 * s) for s in range(3)}
     b = {f"b-s{s}": write(f"b{s}") for s in range(3)}
     assert gates.runs_gap_stable("a", a, "b", b, th).passed
-    missing = gates.runs_gap_stable("a", a, "b", {**b, "b-s3": tmp_path / "none.jsonl"}, th)
+    missing = gates.runs_gap_stable("a", a, "b", {**b, "b-s3": tmp_path / "none" / "metrics.jsonl"}, th)
     assert not missing.passed and missing.why == "no train loss evaluations of b-s3"
     failed = gates.runs_gap_stable("a", {**a, "a-s3": write("a3", failed=True)}, "b", b, th)
     assert not failed.passed and failed.why == "a-s3 failed (non-finite loss)"
     nolr = gates.runs_gap_stable("a", {**a, "a-s0": write("x", lr=False)}, "b", b, th)
-    assert not nolr.passed and nolr.why == "a-s0's train lines log no learning rate"
+    assert not nolr.passed and nolr.why == "a-s0 has no lr.npy (trained before the engine recorded its learning " \
+        "rates: rerun it with --fresh)"
 
 
 def test_a_non_inferiority_gap_is_read_against_its_margin():

@@ -99,7 +99,7 @@ def test_the_micro_stability_rows_read_from_their_files_are_too_short(tmp_path):
 
 def _falling(steps: int, every: int = 10) -> stability.TrainRecord:
     at = tuple(range(every, steps + 1, every))
-    return stability.TrainRecord(at, tuple(3.0 - 1.0 * s / steps for s in at), (1e-3,) * len(at))
+    return stability.TrainRecord(at, tuple(3.0 - 1.0 * s / steps for s in at))
 
 
 def test_a_long_enough_stable_record_is_judged_and_a_short_one_is_not():
@@ -120,7 +120,7 @@ def test_a_long_enough_stable_record_is_judged_and_a_short_one_is_not():
     assert got.verdict == "not judged (too short: gka-s2 trained 90 steps, 100 needed)"
     # a spike in a long enough record still contradicts
     spiky = _falling(200)
-    spiky = stability.TrainRecord(spiky.steps, spiky.losses[:10] + (9.0,) + spiky.losses[11:], spiky.lrs)
+    spiky = stability.TrainRecord(spiky.steps, spiky.losses[:10] + (9.0,) + spiky.losses[11:])
     bad = stability.judge(claim, three[:2] + [("gka-s2", spiky)], rule, "paper")
     assert bad.verdict == stats.CONTRADICTED and "gka-s2: train loss 9.0000 at step 110" in bad.detail
 
@@ -128,7 +128,7 @@ def test_a_long_enough_stable_record_is_judged_and_a_short_one_is_not():
 def test_a_divergence_contradicts_at_any_length():
     """A run cut off by its divergence ends early: "too short" would hide the divergence."""
     rule = stability.rule(build.load_paper_numbers())
-    broke = stability.TrainRecord((10, 20, 30), (3.0, 2.9, 2.8), (1e-3,) * 3, "loss is nan at step 35")
+    broke = stability.TrainRecord((10, 20, 30), (3.0, 2.9, 2.8), "loss is nan at step 35")
     got = stability.judge(_claim("003-char-stable"), [("gka-s0", broke)], rule, "paper")
     assert got.verdict == stats.CONTRADICTED and "gka-s0: diverged (loss is nan at step 35)" in got.detail
 

@@ -315,11 +315,14 @@ def test_the_wrap_premise_needs_banks_that_stopped_moving(tmp_path, monkeypatch)
     from kernattn.tracks.char.report_bankgate import adam_travel, variant_lrs
     from kernattn.tracks.char.stages import run_dir
 
-    from .test_stats_gates import _write_trace
+    from .test_stats_gates import _write_rates, _write_trace
 
     monkeypatch.chdir(tmp_path)  # train.out_dir is relative
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", "micro")
-    travel, tail = adam_travel(params.train), variant_lrs(params.train)[5]
+    for seed in (0, 1):
+        _write_rates(run_dir(params, f"gpa_dp_m8-s{seed}"), params.train)
+    first = run_dir(params, "gpa_dp_m8-s0")
+    travel, tail = adam_travel(first, params.train), variant_lrs(first, params.train)[5]
     steps = [0, 3, 5, 6]  # the last 20% of 6 steps: 5 and 6
     for seed, late in ((0, 0.2 * tail), (1, 0.4 * tail)):
         _write_trace(run_dir(params, f"gpa_dp_m8-s{seed}"), steps, [[0.0], [0.3], [0.3], [0.3 + late]])

@@ -90,9 +90,10 @@ def test_train_writes_every_file(tmp_path, corpus, capsys):
     params = make_params(tmp_path, corpus)
     assert kernattn_train(params, "rope-s0") == 0
     run_dir = tmp_path / "runs" / "rope-s0"
-    # keep-3.pt: the checkpoint where micro's budget of 4 steps branches off (train.budgets)
+    # keep-3.pt: the checkpoint where micro's budget of 4 steps branches off (train.budgets);
+    # lr.npy: the rate of every step the engine set (engine/schedule.py)
     assert sorted(p.name for p in run_dir.iterdir()) == ["ckpt.pt", "config.json", "final.json", "keep-3.pt",
-                                                         "metrics.jsonl"]
+                                                         "lr.npy", "metrics.jsonl"]
 
     final = json.loads((run_dir / "final.json").read_text())
     assert LISTED_FINAL_KEYS <= set(final) and set(final) == set(train.FINAL_KEYS)

@@ -52,6 +52,7 @@ from .runtime import (autocast_factory, derive_seed, digest, resolve_device, rng
                       set_rng_state)
 from .session import QuietSession, Session
 from .signals import EXIT_SIGTERM, StopSignal, hold, hold_at_step, nonfinite_at
+from .schedule import LrSchedule
 from .trace import ParamTrace
 from .track import Track
 
@@ -182,6 +183,7 @@ class Loop:
         self.autocast = autocast_factory(self.device, sec.dtype)
         self.st = LoopState(acc=torch.zeros((), dtype=torch.float64, device=self.device))
         self.trace = ParamTrace(track.model)  # the variants' own parameters at every evaluation
+        self.schedule = LrSchedule(track)  # the rate of every step, set through the track (schedule.py)
         self.resumed = ckpt is not None
         if ckpt is not None:
             self._restore(ckpt)
@@ -219,6 +221,7 @@ class Loop:
         st.elapsed_s, st.train_s = float(ckpt["elapsed_s"]), float(ckpt["train_s"])
         st.mlflow_run_id, st.ckpt_step = ckpt.get("mlflow_run_id"), st.step
         self.trace.load_state_dict(ckpt.get("param_trace"))
+        self.schedule.load_state_dict(ckpt.get("lr_schedule"), st.step)
 
     def _restore_rng(self, ckpt: dict[str, Any]) -> None:
         """This rank's RNG states; on another number of ranks, the shared generators (the data
@@ -255,6 +258,7 @@ class Loop:
             state["rng_ranks"] = rngs
         if self.trace:
             state["param_trace"] = self.trace.state_dict()
+        state["lr_schedule"] = self.schedule.state_dict()
         state |= {name: part.state_dict() for name, part in track.parts().items()}
         atomic_torch_save(self.ckpt_path, state)
         self.session.tracker.flush()
@@ -276,6 +280,7 @@ class Loop:
             self.st.final_values = self.track.final_evaluate(self.base, self.autocast)  # every rank
             if self.world.main:
                 self.trace.write(self.track.run_dir)  # before final.json, which the session writes last
+                self.schedule.write(self.track.run_dir)
             self.session.finish()
             status = "FINISHED"
             return 0
@@ -319,7 +324,7 @@ class Loop:
         """One optimizer step of grad_accum micro-batches; (lr, start time)."""
         st, track = self.st, self.track
         t0 = time.perf_counter()
-        lr = track.set_lr(st.step)
+        lr = self.schedule.step(st.step)
         track.optimizer.zero_grad(set_to_none=True)
         step_loss = torch.zeros((), dtype=torch.float64, device=self.device)
         for micro in range(track.grad_accum):

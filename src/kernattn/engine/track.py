@@ -9,7 +9,9 @@ digest is part of the fingerprint), then supplies:
   build(device)         model, optimizer (and any other part) on `device`
   parts()               the named state parts of a checkpoint: {"model": m, "optimizer": o, ...}
   generators()          the track's own RNGs (batch order), saved with the global ones
-  set_lr(step)          the learning rate of optimizer step `step` (0-based), applied; returned
+  set_lr(step)          the learning rate of optimizer step `step` (0-based), applied; returned.
+                        A function of the step alone: the engine's schedule (schedule.py)
+                        calls it, records the rate and may call it again for earlier steps
   batch(step, micro)    micro-batch `micro` of step `step` (the data position is the step and
                         the generators' state, both in the checkpoint); under data parallelism
                         the rank's share of the step's global batch (share(), dist.py)

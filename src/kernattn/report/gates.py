@@ -168,6 +168,8 @@ def _unreadable(row: str, curves: Mapping[str, RunCurve], tail: float, what: str
             return f"no {what} evaluations of {run}"
         if not np.all(np.isfinite(np.asarray(c.losses, dtype=float))):
             return f"{run} has a non-finite {what}"
+        if len(c.cum_lr) <= 1 < max(c.steps):
+            return no_rates(run)
         if max(c.steps) >= len(c.cum_lr):
             return f"the learning rates of {run} are known only to step {len(c.cum_lr) - 1}, its {what} to {max(c.steps)}"
         if max(c.steps) <= 0 or not c.cum_lr[max(c.steps)] > 0:
@@ -325,16 +327,18 @@ def run_settled(run_dir: Path, th: "Thresholds", what: str, step_lrs: Sequence[f
                           th.max_param_travel, what)
 
 
-def logged_lrs(steps: Sequence[int], lrs: Sequence[float]) -> np.ndarray:
-    """The rate of every optimizer step 0 .. k-1 (0-based, as the char track's lr_at) of a
-    schedule known only at the train lines a run logged up to step k (metrics.jsonl: the
-    learning rate every log_every steps). A line at step k carries the rate of optimizer step
-    k - 1 (the loop sets it, steps, then counts the step); linearly interpolated between the
-    logged ones, held flat before the first."""
-    steps, lrs = np.asarray(steps, dtype=float), np.asarray(lrs, dtype=float)
-    if steps.size == 0:
-        return np.zeros(0)
-    return np.interp(np.arange(int(steps.max())), steps - 1, lrs)
+def run_rates(run_dir: Path) -> np.ndarray | None:
+    """The rate of every optimizer step of a run, as its engine set it (lr.npy:
+    kernattn.engine.schedule), or None for a run trained before the engine recorded it."""
+    from ..engine.schedule import read
+
+    return read(run_dir)
+
+
+def no_rates(run: str) -> str:
+    from ..engine.schedule import FILE
+
+    return f"{run} has no {FILE} (trained before the engine recorded its learning rates: rerun it with --fresh)"
 
 
 def runs_gap_stable(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[str, Path],
@@ -342,7 +346,7 @@ def runs_gap_stable(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[
     """Gate (a) for a comparison of two rows from their runs' training losses (metrics.jsonl's
     train lines, report.stability.read_record): gap_stable at the thresholds, where the training
     loss stands in for what the claim judges (bits per byte, CORE, top-1: evaluated once, at
-    the end), and each run's schedule is the learning rate its train lines logged (logged_lrs).
+    the end), and each run's schedule is the rate of every step its engine set (run_rates).
     A run that failed (a FAILED line) is not compared. `a_runs`, `b_runs`: run id -> its
     metrics.jsonl, every run (seed) of each row."""
     from .stability import read_record
@@ -354,12 +358,9 @@ def runs_gap_stable(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[
             rec = read_record(path)
             if rec.failure is not None:
                 return gate(GAP_UNSTABLE, False, f"{run} failed ({rec.failure})")
-            if rec.steps and any(x is None for x in rec.lrs):
-                return gate(GAP_UNSTABLE, False, f"{run}'s train lines log no learning rate")
-            lrs = logged_lrs(rec.steps, rec.lrs) if rec.steps else np.zeros(0)
-            curves[row][run] = RunCurve(rec.steps, rec.losses, cumulative(lrs))
+            rates = run_rates(Path(path).parent)
+            if rates is None and rec.steps:
+                return gate(GAP_UNSTABLE, False, no_rates(run))
+            curves[row][run] = RunCurve(rec.steps, rec.losses, cumulative([] if rates is None else rates))
     return gap_stable(a, curves[a], b, curves[b], th.gap_tail_lr_fraction, th.gap_max_closing, "train loss")
 
-
-# the name the LM and ViT parts called it by before issue 37 ("converged" is no longer what it reads)
-runs_gap_converged = runs_gap_stable

@@ -74,7 +74,6 @@ class TrainRecord:
 
     steps: tuple[int, ...]
     losses: tuple[float, ...]
-    lrs: tuple[float | None, ...] = ()   # the learning rate each train line logged (None: not logged)
     failure: str | None = None     # the FAILED line's error, when the run diverged
     missing: bool = False          # no readable metrics.jsonl
 
@@ -86,7 +85,7 @@ def read_record(path: str | Path) -> TrainRecord:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError:
         return TrainRecord((), (), missing=True)
-    steps, losses, lrs, failure = [], [], [], None
+    steps, losses, failure = [], [], None
     for line in lines:
         try:
             rec = json.loads(line)
@@ -99,8 +98,7 @@ def read_record(path: str | Path) -> TrainRecord:
         elif rec.get("split") == "train" and isinstance(rec.get("loss"), (int, float)):
             steps.append(int(rec["step"]))
             losses.append(float(rec["loss"]))
-            lrs.append(float(rec["lr"]) if isinstance(rec.get("lr"), (int, float)) else None)
-    return TrainRecord(tuple(steps), tuple(losses), tuple(lrs), failure)
+    return TrainRecord(tuple(steps), tuple(losses), failure)
 
 
 def unstable_because(record: TrainRecord, r: Rule) -> str | None:

@@ -96,8 +96,12 @@ def bank_gate(moved: dict, params, row: str) -> tuple[bool, str]:
     from .wrap_votes import shipped_paper_numbers
 
     th = gates.thresholds(shipped_paper_numbers())
-    checks = [gates.params_converged(list(moved.values()), adam_travel(params.train), th.max_param_travel,
-                                     "bank log-parameters")]
+    lacking = [f"{row}-s{seed}" for seed in sorted(moved) if gates.run_rates(run_dir(params, f"{row}-s{seed}")) is None]
+    if lacking:
+        return False, f"bank not converged: {gates.no_rates(lacking[0])}"
+    # Adam's travel limit from each seed's own record of rates (the same schedule: the least of them)
+    travel = min(adam_travel(run_dir(params, f"{row}-s{seed}"), params.train) for seed in moved)
+    checks = [gates.params_converged(list(moved.values()), travel, th.max_param_travel, "bank log-parameters")]
     for seed in sorted(moved):
         g = bank_settled(run_dir(params, f"{row}-s{seed}"), params.train, th)
         checks.append(gates.gate(g.name, g.passed, f"{row}-s{seed}: {g.why}"))

@@ -2,7 +2,7 @@
 stopped moving? Two tests, both on every kernel of every bank. (1) report.gates.params_converged
 on the bank at initialisation and at the end (analyze-gpa's kernels.csv; the init is the
 options' own: GPAOptions): a log-parameter that moved by about the farthest Adam can move it
-(the sum of the schedule's learning rates, track.lr_at) went one way at every step and was
+(the sum of the rates its engine set, lr.npy) went one way at every step and was
 still travelling when training stopped. (2) report.gates.run_settled on the bank recorded at
 every evaluation (the run's param_trace.npz): its change over the last part of training
 against what Adam could move it there.
@@ -21,18 +21,19 @@ import pandas as pd
 
 from ...attention import make_options
 from ...report import gates
-from .track import lr_at
 
 
-def variant_lrs(tp) -> list[float]:
-    """The learning rate of every step that the char schedule (train params `tp`) gives the
-    variant-owned parameters (x train.variant_lr_scale)."""
-    return [lr_at(s, tp) * tp.variant_lr_scale for s in range(tp.max_steps)]
+def variant_lrs(run_dir: Path, tp) -> np.ndarray:
+    """The learning rate of every step the run's engine gave its variant-owned parameters: the
+    rates it set (lr.npy, gates.run_rates) x train.variant_lr_scale; empty for a run without
+    the record (the gates then say no learning rate is known)."""
+    rates = gates.run_rates(run_dir)
+    return np.zeros(0) if rates is None else rates * tp.variant_lr_scale
 
 
-def adam_travel(tp) -> float:
-    """The sum of those learning rates: the farthest Adam moves such a parameter in a run."""
-    return gates.adam_travel(variant_lrs(tp))
+def adam_travel(run_dir: Path, tp) -> float:
+    """The sum of those learning rates: the farthest Adam moved such a parameter in the run."""
+    return gates.adam_travel(variant_lrs(run_dir, tp))
 
 
 def moved(kernels: pd.DataFrame, options: dict) -> np.ndarray:
@@ -49,7 +50,7 @@ def moved(kernels: pd.DataFrame, options: dict) -> np.ndarray:
 def bank_settled(run_dir: Path, tp, th: gates.Thresholds) -> gates.Gate:
     """report.gates.run_settled on one run's bank (its param_trace.npz), against the char
     schedule's rates for the variant-owned parameters."""
-    return gates.run_settled(run_dir, th, "bank parameters", variant_lrs(tp))
+    return gates.run_settled(run_dir, th, "bank parameters", variant_lrs(run_dir, tp))
 
 
 def bank_gate(kernels: pd.DataFrame, options: dict, tp, th: gates.Thresholds, run_dir: Path) -> gates.Gate:
@@ -58,7 +59,9 @@ def bank_gate(kernels: pd.DataFrame, options: dict, tp, th: gates.Thresholds, ru
     (gates.run_settled on the run's param_trace.npz); the first that fails, or a pass naming both."""
     if kernels.empty:
         return gates.gate(gates.CONVERGED, False, "no kernels.csv (run kernattn analyze-gpa)")
-    travel = gates.params_converged(moved(kernels, options), adam_travel(tp), th.max_param_travel,
+    if gates.run_rates(run_dir) is None:
+        return gates.gate(gates.CONVERGED, False, gates.no_rates(Path(run_dir).name))
+    travel = gates.params_converged(moved(kernels, options), adam_travel(run_dir, tp), th.max_param_travel,
                                     "bank log-parameters")
     if not travel.passed:
         return travel

@@ -15,13 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from ...report import gates, stats
 from ...report.claims import ClaimResult, fmt_comp_diff, margin_rule, shown_interval
-from . import report_budgets
-from .track import lr_at
+from . import report_budgets, stages
 
 JUDGED = ("final", "best")  # paper_numbers.yaml `judged_loss`: which validation loss a verdict reads
 
@@ -279,7 +277,7 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
           curves: dict | None = None) -> list[ClaimResult]:
     """Claims of kinds order, noninferior, count and number on the runs table, in their order.
     `curves`: run id -> (steps, val losses), for the gate "gap stable at this budget" on each
-    compared pair's gap, read against the char schedule's learning-rate sum (None: no gate)."""
+    compared pair's gap, read against each run's learning-rate sum (lr.npy) (None: no gate)."""
     rows = {r.name: r for r in params.matrix.rows}
     scale = params.scale
     judged = papers.get("judged_loss", "final")
@@ -293,15 +291,12 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
         return f"{name} is not a row of {params.path}"
 
     other = next(x for x in JUDGED if x != judged)
-    schedules: dict[int, np.ndarray] = {}
 
     def curve(rid: str) -> gates.RunCurve:
-        """A run's curve on the char schedule of a run as long as its record (its budget)."""
+        """A run's curve on the learning rates its engine set (lr.npy; none: the gate says so)."""
         steps, losses = curves.get(rid, ([], []))
-        last = int(max(steps, default=0))
-        if last not in schedules:
-            schedules[last] = gates.cumulative([lr_at(s, params.train, last or None) for s in range(last)])
-        return gates.RunCurve(steps, losses, schedules[last])
+        rates = gates.run_rates(stages.run_dir(params, rid))
+        return gates.RunCurve(steps, losses, gates.cumulative([] if rates is None else rates))
     row_curves = None if curves is None else {
         row: {rid: curve(rid) for rid in g["run_id"]} for row, g in runs_df.groupby("row", sort=False)}
     sweep = report_budgets.budget_values(params, runs_df) if params.train.budgets else None

@@ -259,11 +259,11 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
 def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
     """Gate (a) for the pair's claims: the gap between the two rows' training losses (standing in
     for the BPB and CORE they judge, evaluated once at the end) has stopped moving over the last
-    part of training (report.gates.runs_gap_converged, at the same fraction of each row's
+    part of training (report.gates.runs_gap_stable, at the same fraction of each row's
     schedule; thresholds of paper_numbers.yaml)."""
     files = {row: {r.run_id: run_dir(ctx.params, r.run_id) / "metrics.jsonl" for r in runs(ctx.params) if r.row == row}
              for row in pair}
-    return gates.runs_gap_converged(pair[0], files[pair[0]], pair[1], files[pair[1]], gates.thresholds(ctx.papers))
+    return gates.runs_gap_stable(pair[0], files[pair[0]], pair[1], files[pair[1]], gates.thresholds(ctx.papers))
 
 
 def _stable_claim(claim: dict, ctx: ReportContext, groups: dict) -> ClaimResult:

@@ -270,7 +270,7 @@ def _identity(res: ClaimResult, ctx: ReportContext, section: dict, models, table
 def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str], table: int = 5) -> ClaimResult:
     """Gate (a), converged, on a top-1 comparison that was tested: the gap between the training
     losses of the rows that name the two `models` (of Table `table`), standing in for the top-1 they
-    judge, has stopped moving over the last part of training (report.gates.runs_gap_converged);
+    judge, has stopped moving over the last part of training (report.gates.runs_gap_stable);
     what it measured is put beside the verdict when it passes (the rows may still be learning)."""
     if res.verdict not in (stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE):
         return res  # not run, not comparable or withheld already: nothing was tested
@@ -280,7 +280,7 @@ def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str], t
         return res
     files = [{s.run_id: stages.run_dir(ctx.params, s.run_id) / "metrics.jsonl" for s in stages.runs(ctx.params)
               if s.row == r.name} for r in rows]
-    g = gates.runs_gap_converged(rows[0].name, files[0], rows[1].name, files[1], gates.thresholds(ctx.papers))
+    g = gates.runs_gap_stable(rows[0].name, files[0], rows[1].name, files[1], gates.thresholds(ctx.papers))
     res.verdict = gates.apply(res.verdict, [g])
     res.detail = gates.beside(res.detail, g)
     return res

@@ -68,12 +68,9 @@ def _converged(params, row, runs: list[str], finals: dict, th: gates.Thresholds)
         if moved is None:
             return stats.not_judged(f"{gates.CONVERGED}: {rid}: sigma starts from the data (median rule), "
                                     f"no initial value to compare")
-        rec = _record(params, rid)
-        lrs = [x for x in rec.lrs if x is not None]
-        if not rec.lrs or len(lrs) != len(rec.lrs):
-            return stats.not_judged(f"{gates.CONVERGED}: {rid}: no learning rates in its metrics.jsonl "
-                                    f"(Adam's travel unknown)")
-        step_lrs = gates.logged_lrs(rec.steps, lrs)
+        step_lrs = gates.run_rates(stages.run_dir(params, rid))
+        if step_lrs is None:
+            return stats.not_judged(f"{gates.CONVERGED}: {gates.no_rates(rid)} (Adam's travel unknown)")
         g = gates.params_converged(moved, gates.adam_travel(step_lrs), th.max_param_travel, "log sigma")
         if g.passed:
             g = gates.run_settled(stages.run_dir(params, rid), th, "log sigma", step_lrs, names=("log_sigma",))
