@@ -17,11 +17,29 @@ CSV = '''claim,paper,where,statement,paper_value,ours,estimate,ci_lo,ci_hi,inter
 
 
 def test_the_table_of_a_claims_csv(tmp_path):
-    (tmp_path / "c.csv").write_text(CSV)
+    """One line a claim: its document's key, the statement, the verdict's badge (its head, not
+    its reasons), the effect with its interval, or else what was measured, shortened."""
+    long = "x" * 100
+    (tmp_path / "c.csv").write_text(CSV + f"003-z,003,T5,{long},—,{long},,,,,"
+                                          f"at scale small: not judged (gap not stable: ...),small,claims,\n")
     assert results_table.table(tmp_path / "c.csv") == (
-        "| claim | what the paper says | verdict | what we measured |\n|---|---|---|---|\n"
-        "| 000-x | a < b (validation MCE) | consistent at small | a − b: -0.02 [-0.03, -0.01] |\n"
-        "| 001-y | one \\| two | not run | — |\n")
+        "*From `c.csv` (scale small).*\n\n"
+        "| claim | document | what the paper says | verdict | effect [95% interval] or what we measured |\n"
+        "|---|---|---|---|---|\n"
+        "| 000-x | gpa-short | a < b (validation MCE) | consistent | -0.0200 [-0.0300, -0.0100] |\n"
+        "| 001-y | gpa-long | one \\| two | not run | — |\n"
+        f"| 003-z | gka-paper | {'x' * 89}… | not judged | {'x' * 59}… |\n")
+
+
+def test_latest_is_the_newest_published_csv_by_its_date(tmp_path):
+    for name in ("small-2026-11-25.csv", "small-2026-11-27-eb4a0b9.csv", "small-2026-11-28-pairs.csv", "notes.csv"):
+        (tmp_path / name).write_text(CSV)
+    assert results_table.latest(tmp_path).name == "small-2026-11-27-eb4a0b9.csv"
+    (tmp_path / "small-2026-11-27.csv").write_text(CSV)
+    with pytest.raises(UsageError, match="share the newest date"):
+        results_table.latest(tmp_path)
+    with pytest.raises(UsageError, match="no published claims CSV"):
+        results_table.latest(tmp_path / "none")
 
 
 def test_sync_writes_the_block_and_check_sees_a_stale_one(tmp_path, capsys):
@@ -32,7 +50,7 @@ def test_sync_writes_the_block_and_check_sees_a_stale_one(tmp_path, capsys):
     assert cli.main([*args, "--check"]) == 1 and "differs from its CSV" in capsys.readouterr().out
     assert cli.main(args) == 0
     text = readme.read_text()
-    assert text.startswith("# x\n<!-- results-table: c.csv -->\n| claim |") and text.endswith("<!-- /results-table -->\nafter\n")
+    assert text.startswith("# x\n<!-- results-table: c.csv -->\n*From `c.csv`") and text.endswith("<!-- /results-table -->\nafter\n")
     assert cli.main([*args, "--check"]) == 0
     readme.write_text("no block\n")
     with pytest.raises(UsageError, match="no '<!-- results-table: CSV -->'"):
@@ -40,6 +58,7 @@ def test_sync_writes_the_block_and_check_sees_a_stale_one(tmp_path, capsys):
 
 
 def test_the_readme_table_is_its_csvs():
+    assert "<!-- results-table: latest -->" in (REPO / "README.md").read_text()
     assert results_table.sync(REPO / "README.md", check=True), "run: kernattn results-table"
 
 

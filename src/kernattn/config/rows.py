@@ -31,6 +31,8 @@ from .schema import positive
 
 MATCH = ("tokens", "flops")
 SEEDS = ("000", "001", "002", "003")   # the four documents (seeds/ of the project)
+# Their short keys, which the README, the docs and the report name them by (docs/documents.md).
+DOCUMENT_KEYS = {"000": "gpa-short", "001": "gpa-long", "002": "kr-blog", "003": "gka-paper"}
 
 
 def _word(v) -> str | None:

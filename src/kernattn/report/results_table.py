@@ -3,14 +3,19 @@ report's tables/claims.csv of one run), never written by hand.
 
     kernattn results-table [--readme README.md] [--check]
 
-The README holds the table between two markers; the opening one names the CSV it comes from:
+The README holds the table between two markers; the opening one names the CSV it comes from,
+or `latest`: the newest `<scale>-<YYYY-MM-DD>[-<commit>].csv` under results/claims/ (by the date
+in its name; two of the same date must be named instead):
 
-    <!-- results-table: results/claims/small-2026-11-28.csv -->
+    <!-- results-table: latest -->
     ...
     <!-- /results-table -->
 
-Without --check the block is rewritten from that CSV; with --check nothing is written and the
-exit status is 1 when the block differs from what the CSV gives (the suite runs it).
+One line per claim: its id, its document's key, the statement, the verdict's badge (the word
+or two the report's summary shows: report.summary.verdict_badge) and the effect with its
+interval where the claim has one number. The whole reasoning stays in the CSV. Without
+--check the block is rewritten; with --check nothing is written and the exit status is 1
+when the block differs from what the CSV gives (the suite runs it).
 """
 
 from __future__ import annotations
@@ -26,28 +31,58 @@ from ..io import atomic_write_text
 
 OPEN = re.compile(r"<!-- results-table: (?P<csv>\S+) -->\n")
 CLOSE = "<!-- /results-table -->"
-COLUMNS = (("claim", "claim"), ("statement", "what the paper says"), ("verdict", "verdict"),
-           ("ours", "what we measured"))
+LATEST = "latest"
+PUBLISHED = re.compile(r"(?P<scale>[a-z]+)-(?P<date>\d{4}-\d{2}-\d{2})(?:-[0-9a-f]{7,40})?\.csv")
+COLUMNS = ("claim", "paper", "statement", "verdict", "ours", "estimate", "ci_lo", "ci_hi")
+STATEMENT_CHARS, MEASURED_CHARS = 90, 60
 
 
-def _cell(value) -> str:
+def _short(value, limit: int) -> str:
     text = "—" if pd.isna(value) or value == "" else " ".join(str(value).split())
+    text = text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
     return text.replace("|", "\\|")
+
+
+def _effect(r) -> str:
+    """The claim's one number with its interval, or (no number) what was measured, shortened."""
+    from .summary import fmt_number
+
+    est, lo, hi = (float(r[c]) if str(r[c]).strip() else None for c in ("estimate", "ci_lo", "ci_hi"))
+    if est is None:
+        return _short(r["ours"], MEASURED_CHARS)
+    return fmt_number(est) + (f" [{fmt_number(lo)}, {fmt_number(hi)}]" if lo is not None and hi is not None else "")
 
 
 def table(csv: Path) -> str:
     """The markdown table of a claims CSV: one line per claim, in its order."""
+    from ..config.rows import DOCUMENT_KEYS
+    from .summary import verdict_badge
+
     try:
         df = pd.read_csv(csv, dtype=str, keep_default_na=False)
     except (OSError, pd.errors.ParserError) as exc:
         raise UsageError(f"{csv}: not a readable claims CSV ({exc}); publish one from report/tables/claims.csv") from None
-    missing = [c for c, _ in COLUMNS if c not in df.columns]
+    missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise UsageError(f"{csv}: no column {', '.join(missing)}; a claims CSV is the report's tables/claims.csv")
-    head = "| " + " | ".join(title for _, title in COLUMNS) + " |"
-    rule = "|" + "---|" * len(COLUMNS)
-    rows = ["| " + " | ".join(_cell(r[c]) for c, _ in COLUMNS) + " |" for _, r in df.iterrows()]
-    return "\n".join([head, rule, *rows]) + "\n"
+    head = "| claim | document | what the paper says | verdict | effect [95% interval] or what we measured |"
+    rows = [f"| {r['claim']} | {DOCUMENT_KEYS.get(r['paper'], r['paper'] or '—')} | "
+            f"{_short(r['statement'], STATEMENT_CHARS)} | {verdict_badge(r['verdict'])[0]} | {_effect(r)} |"
+            for _, r in df.iterrows()]
+    scale = df["scale"].iloc[0] if "scale" in df.columns and len(df) else "?"
+    return "\n".join([f"*From `{csv.name}` (scale {scale}).*", "", head, "|---|---|---|---|---|", *rows]) + "\n"
+
+
+def latest(folder: Path) -> Path:
+    """The newest published claims CSV in `folder`, by the date in its name."""
+    found = sorted((m.group("date"), f) for f in folder.glob("*.csv") if (m := PUBLISHED.fullmatch(f.name)))
+    if not found:
+        raise UsageError(f"{folder}: no published claims CSV (<scale>-<YYYY-MM-DD>.csv); name one in the marker")
+    newest = [f for d, f in found if d == found[-1][0]]
+    if len(newest) > 1:
+        raise UsageError(f"{folder}: {', '.join(f.name for f in newest)} share the newest date; name one in the "
+                         f"README's marker instead of 'latest'")
+    return newest[0]
 
 
 def block(readme_text: str, where: str) -> tuple[int, int, str]:
@@ -64,7 +99,7 @@ def sync(readme: Path, check: bool) -> bool:
     """Rewrite (or, with `check`, compare) the README's table; True when it was already current."""
     text = readme.read_text(encoding="utf-8")
     start, end, csv = block(text, str(readme))
-    wanted = table(readme.parent / csv)
+    wanted = table(latest(readme.parent / "results" / "claims") if csv == LATEST else readme.parent / csv)
     current = text[start:end] == wanted
     if not current and not check:
         atomic_write_text(readme, text[:start] + wanted + text[end:])
