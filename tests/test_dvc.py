@@ -13,7 +13,10 @@ params, and tests/test_studies_stages.py runs them through Snakemake."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import re
 import shutil
 import subprocess
 
@@ -45,6 +48,13 @@ def dvc(ws, *args) -> str:
     return out
 
 
+def dvc_stdout(ws, *args) -> str:
+    """What `dvc <args>` prints on stdout (a --json or --csv answer, without stderr's notes)."""
+    proc = run([str(BIN / "dvc"), *args], ws)
+    assert proc.returncode == 0, f"dvc {' '.join(args)}:\n{(proc.stdout + proc.stderr)[-3000:]}"
+    return proc.stdout
+
+
 @pytest.fixture(scope="module")
 def adopted(micro_dag_snapshot, tmp_path_factory):
     """A git + DVC workspace holding a copy of the micro DAG's outputs, recorded by `dvc commit`
@@ -73,6 +83,53 @@ def test_dvc_adopts_snakemakes_outputs_and_is_then_up_to_date(adopted):
     assert not _stages(out, "Running stage '"), out[-3000:]
     for stage in ("prepare", "train@rope-s0", "train_lm@base-s0", "train_vision@deit-s0", "report"):
         assert f"Stage '{stage}' didn't change, skipping" in out, out[-3000:]
+
+
+def test_dvc_metrics_plots_and_exp_show_read_the_finished_dag(adopted, tmp_path):
+    """dvc.yaml's top-level metrics (every run's final record) and plots (the extrapolation
+    tables, the report's validation curves, claims and budget gaps) are files the DAG wrote, and
+    `dvc metrics show`, `dvc plots show` and `dvc exp show` list their values."""
+    ws = adopted
+    doc = yaml.safe_load((ws / "dvc.yaml").read_text())
+    final, lm_eval, vit = ("results/micro/runs/rope-s0/final.json", "results/micro/lm/eval/base-s0.json",
+                           "results/micro/vision/runs/deit-s0/final.json")
+    assert {final, lm_eval, vit, "results/micro/runs/budgets/rope-s0-b4/final.json",
+            "results/micro/lm/runs/base-s0/final.json"} <= set(doc["metrics"]), doc["metrics"]
+    assert all((ws / m).is_file() for m in doc["metrics"]), doc["metrics"]
+    for plot in doc["plots"]:  # each data plot's axes are columns of its file
+        [(path, props)] = plot.items() if isinstance(plot, dict) else [(plot, {})]
+        assert (ws / path).is_file(), path
+        if props:
+            header = (ws / path).read_text().splitlines()[0].split(",")
+            assert {props["x"], props["y"]} <= set(header), (path, header)
+    want = {final: ("val_loss", json.loads((ws / final).read_text())["val_loss"]),
+            lm_eval: ("val_bpb", json.loads((ws / lm_eval).read_text())["val_bpb"]),
+            vit: ("top1", json.loads((ws / vit).read_text())["top1"])}
+
+    shown = json.loads(dvc_stdout(ws, "metrics", "show", "--json"))
+    [files] = [rev["data"] for rev in shown.values()]  # one revision: the workspace
+    for path, (key, value) in want.items():
+        assert files[path]["data"][key] == value, (path, key, files.get(path))
+    table = dvc(ws, "metrics", "show")
+    row = next(line for line in table.splitlines() if line.startswith(final))
+    assert str(round(want[final][1], 5)) in row.split(), row
+
+    html = tmp_path / "plots"
+    out = dvc(ws, "plots", "show", "-o", str(html))
+    page = (html / "index.html").read_text()
+    assert str(html / "index.html") in out, out
+    assert "Length extrapolation (char)" in page and "Claims: our estimate" in page, page[:2000]
+    assert '"run_id": "rope-s0"' in page  # the extrapolation table's rows, as data
+    assert "val_curves_all.png" in page and any((html / "static").glob("*val_curves_all.png"))
+
+    columns = [f"{path}:{key}" for path, (key, _) in want.items()]
+    csv_out = dvc_stdout(ws, "exp", "show", "--csv", "--drop", ".*", "--keep", "Experiment",
+                         *(arg for c in columns for arg in ("--keep", re.escape(c) + "$")))
+    rows = list(csv.DictReader(io.StringIO(csv_out)))
+    assert set(rows[0]) == {"Experiment", *columns}, rows[0]
+    workspace = rows[0]  # the workspace first, then the baseline commit (cache: false: not in git)
+    for path, (key, value) in want.items():
+        assert float(workspace[f"{path}:{key}"]) == pytest.approx(value), (path, key, workspace)
 
 
 def test_dvc_repro_rebuilds_deleted_outputs_and_reruns_only_what_reads_them(adopted):

@@ -12,6 +12,23 @@ A per-run stage is one DVC `foreach` stage over its run ids, so its instances ar
 one body (its templating cannot interpolate a list of deps), so where runs train plugins the
 stage splits by plugin files: the runs of built-ins keep `<stage>`, those of a plugin file
 `my_attention.py` are `<stage>-my_attention@<run>`, with that file among their deps only.
+
+Beside the stages, dvc.yaml declares what `dvc metrics show`, `dvc plots show` and the metric
+columns of `dvc exp show` read: top-level `metrics:` and `plots:`, paths inside the stages'
+outputs (a metrics out of a foreach stage would nest in its run folder, which DVC forbids), so
+they need no cache flag of their own and read the same with or without --cache:
+
+    metrics   each run's final record: the char runs' and their cooldowns' final.json
+              (val_loss), the LM runs' final.json and evaluation (val_bpb), the ViT runs'
+              final.json (top1)
+    plots     the validation curves as the report draws them (DVC cannot read the runs'
+              metrics.jsonl: JSON lines), the length-extrapolation tables, the budget
+              sweep's gaps and the claims summary (a CSV: DVC's metrics must be JSON, YAML
+              or TOML, its plots may be CSV)
+
+    dvc metrics show --json           # every record (the table has a column per key of any record)
+    dvc exp show --drop '.*' --keep Experiment --keep '.*:(val_loss|val_bpb|top1)$'
+    dvc plots show                    # -> dvc_plots/index.html
 """
 
 from __future__ import annotations
@@ -28,6 +45,7 @@ import yaml
 from ..config import Params, load_params, run_matrix
 from ..io import atomic_write_text
 from ..stage import DVC_ITEM, Stage
+from ..studies import extrapolation
 from .snakemake import scale_args
 from .stages import run_plugin_files, stage_table
 
@@ -77,14 +95,45 @@ def plugin_groups(stage: Stage) -> dict[str, tuple[tuple[str, ...], tuple[str, .
 def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = False) -> dict:
     """dvc.yaml's content: every stage of the table with at least one job (a foreach over
     no runs is not valid DVC); a per-run stage split by the plugin files its runs train."""
-    out = {}
-    for s in stage_table(params).values():
+    out, table = {}, stage_table(params)
+    for s in table.values():
         if not s.per_run:
             out[s.name] = dvc_stage(s, params, params_file, cache)
             continue
         for name, (runs, files) in plugin_groups(s).items():
             out[name] = dvc_stage(dataclasses.replace(s, runs=runs), params, params_file, cache, files)
-    return {"stages": out}
+    return {"stages": out, "metrics": metrics(table), "plots": plots(params)}
+
+
+# The per-run stages whose Snakemake output is a run's final record, one JSON object: DVC's metrics.
+METRIC_STAGES = ("train", "cooldown", "train_lm", "eval_lm", "train_vision")
+# What the report writes under report.out_dir (kernattn.report.build, tracks/char/report*.py).
+REPORT_PLOTS = (
+    ("assets/val_curves_all.png", None),
+    ("tables/claims.csv", {"x": "estimate", "y": "claim", "template": "bar_horizontal",
+                           "title": "Claims: our estimate (empty: not judged at this scale)"}),
+    ("tables/budget-gaps.csv", {"x": "budget", "y": "gap", "template": "scatter",
+                                "title": "Budget sweep: each compared gap against the training budget"}),
+)
+
+
+def metrics(table: dict[str, Stage]) -> list[str]:
+    """Every run's final record (the JSON outputs of METRIC_STAGES' runs), a stage absent at
+    the scale (cooldown without train.budgets) left out."""
+    return [out for name in METRIC_STAGES if name in table and table[name].per_run
+            for run in table[name].runs for out in table[name].outputs(run) if out.endswith(".json")]
+
+
+def plots(params: Params) -> list:
+    """The extrapolation tables (loss against the evaluated length, every run) and the report's
+    plots (REPORT_PLOTS); an image is a bare path."""
+    out: list = [{path: {"x": "length", "y": "loss", "template": "scatter",
+                         "title": f"Length extrapolation ({Path(path).stem}): loss against length, every run"}}
+                 for path in extrapolation.outputs(params)]
+    for name, props in REPORT_PLOTS:
+        path = f"{params.report.out_dir}/{name}"
+        out.append({path: dict(props)} if props else path)
+    return out
 
 
 def render(params: Params, params_file: str, cache: bool = False) -> str:
