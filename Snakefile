@@ -43,10 +43,15 @@ rule studies:
 rule preflight:
     # `kernattn preflight` (data, every row's step on the CPU, GPU memory, the SLURM profile) as a
     # target: no output, so it runs each time it is asked for, on this machine (a login node),
-    # never as a SLURM job; it writes nothing the DAG reads.
+    # never as a SLURM job; it writes nothing the DAG reads. Its report goes to the terminal and
+    # to its log (bash's pipefail, Snakemake's default, keeps its exit status).
     localrule: True
+    params:
+        options=dag_smk.command_options(ARGS),
+    log:
+        "results/logs/preflight.log",
     shell:
-        f"kernattn preflight {ARGS}"
+        "kernattn preflight {params.options} 2>&1 | tee {log}"
 
 
 # One rule per stage of the table, in its order: a track's rules come with its stages
@@ -67,6 +72,8 @@ for stage in STAGES.values():
             **({"run": run_constraint(stage)} if stage.per_run else {}),
         params:
             **dag_smk.rule_params(stage, P),
+            # the command's --params/--scale/--overrides: not a rerun trigger (dag_smk.command_options)
+            options=dag_smk.command_options(ARGS),
         log:
             stage.log(job),
         threads: threads_of(stage)

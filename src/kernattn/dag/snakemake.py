@@ -5,6 +5,7 @@ params.yaml is (kernattn.config.loader: the precedence) and handed to every comm
 
     P = load(PARAMS_FILE, workflow.config_settings)   # a bad key or value stops the parse
     ARGS = scale_args(P, PARAMS_FILE, overrides_file(P))
+    params: **rule_params(stage, P), options=command_options(ARGS)   # shell: shell_of(stage)
 """
 
 from __future__ import annotations
@@ -90,6 +91,23 @@ def scale_args(params: Params, params_file: str, overrides: str | None = None) -
     return f"{args} --overrides {overrides}" if overrides else args
 
 
+# The rule param of the options every command takes (scale_args), {params.options} in its shell
+# command; no params section has this name.
+OPTIONS = "options"
+
+
+def command_options(args: str):
+    """The value of a rule's OPTIONS param: `args` (--params, --scale and --overrides), which the
+    shell command reads from the rule's params (`snakemake --lint` wants every value a command
+    uses among its rule's directives). A function of the job's `input`: Snakemake leaves a param
+    derived from input, output, threads or resources out of its params rerun trigger, and where
+    the params come from is no reason to rerun (the sections a stage reads are its trigger:
+    rule_params), so an override still reruns only the stages that read what it changes."""
+    def options(wildcards, input):  # noqa: ARG001 (Snakemake passes what the signature names)
+        return args
+    return options
+
+
 def local_cores(workflow) -> int:
     """The local core count (--cores); 1 under a cluster executor, which has none."""
     from snakemake.exceptions import WorkflowError
@@ -128,10 +146,10 @@ def resources_of(stage: Stage) -> dict:
 
 
 def shell_of(stage: Stage) -> str:
-    """The stage's command as a template: {ARGS} (the Snakefile's) and the run are filled in
-    per job, so the rule's code, Snakemake's rerun trigger, does not change with the overrides.
+    """The stage's command as a template: its options (the OPTIONS param) and the run are filled
+    in per job, so the rule's code, Snakemake's rerun trigger, does not change with the overrides.
     A training stage starts its job's world (engine/launch.py: torchrun when it has more than
     one process, srun + torchrun over several nodes)."""
     run = "{wildcards.run}" if stage.per_run else None
     world = " --nproc {resources.ranks} --nodes {resources.nodes}" if trains(stage) else ""
-    return stage.cmd("{ARGS}", run) + world + " > {log} 2>&1"
+    return stage.cmd(f"{{params.{OPTIONS}}}", run) + world + " > {log} 2>&1"
