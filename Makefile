@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kernattn-installed
 # Three pytest workers on two cores: the DAG, SLURM and MLflow-server tests spend much of their time
-# waiting on subprocesses and daemons, which a third worker fills (measured: README, Tests).
+# waiting on subprocesses and daemons, which a third worker fills (docs/development.md).
 JOBS ?= 3
 
 .PHONY: env test pipeline bench clean-env

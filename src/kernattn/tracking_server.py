@@ -291,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
     if cfg["host"] not in LOCAL_HOSTS:
         print(f"kernattn mlflow-server: warning: binding {cfg['host']}: anyone who can reach port {cfg['port']} "
               f"can read and change every run (MLflow has no login here); prefer an SSH tunnel "
-              f"(README, section Reliability)", file=sys.stderr)
+              f"(docs/reliability.md)", file=sys.stderr)
 
     # Ctrl-C, SIGTERM, SIGHUP -> KeyboardInterrupt from here on, so that the server is stopped
     # whenever we are (while it starts too); a detached server is on its own once it answers.

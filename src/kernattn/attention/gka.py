@@ -22,7 +22,7 @@ The initial bandwidth (`init_sigma`; seed 003 gives none): a number, or a named 
 (issue 17). With sigma = 1 and features of unit RMS, squared distances between different
 tokens are about 2d, so every off-diagonal kernel value is about exp(-d): GKA starts as the
 identity and log sigma gets almost no gradient (kernattn.studies.gka_readings measures it).
-The default is "sqrt_d", chosen from the GKA-init study (README, Studies): at tiny scale every
+The default is "sqrt_d", chosen from the GKA-init study (docs/studies.md): at tiny scale every
 larger init beat sigma = 1 in all three tracks, sqrt(d) and the median about equally, and
 sqrt(d) needs no data and keeps the fused path's numerics bound (sigma >= sqrt(d) / 2).
 - "paper": sigma = 1 (log sigma = 0), the start the papers' rows use (seed 003 gives no value;

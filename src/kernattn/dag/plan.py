@@ -43,7 +43,7 @@ MARGIN_MIN = 15       # + minutes of start-up a plan does not count (imports, da
 PROFILE = "profiles/slurm/config.yaml"
 MEASURED = "results/gpu"
 LOADER_ROOT = "results"           # bench-loader's CSVs: results/<machine>/loader-*.csv
-LOADER_PIPELINE = "timm-pil"      # what tracks/vision/data.py runs on ImageNet (README "Input pipeline")
+LOADER_PIPELINE = "timm-pil"      # what tracks/vision/data.py runs on ImageNet (docs/benchmarks.md, "Input pipeline")
 COMPUTE, INPUT = "compute", "input pipeline"
 
 

@@ -16,7 +16,7 @@ per case): float32 1e-4 (outputs and gradients; the table's gradient sums B x n 
 bf16 5e-2 (8 bits of mantissa: one rounding is 4e-3, and the softmax of bf16 logits of
 size ~10 adds a few of them). GKA's log-sigma gradient is one number per head summed over
 B x n x n terms that cancel, through logits of size kappa = max ||f - f_0||^2 / sigma^2
-(the fused identity's eps x kappa error, README): float32 gets 1e-3; in bf16 it is measured
+(the fused identity's eps x kappa error, docs/attention.md): float32 gets 1e-3; in bf16 it is measured
 and shown (status "info", often tens of percent: a finding about bf16 GKA training, not a
 broken path). A failure makes the part (and the command) fail, except the rows marked
 known-issue: FlexAttention's bf16 backward at lengths that are not multiples of 128
