@@ -6,7 +6,9 @@ provides
     add_arguments(parser) -> None   its own options, if it has any
 The options every stage shares are taken here, once: `--params FILE` and `--scale NAME`
 (the params file and its scale; not for the stages in OWN_PARAMS) and `--overrides FILE`
-(params overrides; see `_take_overrides`). Bad arguments end with one line on stderr
+(params overrides; see `_take_overrides`), shown in each stage's --help. `kernattn --help`
+lists the commands by GROUPS; a renamed command's old name (RENAMED) still runs it, after a
+one-line hint on stderr. Bad arguments end with one line on stderr
 ("kernattn <stage>: error: ...") and exit status 2; a stage reports a bad combination of
 arguments it can only detect itself by raising `UsageError` (or the attention registry's
 `AttentionConfigError`), which is turned into the same one line. A stage's name in Snakemake,
@@ -18,7 +20,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shutil
 import sys
+import textwrap
 
 from .errors import ParamsError, UsageError  # noqa: F401 (re-exported: kernattn.cli.UsageError)
 from . import __version__
@@ -53,8 +57,8 @@ STAGES: dict[str, tuple[str, str]] = {
     "prepare-lm": ("kernattn.tracks.lm.data", "LM track: documents -> BPE tokenizer -> BOS-delimited token streams"),
     "train-lm": ("kernattn.tracks.lm.track", "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"),
     "eval-lm": ("kernattn.tracks.lm.evaluate", "LM track: bits per byte and the CORE subset of one trained run"),
-    "lm-import": ("kernattn.tracks.lm.import_nanochat", "LM track: a nanochat c7ba252 checkpoint -> an LM run folder eval-lm scores"),
-    "lm-export": ("kernattn.tracks.lm.export_nanochat", "LM track: a finished LM run -> a nanochat c7ba252 checkpoint folder"),
+    "import-lm": ("kernattn.tracks.lm.import_nanochat", "LM track: a nanochat c7ba252 checkpoint -> an LM run folder eval-lm scores"),
+    "export-lm": ("kernattn.tracks.lm.export_nanochat", "LM track: a finished LM run -> a nanochat c7ba252 checkpoint folder"),
     # the studies of issue 17 (snakemake --cores all studies): kernattn.studies
     "prepare-wrap": ("kernattn.studies.wrap_data", "line-wrap study: rewrapped and unwrapped corpora (same split and vocabulary), their histograms"),
     "train-wrap": ("kernattn.studies.train", "line-wrap study: train one GPA run on a counterfactual corpus (engine, resumable)"),
@@ -69,6 +73,25 @@ STAGES: dict[str, tuple[str, str]] = {
 }
 
 
+# `kernattn --help` lists the commands under these headings, each command once, in this order.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "set-up and data": ("data", "preflight"),
+    "char track": ("prepare", "train", "cooldown", "analyze-corpus", "analyze-gpa"),
+    "LM track": ("prepare-lm", "train-lm", "eval-lm", "import-lm", "export-lm"),
+    "vision track": ("prepare-vision", "train-vision", "count-vision", "analyze-vision"),
+    "studies": ("extrapolate-char", "extrapolate-lm", "prepare-wrap", "train-wrap", "wrap-study", "train-gka-init",
+                "gka-init-study", "prune", "prune-study"),
+    "pipeline and cluster": ("dvc-yaml", "plan", "install-profile"),
+    "tracking": ("mlflow-server", "sync-mlflow"),
+    "benchmarks and checks": ("bench", "bench-attention", "bench-loader", "gpu-check", "check-variant"),
+    "report": ("report", "results-table"),
+}
+
+# Old name -> new name of a renamed command (verb first, as prepare-lm, train-lm, eval-lm). No
+# pipeline stage is renamed here: a stage's name is its Snakemake rule, DVC stage and profile key.
+RENAMED: dict[str, str] = {"lm-import": "import-lm", "lm-export": "export-lm"}
+
+
 # The stages that read params.yaml differently: which of the shared options they take.
 OWN_PARAMS: dict[str, tuple[str, ...]] = {
     "install-profile": (),        # writes a SLURM profile; reads no params
@@ -80,7 +103,7 @@ OWN_PARAMS: dict[str, tuple[str, ...]] = {
 
 
 def add_params_options(parser: argparse.ArgumentParser, stage: str) -> None:
-    """--params and --scale, as `stage` takes them."""
+    """--params and --scale, as `stage` takes them, and --overrides (every command)."""
     options = OWN_PARAMS.get(stage, ("--params", "--scale"))
     if "--params" in options:
         parser.add_argument("--params", default="params.yaml", metavar="FILE",
@@ -88,6 +111,18 @@ def add_params_options(parser: argparse.ArgumentParser, stage: str) -> None:
     if "--scale" in options:
         parser.add_argument("--scale", default=None, metavar="NAME",
                             help="scale of the params file (default: its `scale` key, or KERNATTN_SCALE)")
+    effect = ("applied over the params file at its scale" if "--params" in options
+              else f"accepted as by every command; {stage} reads no params file, so they change nothing")
+    parser.add_argument("--overrides", action=_Overrides, default=argparse.SUPPRESS, metavar="FILE",
+                        help=f"YAML file of params overrides (what the Snakefile writes for snakemake --config "
+                             f"and --configfile), {effect}")
+
+
+class _Overrides(argparse.Action):
+    """--overrides FILE as `_take_overrides` takes it (main() does, before argparse sees it)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        _use_overrides(values)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,23 +132,43 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def commands_help(width: int) -> str:
+    """The commands by GROUPS, each with its one-line help wrapped beside its name (argparse's
+    layout: two spaces, the name, the help from column 24 or after the longest name)."""
+    column = min(max(len(name) for name in STAGES) + 4, 24)
+    out = []
+    for title, names in GROUPS.items():
+        out.append(f"{title}:")
+        for name in names:
+            lines = textwrap.wrap(STAGES[name][1], max(width - column, 20), break_on_hyphens=False)
+            first = f"  {name}".ljust(column) if len(name) + 4 <= column else f"  {name}\n" + " " * column
+            out.append(first + lines[0])
+            out += [" " * column + line for line in lines[1:]]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 def build_parser(stage: str | None = None) -> argparse.ArgumentParser:
     """The `kernattn` parser; `parser.stages` maps each subcommand to its own parser.
 
     Only `stage` (if given) gets its module imported and its options added."""
-    parser = _Parser(prog="kernattn", description="The kernel view of attention: pipeline stages. Every stage "
-                     "also takes --overrides FILE: a YAML file of params overrides (what snakemake --config writes).")
+    width = shutil.get_terminal_size().columns - 2  # argparse's own width
+    parser = _Parser(prog="kernattn", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=commands_help(width),
+                     description=textwrap.fill(
+                         "The kernel view of attention: the pipeline's stages and its tools, one command each. Every "
+                         "command also takes --overrides FILE: a YAML file of params overrides (what snakemake --config "
+                         "writes).", width))
     parser.add_argument("--version", action="version", version=f"kernattn {__version__}")
     parser.stages = {}
-    sub = parser.add_subparsers(dest="command", metavar="STAGE", required=True, parser_class=_Parser)
-    for name, (module_name, help_text) in STAGES.items():
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser,
+                                title="commands", help="one of those below; `kernattn COMMAND --help` for its options")
+    for name, (module_name, help_text) in STAGES.items():  # no help=: commands_help lists them, by group
         if name != stage:
-            parser.stages[name] = sub.add_parser(name, help=help_text)
+            parser.stages[name] = sub.add_parser(name, description=help_text)
             continue
         module = importlib.import_module(module_name)
         doc = (module.__doc__ or "").strip().split("\n\n")[0]
-        stage_parser = sub.add_parser(name, help=help_text, description=doc,
-                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+        stage_parser = sub.add_parser(name, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
         add_params_options(stage_parser, name)
         if hasattr(module, "add_arguments"):
             module.add_arguments(stage_parser)
@@ -133,17 +188,33 @@ def _take_overrides(argv: list[str]) -> list[str]:
             value, rest = arg.split("=", 1)[1], argv[:i] + argv[i + 1:]
         else:
             continue
-        from .config import OVERRIDES_ENV
-
-        os.environ[OVERRIDES_ENV] = value
+        _use_overrides(value)
         return rest
+    return argv
+
+
+def _use_overrides(path: str) -> None:
+    from .config import OVERRIDES_ENV
+
+    os.environ[OVERRIDES_ENV] = path
+
+
+def _take_renamed(argv: list[str]) -> list[str]:
+    """argv with a renamed command's old name (RENAMED) replaced by its new one, after a
+    one-line hint on stderr."""
+    for i, arg in enumerate(argv):
+        if arg in STAGES:
+            return argv
+        if arg in RENAMED:
+            print(f"kernattn {arg}: renamed to {RENAMED[arg]}; the old name still works", file=sys.stderr)
+            return [*argv[:i], RENAMED[arg], *argv[i + 1:]]
     return argv
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one stage; returns the exit status (0 on success, 2 on a usage error)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    argv = _take_overrides(argv)
+    argv = _take_renamed(_take_overrides(argv))
     command = next((a for a in argv if a in STAGES), "")
     # train-*, eval-lm and prune on several ranks: torchrun starts them (engine/launch.py)
     if runs_as_ranks(command) and any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):
