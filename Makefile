@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # pytest exits 5 when it collects no tests: make treats that as the failure it is. The JUnit
-# record is what the report's unit-tested claims (seeds 000 and 002) read: holds (test ...).
+# record is what the report's unit-tested claims (gpa-short and kr-blog) read: holds (test ...).
 # The tests read the micro scale's data sets from the mirror folder KERNATTN_DATA_MIRROR names
 # (.ci/run sets it), else from the data cache, which `kernattn data pull` fills first (40 MB).
 test: $(STAMP)

@@ -4,7 +4,7 @@
 #
 #   snakemake --cores all                              # the scale named in params.yaml (tiny by default)
 #   snakemake --cores all --config scale=micro         # another scale, same DAG
-#   snakemake --cores all --config train.lr=0.5        # a params override (or --configfile FILE)
+#   snakemake --cores all --config 'train={lr: 0.5}'   # a params override (or --configfile FILE)
 #   snakemake --profile slurm all                      # on a cluster (profiles/slurm, `kernattn install-profile`)
 #   snakemake --cores all studies                      # the studies of issue 17 (not part of `all`)
 #   snakemake --cores all preflight --config scale=paper   # kernattn preflight: before the GPU-hours
@@ -35,7 +35,7 @@ rule all:
 
 rule studies:
     # The experiments the papers leave open (kernattn.studies.stages): each study's summary. The
-    # report shows them when it is built after them (it reads what exists; see README).
+    # report shows them when it is built after them (it reads what exists).
     input:
         dag_stages.studies_outputs(STAGES),
 

@@ -191,7 +191,7 @@ def test_removing_a_head_that_contributes_nothing_changes_nothing_and_any_other_
 
 
 def test_a_zero_bank_is_not_a_zero_head():
-    """Seed 001 reads a zero bank as a removable head. With combine add, G = 0 leaves a head
+    """gpa-long reads a zero bank as a removable head. With combine add, G = 0 leaves a head
     that attends by content: removing it still changes the loss, and its strength is ~0."""
     model = gpa()
     with torch.no_grad():
@@ -364,7 +364,7 @@ def test_analyze_gpa_errors_are_one_line(micro, capsys):
 
 
 def _readings_claims(micro, report: Path, corpus_peak: int, generated_peak) -> None:
-    """Seed 001's readings as claim rows (issue 25) in the micro report: the corpus peak judged;
+    """gpa-long's readings as claim rows (issue 25) in the micro report: the corpus peak judged;
     the trained-bank readings not run (micro trains no gpa_m64), then judged on gpa_dp_m8's
     real analysis through a claims file naming that row."""
     from kernattn.config import load_params

@@ -145,7 +145,7 @@ def test_vit_cases_paper_counts_and_small_stage(tmp_path):
     assert paper["gka_small"].baseline == "deit_small" and paper["deit_small"].baseline is None
     with torch.device("meta"):
         total = sum(p.numel() for p in paper["gka_tiny"].build().parameters())
-    assert total == 4_383_436  # seed 003 Table 2: 4.38M
+    assert total == 4_383_436  # gka-paper Table 2: 4.38M
     out = tmp_path / "bench"
     proc = subprocess.run([sys.executable, "-m", "kernattn.cli", "bench", "--scale", "micro", "--family", "vit",
                            "--out-dir", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -1,4 +1,4 @@
-"""The claims of seed 002 ("Self-Attention as Kernel Regression", a JAX/Flax blog post),
+"""The claims of kr-blog ("Self-Attention as Kernel Regression", a JAX/Flax blog post),
 each turned into a test of this library.
 
 1. softmax attention *is* Nadaraya-Watson regression with the exp-dot kernel;

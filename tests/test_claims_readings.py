@@ -1,4 +1,4 @@
-"""Seed 001's readings of its corpus and trained banks as claims (issue 25), each rule of
+"""gpa-long's readings of its corpus and trained banks as claims (issue 25), each rule of
 tracks/char/report_readings.py on constructed analyses with a known answer."""
 
 from __future__ import annotations

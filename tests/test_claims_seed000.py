@@ -1,8 +1,8 @@
-"""Seed 000's claims that are properties of the library, checked here (paper_numbers.yaml kind
+"""gpa-short's claims that are properties of the library, checked here (paper_numbers.yaml kind
 unit_test names these tests; the report reads them "holds (test ...)" when they passed):
 RoPE's attention scores depend on positions only through n - i, and a kernel bank's Toeplitz
 matrix G(|i - j|) is positive semi-definite (it is a sum of products of the exponential and
-the periodic kernel, both PSD: seed 000, Section 2)."""
+the periodic kernel, both PSD: gpa-short, Section 2)."""
 
 from __future__ import annotations
 

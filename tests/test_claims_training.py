@@ -1,4 +1,4 @@
-"""Seed 003's claims about how GKA trains and runs (issue 25), each rule on constructed data
+"""gka-paper's claims about how GKA trains and runs (issue 25), each rule on constructed data
 with a known answer: "trains stably" (report.stability), bandwidths specialising across heads
 (tracks.vision.report_gka) and Table 4's runtime and memory (report.bench_table4)."""
 

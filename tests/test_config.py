@@ -54,7 +54,7 @@ def test_matrix_has_the_rows_the_papers_need():
     assert {rows[n].options.get("position") for n in ("rope", "learned_rope", "alibi", "t5", "lag_table")} == {
         "rope", "learned_rope", "alibi", "t5", "lag_table"}
     assert rows["gka"].variant == "gka"
-    # the bank-size ablation: seed 001's GPA (add, no RoPE) at every M; tiny keeps M = 8 and 64
+    # the bank-size ablation: gpa-long's GPA (add, no RoPE) at every M; tiny keeps M = 8 and 64
     for m in (1, 4, 8, 16, 64):
         name = f"gpa_m{m}"
         assert rows[name].options == {"n_kernels": m, "kernel": "decay_periodic", "combine": "add"}, name

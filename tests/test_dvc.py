@@ -110,6 +110,11 @@ def test_dvc_metrics_plots_and_exp_show_read_the_finished_dag(adopted, tmp_path)
     [files] = [rev["data"] for rev in shown.values()]  # one revision: the workspace
     for path, (key, value) in want.items():
         assert files[path]["data"][key] == value, (path, key, files.get(path))
+    # the claims summary: the verdicts counted, in all and per document key
+    summary = files["report/tables/claims-summary.json"]["data"]
+    n_claims = len(list(csv.DictReader(io.StringIO((ws / "report/tables/claims.csv").read_text()))))
+    assert summary["claims"] == n_claims == sum(summary["by_verdict"].values()), summary
+    assert {"gpa-short", "gpa-long", "kr-blog", "gka-paper"} <= set(summary["by_document"])
     table = dvc(ws, "metrics", "show")
     row = next(line for line in table.splitlines() if line.startswith(final))
     assert str(round(want[final][1], 5)) in row.split(), row

@@ -1,5 +1,5 @@
-"""nanochat checkpoints cross over (micro scale, through the CLI): lm-export writes a trained
-run in nanochat c7ba252's layout, lm-import reads it back into another run that eval-lm scores
+"""nanochat checkpoints cross over (micro scale, through the CLI): export-lm writes a trained
+run in nanochat c7ba252's layout, import-lm reads it back into another run that eval-lm scores
 exactly as the original; runs that do not compute nanochat's function are refused in one line."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def ws(tmp_path_factory) -> Path:
 
 def test_export_import_round_trip_scores_the_same(ws, capsys):
     params, out = str(ws / "params.yaml"), ws / "nanochat"
-    assert main(["lm-export", "--params", params, "--run", "base-s0", "--out", str(out)]) == 0
+    assert main(["export-lm", "--params", params, "--run", "base-s0", "--out", str(out)]) == 0
     state = torch.load(out / "model_000004.pt", weights_only=True)
     meta = json.loads((out / "meta_000004.json").read_text())
     assert meta["model_config"] == {"sequence_len": 32, "vocab_size": 400, "n_layer": 1, "n_head": 2, "n_kv_head": 2,
@@ -38,7 +38,7 @@ def test_export_import_round_trip_scores_the_same(ws, capsys):
     assert state["transformer.wte.weight"].shape == (448, 64) and state["lm_head.weight"].shape == (448, 64)
     assert {"transformer.h.0.attn.c_q.weight", "transformer.h.0.attn.ve_gate.weight", "value_embeds.0.weight",
             "x0_lambdas"} <= set(state)
-    assert main(["lm-import", "--params", params, "--nanochat", str(out), "--run", "nano-s0"]) == 0
+    assert main(["import-lm", "--params", params, "--nanochat", str(out), "--run", "nano-s0"]) == 0
     theirs = torch.load(ws / "lm/runs/nano-s0/model.pt", weights_only=True)
     ours = torch.load(ws / "lm/runs/base-s0/model.pt", weights_only=True)
     assert theirs.keys() == ours.keys() and all(torch.equal(theirs[k], ours[k]) for k in ours)
@@ -52,22 +52,22 @@ def test_export_import_round_trip_scores_the_same(ws, capsys):
     assert scores[0]["val_bpb"] == scores[1]["val_bpb"] and scores[0]["core"]["core"] == scores[1]["core"]["core"]
     # a second import into a finished run needs --replace
     capsys.readouterr()
-    assert main(["lm-import", "--params", params, "--nanochat", str(out), "--run", "nano-s0"]) == 2
+    assert main(["import-lm", "--params", params, "--nanochat", str(out), "--run", "nano-s0"]) == 2
     assert "pass --replace" in capsys.readouterr().err
 
 
 def test_import_refuses_another_function_or_shape(ws, tmp_path, capsys):
     params, out = str(ws / "params.yaml"), ws / "nanochat"
     if not out.exists():
-        assert main(["lm-export", "--params", params, "--run", "base-s0", "--out", str(out)]) == 0
+        assert main(["export-lm", "--params", params, "--run", "base-s0", "--out", str(out)]) == 0
     capsys.readouterr()
-    assert main(["lm-import", "--params", params, "--nanochat", str(out), "--run", "gka-s0"]) == 2
+    assert main(["import-lm", "--params", params, "--nanochat", str(out), "--run", "gka-s0"]) == 2
     assert "is not nanochat's attention" in capsys.readouterr().err
     wider = write_params(tmp_path, rows=[NANO], short_window=None, data_dir=str(ws / "lm/data"),
                          out_dir=str(tmp_path / "runs"), depth=2)
-    assert main(["lm-import", "--params", str(wider), "--nanochat", str(out), "--run", "nano-s0"]) == 2
+    assert main(["import-lm", "--params", str(wider), "--nanochat", str(out), "--run", "nano-s0"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.count(str(out / "meta_000004.json")) == 1
     assert "model_config.n_layer=1, but the run's lm.depth gives 2" in err
-    assert main(["lm-import", "--params", params, "--nanochat", str(tmp_path), "--run", "nano-s0"]) == 2
+    assert main(["import-lm", "--params", params, "--nanochat", str(tmp_path), "--run", "nano-s0"]) == 2
     assert "no model_<step>.pt" in capsys.readouterr().err

@@ -44,7 +44,7 @@ def write_params(folder: Path, **lm) -> Path:
     return path
 
 
-# issue 15's "done when" row: seed 001's GPA (M = 8, additive, with RoPE) on subword tokens
+# issue 15's "done when" row: gpa-long's GPA (M = 8, additive, with RoPE) on subword tokens
 GPA8 = {"name": "gpa8", "variant": "gpa", "options": {"n_kernels": 8, "combine": "add", "rope": True}}
 
 

@@ -68,7 +68,7 @@ def test_extra_params_per_row():
 
 
 def test_paper_gpa_m64_adds_4096_params():
-    # Seed 001: "adding just 4,096 parameters" = 4 M x 4 heads x 4 blocks with M = 64.
+    # gpa-long: "adding just 4,096 parameters" = 4 M x 4 heads x 4 blocks with M = 64.
     with torch.device("meta"):
         model = GPT(93, PARAMS.model, "gpa", ROWS["gpa_m64"].options)
     assert model.extra_params() == 4 * 64 * PARAMS.model.n_head * PARAMS.model.n_layer == 4096
@@ -106,7 +106,7 @@ def test_init_and_weight_decay_groups():
     assert std(model.blocks[0].mlp.fc.weight) == pytest.approx(0.02, rel=0.05)
     assert std(model.blocks[0].attn.proj_out.weight) == pytest.approx(0.02 / math.sqrt(8), rel=0.05)
     assert std(model.blocks[0].mlp.proj.weight) == pytest.approx(0.02 / math.sqrt(8), rel=0.05)
-    bank = model.blocks[0].attn.bank  # the variant's own init survives (seed 001: l = 150)
+    bank = model.blocks[0].attn.bank  # the variant's own init survives (gpa-long: l = 150)
     assert torch.allclose(bank.log_length.exp(), torch.full_like(bank.log_length, 150.0))
     decay, no_decay, variant = model.param_groups(0.1, variant_lr_scale=10.0)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0 == variant["weight_decay"]
@@ -125,7 +125,7 @@ def test_init_and_weight_decay_groups():
 
 
 def test_gka_has_no_position_information():
-    # GKA (seed 003) has no position scheme and the GPT no position embedding: a permutation of
+    # GKA (gka-paper) has no position scheme and the GPT no position embedding: a permutation of
     # the prefix before the last token leaves the last token's logits unchanged.
     model = small("gka").eval()
     idx = torch.randint(0, V, (1, 12), generator=torch.Generator().manual_seed(2))

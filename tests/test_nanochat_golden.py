@@ -56,7 +56,7 @@ def kernattn_config(g) -> GPTConfig:
 
 @pytest.fixture()
 def imported(golden, tmp_path):
-    """kernattn's GPT loaded through lm-import's reader from a nanochat-layout folder."""
+    """kernattn's GPT loaded through import-lm's reader from a nanochat-layout folder."""
     atomic_torch_save(tmp_path / "model_000000.pt", nanochat_init(golden))
     atomic_write_json(tmp_path / "meta_000000.json", {"model_config": json.loads(str(golden["config"]))})
     cfg = kernattn_config(golden)
@@ -177,7 +177,7 @@ def test_a_training_step_follows_nanochat(golden, imported):
 
 
 def test_export_gives_nanochats_state_back(golden, imported):
-    """lm-export's mapping returns the golden state dict: same names, same values, the
+    """export-lm's mapping returns the golden state dict: same names, same values, the
     vocabulary padding zero."""
     init, vocab = nanochat_init(golden), imported.cfg.vocab_size
     back = nanochat_io.to_nanochat(imported.state_dict(), vocab)

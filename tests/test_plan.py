@@ -343,14 +343,14 @@ def test_paper_tables_of_a_row_and_their_hours():
     import pandas as pd
 
     p = load_params(PARAMS, "paper")
-    assert pl.paper_tables(p, "char", "rope") == "000 Figure 2; 001 Figure 2"
-    assert pl.paper_tables(p, "vision", "gka") == "003 Table 5"
-    assert pl.paper_tables(p, "lm", "gka_paper") == "003 Table 8"
+    assert pl.paper_tables(p, "char", "rope") == "gpa-short Figure 2; gpa-long Figure 2"
+    assert pl.paper_tables(p, "vision", "gka") == "gka-paper Table 5"
+    assert pl.paper_tables(p, "lm", "gka_paper") == "gka-paper Table 8"
     assert pl.paper_tables(p, "char", "alibi") == ""
-    frame = pd.DataFrame({"paper": ["000 Figure 2; 001 Figure 2", "003 Table 5", "", "003 Table 5"],
-                          "gpu_hours": [1.0, 2.0, 4.0, 8.0]})
-    assert pl.hours_by_paper_table(frame) == {"000 Figure 2": 1.0, "001 Figure 2": 1.0, "003 Table 5": 10.0,
-                                              "no paper table": 4.0}
+    frame = pd.DataFrame({"paper": ["gpa-short Figure 2; gpa-long Figure 2", "gka-paper Table 5", "",
+                                    "gka-paper Table 5"], "gpu_hours": [1.0, 2.0, 4.0, 8.0]})
+    assert pl.hours_by_paper_table(frame) == {"gpa-short Figure 2": 1.0, "gpa-long Figure 2": 1.0,
+                                              "gka-paper Table 5": 10.0, "no paper table": 4.0}
 
 
 def test_a_vit_on_imagenet_is_planned_at_its_input_pipeline_when_that_is_slower(tmp_path, monkeypatch):

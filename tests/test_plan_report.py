@@ -40,9 +40,9 @@ def test_plan_part_sums_stages_and_names_the_missing_plan(tmp_path, monkeypatch)
     monkeypatch.setattr(part, "COMMITTED", tmp_path / "committed")  # none kept in git
     mine, paper = part.section(ctx)["plans"]
     assert mine["found"] and mine["summary"]["gpu_hours"] == 6.0 and mine["summary"]["wall_h"] == 4.0
-    assert mine["summary"]["gpu_hours_by_source"] == {"000": 4.0, "000/001": 2.0}
+    assert mine["summary"]["gpu_hours_by_source"] == {"gpa-short": 4.0, "gpa-short/gpa-long": 2.0}
     # rope is the RoPE of both seeds' Figure 2, gpa_dp_m8 (params.yaml) the decaying periodic kernel of 000's
-    assert mine["summary"]["gpu_hours_by_paper_table"] == {"000 Figure 2": 6.0, "001 Figure 2": 2.0}
+    assert mine["summary"]["gpu_hours_by_paper_table"] == {"gpa-short Figure 2": 6.0, "gpa-long Figure 2": 2.0}
     import pandas as pd
 
     stages = pd.read_csv(ctx.tables / "plan-micro.csv")

@@ -279,7 +279,7 @@ def test_shipped_paper_numbers_name_real_rows():
     for fig in papers["figures"]:
         assert set(fig["rows"]) <= rows
     by_id = {c["id"]: c for c in papers["claims"]}
-    # what the papers actually claim (seed 001: the bank alone "works as well as RoPE")
+    # what the papers actually claim (gpa-long: the bank alone "works as well as RoPE")
     assert by_id["000-fig2-order"]["order"] == ["gpa_dp_m8", "gpa_decay_m8", ["learned_rope", "rope"]]
     assert by_id["001-fig2-gpa-rope-best"]["order"] == ["gpa_m64_rope", ["gpa_m64", "rope"]]
     assert by_id["001-fig2-bank-as-rope"]["rows"] == ["gpa_m64", "rope"]
@@ -530,7 +530,7 @@ def test_report_end_to_end(tmp_path, monkeypatch, capsys):
         # the studies (issue 17) have no results here: their rows say so
         "001-bump-paragraph-scale": "at scale tiny: not run",
         "001-weak-head-removable": "at scale tiny: not run",
-        # seed 001's readings: no analyze-corpus / analyze-gpa output here (tests/test_analysis.py has them)
+        # gpa-long's readings: no analyze-corpus / analyze-gpa output here (tests/test_analysis.py has them)
         "001-corpus-newline-peak": "at scale tiny: not run",
         "001-generated-newline-peak": "at scale tiny: not run",
         "001-last-layer-bank-zero": "at scale tiny: not run",

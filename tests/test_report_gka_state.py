@@ -27,7 +27,7 @@ def test_sigma_read_from_a_checkpoint(tmp_path):
     assert gka_state.checkpoint_sigma(tmp_path / "softmax.pt") is None
     text = gka_state.sigma_text(sigma, 0.93, "ckpt.pt of 1 of 1 runs")
     assert text.startswith("sigma at the end 0.5–2 (mean 1.13, 4 heads); mean diagonal weight 0.930")
-    assert "is an inference: seed 003 publishes no initial bandwidth" in text
+    assert "is an inference: gka-paper publishes no initial bandwidth" in text
     assert "not measured" in gka_state.sigma_text(sigma, None, "x")
     assert "not read (no checkpoint)" in gka_state.sigma_text(None, None, "x")
 

@@ -26,11 +26,16 @@ STUDY_KINDS = ("study_wrap", "study_gka_init", "study_prune")  # the studies' cl
 
 
 @pytest.mark.parametrize("paper, words", [
+    ({"document": "gka", "table": 5, "model": "X"},
+     "vision.rows[1].paper[0].document must be one of gpa-short, gpa-long, kr-blog, gka-paper"),
     ({"seed": "004", "table": 5, "model": "X"}, "vision.rows[1].paper[0].seed must be one of 000, 001, 002, 003"),
-    ({"seed": "003", "model": "X"}, "vision.rows[1] (gka): paper needs exactly one of table or figure"),
-    ({"seed": "003", "table": 5, "figure": 2, "model": "X"}, "paper needs exactly one of table or figure"),
-    ({"seed": "003", "table": 5, "model": " X"}, "paper[0].model must be a non-empty name"),
-    ({"seed": "003", "table": 5, "model": "DeiT-Ti"}, "two rows give paper {seed: 003, model: DeiT-Ti}"),
+    ({"table": 5, "model": "X"}, "vision.rows[1] (gka): paper[0] needs its document, e.g. paper: {document: gka-paper"),
+    ({"document": "gka-paper", "seed": "003", "table": 5, "model": "X"}, "paper[0] needs its document"),
+    ({"document": "gka-paper", "model": "X"}, "vision.rows[1] (gka): paper needs exactly one of table or figure"),
+    ({"document": "gka-paper", "table": 5, "figure": 2, "model": "X"}, "paper needs exactly one of table or figure"),
+    ({"document": "gka-paper", "table": 5, "model": " X"}, "paper[0].model must be a non-empty name"),
+    ({"document": "gka-paper", "table": 5, "model": "DeiT-Ti"},
+     "two rows give paper {document: gka-paper, model: DeiT-Ti}"),
     ({"seed": "003", "table": 5, "modle": "X"}, "unknown keys 'vision.rows[1].paper[0].modle'"),
 ])
 def test_paper_field_errors_are_one_line(tmp_path, paper, words):
@@ -41,6 +46,18 @@ def test_paper_field_errors_are_one_line(tmp_path, paper, words):
     with pytest.raises(ParamsError) as err:
         load_params(path, "paper")
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_old_numeric_document_id_is_read_with_a_one_line_hint(tmp_path, capsys):
+    doc = yaml.safe_load(PARAMS.read_text())
+    doc["vision"]["rows"][1]["paper"] = {"seed": "003", "table": 5, "model": "GKA-Ti"}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    p = load_params(path, "paper")
+    assert paper_row(p.vision.rows, "003", "GKA-Ti", table=5).name == "gka"
+    [hint] = [line for line in capsys.readouterr().err.splitlines() if "old name" in line]
+    assert hint.startswith(f"kernattn: {path}: ") and hint.endswith(
+        'vision.rows[1] (gka): paper[0]: seed: "003" is the old name of the document; write document: gka-paper')
 
 
 def test_shipped_rows_name_their_papers():

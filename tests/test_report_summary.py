@@ -127,12 +127,12 @@ def _constructed() -> list[ClaimResult]:
 
 
 def test_forest_families_lines_mde_and_margin():
-    papers = {"figures": [{"id": "001-fig2", "title": "seed 001, Figure 2: the rows"}]}
+    papers = {"figures": [{"id": "001-fig2", "title": "gpa-long, Figure 2: the rows"}]}
     fams = forest.families(_constructed(), papers)
     assert [f.key for f in fams] == ["001-fig2", "003-vision_top1"]  # 001-count and 000-not-run: no interval
     fig2, top1 = fams
-    assert fig2.title == "seed 001, Figure 2: the rows" and fig2.pairwise and not top1.pairwise
-    assert top1.title == "seed 003, w: vision top1"  # no figure of its own: where its claims stand, and their kind
+    assert fig2.title == "gpa-long, Figure 2: the rows" and fig2.pairwise and not top1.pairwise
+    assert top1.title == "gka-paper, w: vision top1"  # no figure of its own: where its claims stand, and their kind
     assert [x.label for x in fig2.lines] == ["001-order: a − b", "001-order: b − c", "001-same: d − c"]
     order, same = _constructed()[0].comparisons, _constructed()[2].comparisons[0]
     for line, comp in zip(fig2.lines, [*order, same]):
@@ -291,3 +291,14 @@ def test_headings_in_order_and_figures_captioned(built):
     html = built.read_text(encoding="utf-8")
     assert "<script src" not in html and 'rel="stylesheet"' not in html
     assert all(not a["src"].startswith(("http:", "https:", "//")) for t, a in page.events if t == "img")
+
+
+def test_tally_counts_badges_in_all_and_per_document_key():
+    from kernattn.report.claims import ClaimResult
+
+    claims = [ClaimResult({"id": "000-a", "paper": "000"}, stats.CONTRADICTED, scale="paper"),
+              ClaimResult({"id": "000-b", "paper": "000"}, stats.NOT_RUN, scale="small"),
+              ClaimResult({"id": "003-c", "paper": "003"}, stats.CONTRADICTED, scale="paper")]
+    assert summary.tally(claims) == {"claims": 3, "by_verdict": {"contradicted": 2, "not run": 1},
+                                     "by_document": {"gpa-short": {"contradicted": 1, "not run": 1},
+                                                     "gka-paper": {"contradicted": 1}}}

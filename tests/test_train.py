@@ -162,7 +162,7 @@ def test_variant_lr_scale_moves_only_the_variants_own_parameters_faster(tmp_path
         return torch.load(tmp_path / str(scale) / "runs" / "gpa_dp_m8-s0" / "ckpt.pt", weights_only=True)["model"]
 
     base, fast = one_step(1.0), one_step(10.0)
-    init = math.log(150.0)  # seed 001's l = 150 for every kernel
+    init = math.log(150.0)  # gpa-long's l = 150 for every kernel
     for name in (k for k in base if k.endswith("bank.log_length")):
         moved1, moved10 = base[name].double() - init, fast[name].double() - init
         assert moved1.abs().min() > 0

@@ -18,7 +18,7 @@ from kernattn.tracks.vision.rollout import cls_map, layer_matrix, rollout
 from kernattn.tracks.vision.track import make_optimizer
 from kernattn.tracks.vision.viz import capture, replay
 
-# seed 003 Table 2 / 3: total parameters (M), FLOPs (G), sigma scalars
+# gka-paper Table 2 / 3: total parameters (M), FLOPs (G), sigma scalars
 PAPER = {"DeiT-Ti": (5.72, 2.51, 0), "GKA-Ti": (4.38, 1.98, 36), "DeiT-S": (22.05, 9.20, 0),
          "GKA-S": (16.73, 7.11, 72), "DeiT-B": (86.57, 35.13, 0), "GKA-B": (65.31, 26.76, 144)}
 TIMM_NAMES = {"Ti": "deit_tiny_patch16_224", "S": "deit_small_patch16_224", "B": "deit_base_patch16_224"}

@@ -37,7 +37,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "prepare": ("kernattn.tracks.char.corpus", "download or read the char track's text corpus (data.corpus), clean, split, tokenize"),
     "train": ("kernattn.tracks.char.track", "train one run of the experiment matrix (resumes from its checkpoint)"),
     "cooldown": ("kernattn.tracks.char.cooldown", "budget sweep: branch a run's cooldown at one of train.budgets from its kept checkpoint"),
-    "analyze-corpus": ("kernattn.tracks.char.analysis.corpus", "histogram the newline separations of the corpus (seed 001, Figure 5b)"),
+    "analyze-corpus": ("kernattn.tracks.char.analysis.corpus", "histogram the newline separations of the corpus (gpa-long, Figure 5b)"),
     "analyze-gpa": ("kernattn.tracks.char.analysis.analyze_gpa", "read one GPA run's kernel banks: shapes, bump, sampled text, head removal"),
     "report": ("kernattn.report.build", "render report/index.html from the runs"),
     "results-table": ("kernattn.report.results_table", "write (or --check) the README's results table from the claims CSV it names"),

@@ -1,4 +1,4 @@
-"""Gaussian kernel attention (seed 003): projection-free, one learnable bandwidth per head.
+"""Gaussian kernel attention (gka-paper): projection-free, one learnable bandwidth per head.
 
 Per head h with features f_i (the head slice of x; optionally rotated by RoPE and RMS-normed,
 the paper's nanochat flavour), the kernel is K_ij = exp(-||f_i - f_j||^2 / (2 sigma_h^2)) with
@@ -18,14 +18,14 @@ nothing N x N materialised, causal and window masks unchanged. Two float32 detai
 The paper's eps in the denominator is left out: the diagonal term exp(0) = 1 is always
 allowed, so a row sum is never below 1.
 
-The initial bandwidth (`init_sigma`; seed 003 gives none): a number, or a named rule
+The initial bandwidth (`init_sigma`; gka-paper gives none): a number, or a named rule
 (issue 17). With sigma = 1 and features of unit RMS, squared distances between different
 tokens are about 2d, so every off-diagonal kernel value is about exp(-d): GKA starts as the
 identity and log sigma gets almost no gradient (kernattn.studies.gka_readings measures it).
 The default is "sqrt_d", chosen from the GKA-init study (docs/studies.md): at tiny scale every
 larger init beat sigma = 1 in all three tracks, sqrt(d) and the median about equally, and
 sqrt(d) needs no data and keeps the fused path's numerics bound (sigma >= sqrt(d) / 2).
-- "paper": sigma = 1 (log sigma = 0), the start the papers' rows use (seed 003 gives no value;
+- "paper": sigma = 1 (log sigma = 0), the start the papers' rows use (gka-paper gives no value;
   this is the one its log-sigma parametrisation starts from at zero);
 - "sqrt_d_half", "sqrt_d": sigma = sqrt(d) / 2, sqrt(d) (d = head dim), fixed at construction;
 - "median": data-driven, per head: sigma = the median distance ||f_i - f_j|| between the
@@ -110,7 +110,7 @@ class GKAAttention(KernelAttention):
             self.register_buffer("sigma_ready", torch.zeros((), dtype=torch.bool))
 
     def mixing_flops(self, n, keys):
-        # Counted at the head width d (seed 003's Table 8); the fused call runs at the padded width.
+        # Counted at the head width d (gka-paper's Table 8); the fused call runs at the padded width.
         return sdpa_flops(n, keys, self.n_head, self.d_head, self.d_head, width=padded_width(self.d_head))
 
     @property

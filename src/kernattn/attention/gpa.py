@@ -1,17 +1,17 @@
-"""Gaussian process attention: a bank of M positional kernels per head (seeds 000 and 001).
+"""Gaussian process attention: a bank of M positional kernels per head (gpa-short and gpa-long).
 
 G(lag) = sum_m D_m(lag) P_m(lag), lag = |n - i|, with
     D_m = sigma_m^2 exp(-lag / l_m)                 (decay, eq. 4)
     P_m = exp(-2 alpha_m^2 sin^2(lag / tau_m))      (periodic, eq. 3; its period is pi tau_m)
 combined with the dot-product logits either
-    mult (seed 000, eq. 6): weights proportional to G(lag) exp(q.k / sqrt(d)),  i.e. logits + log G
-    add  (seed 001, eq. 6): softmax(G(lag) + q.k / sqrt(d)).
+    mult (gpa-short, eq. 6): weights proportional to G(lag) exp(q.k / sqrt(d)),  i.e. logits + log G
+    add  (gpa-long, eq. 6): softmax(G(lag) + q.k / sqrt(d)).
 
 Parametrisation: sigma, l and tau are stored as logs (sigma = exp(log_sigma) etc.), so they
 stay positive under any gradient step and log G is a logsumexp over m of
 2 log_sigma - lag / l - 2 alpha^2 sin^2(lag / tau), never the log of a sum that can underflow.
 alpha enters squared and is stored as is. Extra parameters: 4M per head (decay_periodic) or
-2M per head (decay). Defaults are seed 001's: alpha = 1, sigma = 1, l = 150, tau evenly
+2M per head (decay). Defaults are gpa-long's: alpha = 1, sigma = 1, l = 150, tau evenly
 spaced in [4, 192].
 """
 

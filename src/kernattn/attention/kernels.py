@@ -1,4 +1,4 @@
-"""Nadaraya-Watson attention with a pluggable kernel (seed 002, "Swapping the kernel").
+"""Nadaraya-Watson attention with a pluggable kernel (kr-blog, "Swapping the kernel").
 
 K(q, k) on projected queries and keys (d = head dim):
     exp_dot   exp(q.k / sqrt(d))                 (= softmax attention)
@@ -37,7 +37,7 @@ def sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def kernel_matrix(name: str, q: torch.Tensor, k: torch.Tensor, yat_eps: float = 1e-3) -> torch.Tensor:
-    """The explicit kernel K[..., i, j] = K(q_i, k_j) of seed 002."""
+    """The explicit kernel K[..., i, j] = K(q_i, k_j) of kr-blog."""
     d = q.shape[-1]
     if name == "exp_dot":
         return torch.exp(q @ k.transpose(-1, -2) / math.sqrt(d))

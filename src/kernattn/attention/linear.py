@@ -1,7 +1,7 @@
 """Attention through feature maps: y_i = sum_j phi(q_i).phi(k_j) v_j / sum_j phi(q_i).phi(k_j).
 
 Used by FAVOR+ (positive random features, Choromanski et al. 2021) and by the signed linear
-kernel of seed 002 (phi = identity). By associativity the cost is O(N m dv) instead of
+kernel of kr-blog (phi = identity). By associativity the cost is O(N m dv) instead of
 O(N^2): bidirectional as phi(Q) (phi(K)^T V); causal in chunks, a running state
 sum_j phi(k_j) v_j^T carried across chunks and an exact masked product inside each chunk;
 causal with a sliding window (the LM's short layers) from per-chunk states summed over the

@@ -154,7 +154,7 @@ class FavorOptions(VariantOptions):
 SPECS: dict[str, tuple[type, str, str]] = {
     "softmax": (SoftmaxOptions, "multi-head softmax attention; position none/rope/learned_rope/alibi/t5/lag_table",
                 "softmax"),
-    "valueless": (SoftmaxOptions, "softmax attention with W_Q, W_K and no W_V (seed 003's VLT)", "softmax"),
+    "valueless": (SoftmaxOptions, "softmax attention with W_Q, W_K and no W_V (gka-paper's VLT)", "softmax"),
     "gpa": (GPAOptions, "softmax attention times/plus a bank of M decaying(-periodic) lag kernels per head", "gpa"),
     "gka": (GKAOptions, "projection-free Gaussian kernel attention with a learnable bandwidth per head", "gka"),
     "nw": (NWOptions, "explicit Nadaraya-Watson attention with kernel exp_dot/gaussian/yat/linear", "kernels"),

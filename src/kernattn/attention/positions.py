@@ -28,7 +28,7 @@ class Rope(nn.Module):
     (x1 cos + x2 sin, -x1 sin + x2 cos), as nanochat's apply_rotary_emb (GPT-NeoX turns by
     +theta; the two differ by a sign flip of the second half of W_Q and W_K per head, so only
     this one loads nanochat's weights). inv_freq = 1 / base^(2i/d), computed as nanochat does.
-    Static: inv_freq is a buffer. Learned (seed 000's "learned RoPE"): the same initial
+    Static: inv_freq is a buffer. Learned (gpa-short's "learned RoPE"): the same initial
     frequencies are a parameter, shared by the heads of a layer. `table_dtype` (None: the
     input's dtype) stores the cos/sin tables in that dtype before they multiply x: nanochat
     keeps them in bfloat16 (the LM sets it, lm.rope_bf16), which changes float32 results.

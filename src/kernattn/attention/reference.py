@@ -13,7 +13,7 @@ import torch
 def allowed_mask(n: int, causal: bool, window: int | None, device=None) -> torch.Tensor:
     """Boolean [n, n]: True where query i may look at key j.
 
-    causal: j <= i.  window W: |i - j| < W (with causal: i - W < j <= i, as seed 003 eq. 7).
+    causal: j <= i.  window W: |i - j| < W (with causal: i - W < j <= i, as gka-paper eq. 7).
     The diagonal is always allowed, so no row is ever empty.
     """
     lag = lag_grid(n, device)
@@ -41,7 +41,7 @@ def exp_kernel(log_kernel: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
 
 
 def nadaraya_watson(kernel: torch.Tensor, values: torch.Tensor, allowed: torch.Tensor):
-    """Eq. (1) of seeds 000/001: y_i = sum_j K_ij y_j / sum_j K_ij over allowed j.
+    """Eq. (1) of gpa-short/gpa-long: y_i = sum_j K_ij y_j / sum_j K_ij over allowed j.
 
     kernel: [B, H, N, N] (any sign: the signed linear kernel is not a convex mixture);
     values: [B, H, N, dv]; allowed: [N, N]. Returns (outputs [B, H, N, dv], weights).

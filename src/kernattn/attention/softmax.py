@@ -1,6 +1,6 @@
 """Dot-product softmax attention with every position scheme, and the value-less ablation.
 
-Kernel view (seed 000 eq. 2): K_ij = exp(q_i . k_j / sqrt(d) + b(i - j)), where the position
+Kernel view (gpa-short eq. 2): K_ij = exp(q_i . k_j / sqrt(d) + b(i - j)), where the position
 scheme either rotates q and k (RoPE, learned RoPE) or adds a per-head lag bias b (ALiBi,
 T5 buckets, a free lag table). `qk_norm` + `qk_gain` are nanochat's parameter-free RMS norm of
 each head's rotated q and k and the gain applied after it: `softmax` with position rope and
@@ -74,7 +74,7 @@ class SoftmaxAttention(KernelAttention):
 
 @register("valueless", SoftmaxOptions)
 class ValuelessAttention(SoftmaxAttention):
-    """Values are the head slices of x itself; W_O stays (seed 003, Table 5)."""
+    """Values are the head slices of x itself; W_O stays (gka-paper, Table 5)."""
 
     uses_values = False
     has_value_projection = False

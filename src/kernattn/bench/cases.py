@@ -18,7 +18,7 @@ CHAR_BASELINE = "rope"
 
 
 def char_gpt_cases(params: Params, rows: tuple[str, ...], size: str) -> list[Case]:
-    """The char-level GPT of seeds 000/001 with each requested matrix row's attention: the model
+    """The char-level GPT of gpa-short/gpa-long with each requested matrix row's attention: the model
     section of params.yaml's paper defaults at size "paper", the chosen scale's at "small"."""
     model = params.model if size == "small" else _paper_model(params)
     specs = {r.name: r for r in params.matrix.rows}

@@ -1,4 +1,4 @@
-"""ViT training throughput under data parallelism, as seed 003 measures Table 4's training
+"""ViT training throughput under data parallelism, as gka-paper measures Table 4's training
 columns: DeiT, GKA and VLT trained with PyTorch DDP on every GPU of a node, at a fixed batch
 per GPU (the paper: 64 and 128), bf16 autocast and torch.compile on CUDA.
 

@@ -1,4 +1,4 @@
-"""The char-level GPT track's sections of params.yaml (seeds 000/001): data, model, train,
+"""The char-level GPT track's sections of params.yaml (gpa-short/gpa-long): data, model, train,
 matrix, analysis; and the cross-key checks of these and of the bench section (its rows are
 the matrix's). The sections no track owns (tracking, report, bench) are in common.py."""
 
@@ -51,7 +51,7 @@ class UrlSource:
 
 @dataclass(frozen=True)
 class DataParams:
-    """The char track's corpus (seeds 000/001: the Dickens novels): where its text comes from
+    """The char track's corpus (gpa-short/gpa-long: the Dickens novels): where its text comes from
     (a catalogue data set, your URLs or a local file), how it is cleaned and split, and where
     `kernattn prepare` writes it as character ids (train.npy, val.npy, vocab.json, meta.json)."""
 
@@ -70,7 +70,7 @@ class DataParams:
     # "gutenberg": keep only the bodies between Project Gutenberg's START/END markers (a text
     # without them is an error); "none": keep the whole text.
     clean: str = field(default="none", metadata={"choices": CLEAN_CHOICES})
-    # Latin letters with diacritics -> their ASCII letter (seeds 000/001's 93-symbol Dickens).
+    # Latin letters with diacritics -> their ASCII letter (gpa-short/gpa-long's 93-symbol Dickens).
     fold_accents: bool = False
     # Fraction of the cleaned corpus held out for validation: its last characters (the first
     # int(n x (1 - val_fraction)) are the training split).
@@ -88,17 +88,17 @@ class DataParams:
 
 @dataclass(frozen=True)
 class ModelParams:
-    """The char-level GPT of seeds 000/001 (tracks/char/model.py): pre-norm blocks of the row's
+    """The char-level GPT of gpa-short/gpa-long (tracks/char/model.py): pre-norm blocks of the row's
     attention and a GELU MLP, untied embedding and unembedding, and no position embedding of
     its own (every position signal comes from the attention variant)."""
 
-    # Transformer blocks (seeds 000/001: 4).
+    # Transformer blocks (gpa-short/gpa-long: 4).
     n_layer: int = field(default=4, metadata=positive())
-    # Attention heads per block; d_model must be a multiple of it (seeds 000/001: 4).
+    # Attention heads per block; d_model must be a multiple of it (gpa-short/gpa-long: 4).
     n_head: int = field(default=4, metadata=positive())
-    # Width of the residual stream, split evenly over the heads (seeds 000/001: 512).
+    # Width of the residual stream, split evenly over the heads (gpa-short/gpa-long: 512).
     d_model: int = field(default=512, metadata=positive())
-    # Characters per training window: the longest sequence the model takes (seeds 000/001: 256).
+    # Characters per training window: the longest sequence the model takes (gpa-short/gpa-long: 256).
     context: int = field(default=256, metadata=positive())
     # The MLP's hidden width as a multiple of d_model.
     mlp_ratio: int = field(default=4, metadata=positive())
@@ -173,7 +173,7 @@ class MatrixParams:
 
 @dataclass(frozen=True)
 class AnalysisParams:
-    """GPA interpretability (seed 001 sections 3.1-3.2 and 4): `kernattn analyze-gpa`."""
+    """GPA interpretability (gpa-long sections 3.1-3.2 and 4): `kernattn analyze-gpa`."""
 
     # Characters sampled from each trained model for its newline histogram (001: 50,000),
     # as `streams` independent streams of ceil(sample_chars / streams) characters.

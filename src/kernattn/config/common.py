@@ -114,7 +114,7 @@ class BenchParams:
     char_rows: tuple[str, ...] = ("rope", "gpa_m64_rope", "gpa_m64", "gpa_dp_m8", "alibi", "gka")
     train_batches: tuple[int, ...] = (64, 128)            # ViT training, images per device (Table 4)
     infer_batches: tuple[int, ...] = (32, 64, 128, 256, 512)  # ViT inference: the best is reported
-    char_batch: int = field(default=256, metadata=positive())  # char GPT training sequences (seed 000)
+    char_batch: int = field(default=256, metadata=positive())  # char GPT training sequences (gpa-short)
     lm_batch: int = field(default=16, metadata=positive())     # LM training sequences per step
     # The measurements' dtype on CUDA (a CPU measures in float32).
     dtype: str = field(default="bfloat16", metadata={"choices": ("float32", "bfloat16", "float16")})

@@ -1,12 +1,12 @@
-"""The `lm:` section of params.yaml: the nanochat-style language-model track (seed 003 section 5).
+"""The `lm:` section of params.yaml: the nanochat-style language-model track (gka-paper section 5).
 
 One dataclass of flat keys, the runtime ones (device, dtype, ...) inherited from
 common.RunSettings (the loader validates every key, type and range, deep-merges the scales
-and runs `check` whenever params are loaded). Paper defaults reproduce the depth-20 runs of seed 003 (Tables 6-8); the tiny and
+and runs `check` whenever params are loaded). Paper defaults reproduce the depth-20 runs of gka-paper (Tables 6-8); the tiny and
 micro scales shrink depth, context, vocabulary, steps and the CORE subset.
 
 The model and schedule defaults are nanochat's at NANOCHAT_COMMIT, the last commit on its
-master at or before 2026-02-28, the date the GKA paper cites nanochat as accessed (seed 003,
+master at or before 2026-02-28, the date the GKA paper cites nanochat as accessed (gka-paper,
 ref. 13). What nanochat changed later (RoPE base 100000 and a QK gain in 6ed7d1d, 2026-03-09;
 gain 1.2 in a825e63, 2026-03-14) are options, each field's comment says which.
 """

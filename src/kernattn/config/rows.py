@@ -23,6 +23,8 @@ attention registry only inside `check_rows`, when params are loaded.
 
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -33,6 +35,7 @@ MATCH = ("tokens", "flops")
 SEEDS = ("000", "001", "002", "003")   # the four documents (seeds/ of the project)
 # Their short keys, which the README, the docs and the report name them by (docs/documents.md).
 DOCUMENT_KEYS = {"000": "gpa-short", "001": "gpa-long", "002": "kr-blog", "003": "gka-paper"}
+DOCUMENT_IDS = {key: id_ for id_, key in DOCUMENT_KEYS.items()}
 
 
 def _word(v) -> str | None:
@@ -43,17 +46,28 @@ def _word(v) -> str | None:
 class PaperRef:
     """The model of a document's table or figure that a row trains (`paper:` of a row)."""
 
-    # The document (of the project's seeds/) whose table or figure holds the model.
-    seed: str = field(metadata={"choices": SEEDS})
     # The model's name as that table or figure gives it (e.g. GKA-Ti): a paper claim of the
     # report finds the row it compares by this name.
     model: str = field(metadata={"check": _word})
     table: int | None = field(default=None, metadata=positive("the table's number in the document"))
     figure: int | None = field(default=None, metadata=positive("the figure's number in the document"))
+    # The document whose table or figure holds the model, by its key (docs/documents.md).
+    document: str | None = field(default=None, metadata={"choices": tuple(DOCUMENT_KEYS.values())})
+    # The document by its old numeric id (000-003): still read, with a hint to write `document`.
+    seed: str | None = field(default=None, metadata={"choices": SEEDS})
+
+    @property
+    def id(self) -> str:
+        """The document's numeric id (000-003), as the claims and the report's tables name it."""
+        return DOCUMENT_IDS[self.document] if self.document is not None else str(self.seed)
+
+    @property
+    def key(self) -> str:
+        return DOCUMENT_KEYS[self.id]
 
     def describe(self) -> str:
         where = f"Table {self.table}" if self.table is not None else f"Figure {self.figure}"
-        return f"seed {self.seed}, {where}: {self.model}"
+        return f"{self.key}, {where}: {self.model}"
 
 
 @dataclass(frozen=True)
@@ -161,6 +175,22 @@ def chain(rows, name: str) -> list:
     return out
 
 
+_HINTED: set[tuple[str, int]] = set()
+
+
+def _check_documents(row, at: str) -> None:
+    """Each paper reference names its document once, by key; the old numeric `seed:` is read
+    with a one-line hint (once per place and process)."""
+    for i, p in enumerate(row.paper):
+        if (p.document is None) == (p.seed is None):
+            raise ParamsError(f"{at}: paper[{i}] needs its document, e.g. paper: {{document: gka-paper, table: 5, "
+                              f"model: GKA-Ti}} (keys: {', '.join(DOCUMENT_KEYS.values())})")
+        if p.seed is not None and (row.name, i) not in _HINTED:  # once, not once per scale checked
+            _HINTED.add((row.name, i))
+            print(f"kernattn: {at}: paper[{i}]: seed: \"{p.seed}\" is the old name of the document; write "
+                  f"document: {DOCUMENT_KEYS[p.seed]}", file=sys.stderr)
+
+
 def check_rows(rows, key: str, where: str, aliases: dict, defaults: dict, compute: bool,
                track_check: Callable[[str, dict], None] | None = None, lr_scale: bool = False) -> None:
     """Every check of a track's rows, each failure one line naming `key`, the row and the fix:
@@ -194,10 +224,11 @@ def check_rows(rows, key: str, where: str, aliases: dict, defaults: dict, comput
                               f"attention's own parameters' rate in its own section: remove it here")
         if any((p.table is None) == (p.figure is None) for p in row.paper):
             raise ParamsError(f"{at}: paper needs exactly one of table or figure, e.g. "
-                              f"paper: {{seed: \"003\", table: 5, model: GKA-Ti}}")
-    refs = [(p.seed, p.table, p.figure, p.model) for r in rows for p in r.paper]
+                              f"paper: {{document: gka-paper, table: 5, model: GKA-Ti}}")
+        _check_documents(row, at)
+    refs = [(p.id, p.table, p.figure, p.model) for r in rows for p in r.paper]
     if dup := next((x for x in refs if refs.count(x) > 1), None):
-        raise ParamsError(f"{where}{key}: two rows give paper {{seed: {dup[0]}, model: {dup[3]}}} for the same "
+        raise ParamsError(f"{where}{key}: two rows give paper {{document: {DOCUMENT_KEYS[dup[0]]}, model: {dup[3]}}} for the same "
                           f"table or figure; a model of a document is trained by one row")
     for row in rows:  # after every reference is known to exist
         _check_acyclic(row, rows, f"{where}{key}")

@@ -10,11 +10,11 @@ run by `snakemake --cores all studies` (not by the main DAG).
       extrapolation: {factors: [1, 2, 4, 8], windows: 8, batch: 8}
       out_dir: results/{scale}/studies
 
-- wrap (seed 001, 3.2): the matrix's GPA `rows` trained again on each counterfactual corpus
+- wrap (gpa-long, 3.2): the matrix's GPA `rows` trained again on each counterfactual corpus
   of `corpora` (kernattn.studies.wrap_layouts: rewrapped at `width`, rewrapped_<w>, unwrapped,
   the positive control planted_<p>, the paragraph counterfactual paragraphs_<n> at
   `original_width`); the bump verdict's tolerance `tol` in lags.
-- gka_init (seed 003): each row of `rows` (a track, char / lm / vision, and one of that
+- gka_init (gka-paper): each row of `rows` (a track, char / lm / vision, and one of that
   track's rows whose attention is gka: matrix.rows, lm.rows, vision.rows) trained once per
   init of `inits` (a number or a rule of kernattn.attention.options.SIGMA_RULES) and seed: for
   the char track `seeds` (null: the studies' seeds; they pair only with each other), for lm
@@ -23,7 +23,7 @@ run by `snakemake --cores all studies` (not by the main DAG).
   A char row must be a gka row of matrix.rows; an LM or vision row that the scale's
   own lm.rows / vision.rows leave out is left out of the study (its summary lists it), a row
   they list whose attention is not gka is a one-line error.
-- prune (seed 001, 3.1 and 4): for each trained run of the GPA `rows` (null: every GPA row
+- prune (gpa-long, 3.1 and 4): for each trained run of the GPA `rows` (null: every GPA row
   the scale trains), the weak heads (or the `k` weakest) removed and the model fine-tuned for
   `steps` steps at `lr` (null: train.lr x train.min_lr_ratio, where training's schedule ended),
   beside the same fine-tuning without removal.
@@ -44,7 +44,7 @@ from typing import Any
 from ..errors import ParamsError
 from .schema import nonneg, positive
 
-WRAP_CORPORA = ("rewrapped", "unwrapped")  # the two that vote on seed 001's reading (by name)
+WRAP_CORPORA = ("rewrapped", "unwrapped")  # the two that vote on gpa-long's reading (by name)
 # every corpus name the wrap study takes (kernattn.studies.wrap_layouts): the two above, other
 # widths, the planted-period positive control, the paragraph counterfactual at a fixed line width
 CORPUS_NAME = re.compile(r"(rewrapped)(?:_([1-9][0-9]*))?|(unwrapped)|(planted|paragraphs)_([1-9][0-9]*)")
@@ -69,7 +69,7 @@ INIT_TRACKS = ("char", "lm", "vision")  # the tracks whose runs the gka_init stu
 
 @dataclass(frozen=True)
 class WrapStudy:
-    """Seed 001 section 3.2: does the first-layer bump follow the line width? The matrix's GPA
+    """gpa-long section 3.2: does the first-layer bump follow the line width? The matrix's GPA
     rows trained again on counterfactual layouts of the corpus (the same words), their bumps
     compared with the original runs' (`kernattn wrap-study`)."""
 
@@ -99,7 +99,7 @@ class InitRow:
 
 @dataclass(frozen=True)
 class GKAInitStudy:
-    """Seed 003 gives no init for GKA's bandwidth sigma: each row trained once per init and seed,
+    """gka-paper gives no init for GKA's bandwidth sigma: each row trained once per init and seed,
     and a pre-specified one-sided sign test of whether `sign_test` beats sigma = 1
     (`kernattn gka-init-study`)."""
 
@@ -117,7 +117,7 @@ class GKAInitStudy:
 
 @dataclass(frozen=True)
 class PruneStudy:
-    """Seed 001 sections 3.1 and 4: each trained GPA run with its weak heads (or the k weakest)
+    """gpa-long sections 3.1 and 4: each trained GPA run with its weak heads (or the k weakest)
     removed and fine-tuned, beside the same fine-tuning without removal and with as many random
     heads removed (`kernattn prune`)."""
 
@@ -162,11 +162,11 @@ class StudiesParams:
     # The seeds of the wrap and prune studies (null: matrix.seeds); each one the matrix trains,
     # since they pair with its runs (also the char GKA-init row's when gka_init.seeds is null).
     seeds: tuple[int, ...] | None = None
-    # The line-wrap study (seed 001 section 3.2).
+    # The line-wrap study (gpa-long section 3.2).
     wrap: WrapStudy = field(default_factory=WrapStudy)
-    # The GKA bandwidth-init study (seed 003).
+    # The GKA bandwidth-init study (gka-paper).
     gka_init: GKAInitStudy = field(default_factory=GKAInitStudy)
-    # The head-pruning study (seed 001 sections 3.1 and 4).
+    # The head-pruning study (gpa-long sections 3.1 and 4).
     prune: PruneStudy = field(default_factory=PruneStudy)
     # The length-extrapolation sweep of every trained char and LM run.
     extrapolation: ExtrapolationStudy = field(default_factory=ExtrapolationStudy)

@@ -1,4 +1,4 @@
-"""The `vision:` section of params.yaml (seed 003, section 4.1 at the paper scale).
+"""The `vision:` section of params.yaml (gka-paper, section 4.1 at the paper scale).
 
 Flat fields, the runtime ones (device, dtype, ...) inherited from common.RunSettings (the
 loader builds one dataclass per section and runs `check` on load). The paper scale is DeiT-Ti on
@@ -88,7 +88,7 @@ class VisionParams(RunSettings):
     rows: tuple[Row, ...] = field(default=(), metadata=NOFP)
     # The seeds every row trains unless it names its own.
     seeds: tuple[int, ...] = field(default=(0,), metadata=NOFP)
-    # ---- optimisation (DeiT recipe, seed 003 section 4.1)
+    # ---- optimisation (DeiT recipe, gka-paper section 4.1)
 
     # Training epochs (DeiT: 300); an epoch is training images // batch_size steps.
     epochs: int = field(default=300, metadata=positive())
@@ -141,7 +141,7 @@ class VisionParams(RunSettings):
     viz_max_tokens: int = field(default=50, metadata=positive("diagonal-masked matrices are subsampled to this", **NOFP))
     # Folder of the section 7 figures, one folder per run (kernattn analyze-vision).
     analysis_dir: str = field(default="results/{scale}/vision/analysis", metadata=NOFP)
-    # Folder of counts.json: parameters, sigma scalars, FLOPs and checkpoint size of seed 003's
+    # Folder of counts.json: parameters, sigma scalars, FLOPs and checkpoint size of gka-paper's
     # Tables 2, 3 and 5 (kernattn count-vision).
     counts_dir: str = field(default="results/{scale}/vision/counts", metadata=NOFP)
 

@@ -102,9 +102,12 @@ def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = F
             continue
         for name, (runs, files) in plugin_groups(s).items():
             out[name] = dvc_stage(dataclasses.replace(s, runs=runs), params, params_file, cache, files)
-    return {"stages": out, "metrics": metrics(table), "plots": plots(params)}
+    return {"stages": out, "metrics": [*metrics(table), f"{params.report.out_dir}/{CLAIMS_SUMMARY}"],
+            "plots": plots(params)}
 
 
+# The report's count of verdicts, in all and per document (report.summary.tally): a metric.
+CLAIMS_SUMMARY = "tables/claims-summary.json"
 # The per-run stages whose Snakemake output is a run's final record, one JSON object: DVC's metrics.
 METRIC_STAGES = ("train", "cooldown", "train_lm", "eval_lm", "train_vision")
 # What the report writes under report.out_dir (kernattn.report.build, tracks/char/report*.py).

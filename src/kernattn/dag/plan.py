@@ -110,12 +110,12 @@ def paper_tables(p: Params, track: str, row: str) -> str:
     rows = {"char": p.matrix.rows, "lm": p.lm.rows, "vision": p.vision.rows}[track]
     refs = next((r.paper for r in rows if r.name == row), ())
     return "; ".join(dict.fromkeys(
-        f"{ref.seed} " + (f"Table {ref.table}" if ref.table is not None else f"Figure {ref.figure}") for ref in refs))
+        f"{ref.key} " + (f"Table {ref.table}" if ref.table is not None else f"Figure {ref.figure}") for ref in refs))
 
 
 def hours_by_paper_table(frame) -> dict[str, float]:
     """GPU-hours each document's table or figure needs: the jobs of every row it names. A row
-    that two of them name (the RoPE baseline of seeds 000 and 001) counts in both, so these do
+    that two of them name (the RoPE baseline of gpa-short and gpa-long) counts in both, so these do
     not sum to the total; the jobs no table names are under "no paper table"."""
     out: dict[str, float] = {}
     for tables, hours in zip(frame["paper"], frame["gpu_hours"]):

@@ -1,4 +1,4 @@
-"""Part `vit_ddp`: ViT training throughput under DDP on every GPU of the node, as seed 003
+"""Part `vit_ddp`: ViT training throughput under DDP on every GPU of the node, as gka-paper
 measured Table 4's training columns (bench/ddp_vit.py: one process per GPU, NCCL, bf16 autocast
 and torch.compile as params.yaml's bench section sets them), beside the `models` part's
 single-GPU inference.

@@ -1,5 +1,5 @@
 """The report's reader of gpu-check's vit_ddp.csv (bench/ddp_vit.py): ViT training under DDP
-on every GPU of a node, the setting of the training columns of seed 003's Table 4 ("Training
+on every GPU of a node, the setting of the training columns of gka-paper's Table 4 ("Training
 uses DDP across 7 GPUs at the indicated per-GPU batch size (BF16)", on 7x RTX 5090), to sit
 beside bench_models' single-GPU inference.
 
@@ -22,7 +22,7 @@ from ..bench.ddp_vit import SCHEMA
 from ..bench.typed_csv import read_rows
 
 CSV_NAME = "vit_ddp.csv"
-PAPER_GPUS = 7  # seed 003, Table 4's caption
+PAPER_GPUS = 7  # gka-paper, Table 4's caption
 
 
 def _ratio(a: float | None, b: float | None) -> str:

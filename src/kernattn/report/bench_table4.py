@@ -1,4 +1,4 @@
-"""Seed 003's Table 4 as a claim (issue 25): "in our current implementation, [GKA] is
+"""gka-paper's Table 4 as a claim (issue 25): "in our current implementation, [GKA] is
 consistently slower and more memory-intensive" than DeiT, read at Ti and the paper's shape.
 
 From a models.csv of `kernattn bench` (the `vit_paper` family: deit_tiny and gka_tiny at

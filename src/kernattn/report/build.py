@@ -23,7 +23,8 @@ Writes `<report.out_dir>/` (default report/):
                          numbered part per part module (page_parts), then provenance
     assets/*.png         the figures (matplotlib, Agg), one colour per matrix row (palette.py);
                          assets/forest-<family>.png the forest plots
-    tables/*.csv         every table of the page, as CSV (claims.csv and claims-pairs.csv here)
+    tables/*.csv         every table of the page, as CSV (claims.csv and claims-pairs.csv here);
+                         claims-summary.json: the verdicts counted, in all and per document
 The folder is filled under a temporary name next to it and then renamed into place, so it
 is either complete or absent. The path of index.html is printed at the end.
 """
@@ -60,7 +61,7 @@ PAGE_PARTS = (("extrapolation", "kernattn.studies.extrapolation_report", "studie
               ("studies", "kernattn.studies.report", "studies/report.html.j2"),
               ("bench_models", "kernattn.report.bench_models", "bench_models.html.j2"),
               ("plan", "kernattn.report.plan", "plan.html.j2"))
-# The page's own claims: seed 002's and seed 000's properties of the attention library that the
+# The page's own claims: kr-blog's and gpa-short's properties of the attention library that the
 # test suite checks (report/unit_tests.py reads its record; their note sits under the summary,
 # section "blog"); no part has results for them.
 PAGE_CLAIM_KINDS = {"unit_test": ClaimKind("blog", ("test",))}
@@ -108,6 +109,7 @@ def build_report(params: Params, *, params_file: str | os.PathLike = "params.yam
         claims = judge_claims(ctx, parts, sections)
         summary_frame(claims).to_csv(ctx.tables / "claims.csv", index=False)
         pairs_frame(claims).to_csv(ctx.tables / "claims-pairs.csv", index=False)
+        (ctx.tables / "claims-summary.json").write_text(json.dumps(summary.tally(claims), indent=1))
         forests = forest.write_figures(claims, ctx.papers, ctx.assets)
         context = page_context(ctx, parts, sections, claims, now, forests)
         (folder / "index.html").write_text(render(context), encoding="utf-8")
@@ -226,7 +228,7 @@ def outline(parts: list[Part]) -> tuple[list[dict], dict[str, str]]:
     """(table of contents, heading text by id), numbered: parts 1..n, sections 1.1, 1.2, ..."""
     toc = [{"id": "summary", "title": "What held: every claim and its verdict", "children": []}]
     heads = {"summary": "What held: every claim and its verdict",
-             "blog": "Seeds 000 and 002: claims checked by the test suite, not by runs"}
+             "blog": "gpa-short and kr-blog: claims checked by the test suite, not by runs"}
     for i, (pid, ptitle, sections) in enumerate(page_outline(parts), 1):
         heads[pid] = f"{i}. {ptitle}"
         children = []

@@ -1,7 +1,7 @@
 """The papers' claims judged on our runs: one ClaimResult per claim of paper_numbers.yaml.
 
 Each part of the report judges the claims of the kinds it owns (report.part: CLAIM_KINDS);
-what they share is here: the result of a claim, how its interval is printed, seed 002's claims
+what they share is here: the result of a claim, how its interval is printed, kr-blog's claims
 (tests of the library, listed as such), and the frames the page writes. Every rule is in
 stats.py. `summary_frame` is the report's summary table and tables/claims.csv (one row per
 claim); `pairs_frame` holds the pairwise tests behind the orderings (tables/claims-pairs.csv:
@@ -57,7 +57,7 @@ class ClaimResult:
 
 def paper_ref(row, seed: str, table: int | None = None, figure: int | None = None):
     """The row's `paper` entry for that document's table or figure (config.rows.PaperRef), or None."""
-    return next((p for p in getattr(row, "paper", ()) if p.seed == seed
+    return next((p for p in getattr(row, "paper", ()) if p.id == seed
                  and (table is None or p.table == table) and (figure is None or p.figure == figure)), None)
 
 

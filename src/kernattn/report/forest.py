@@ -2,7 +2,7 @@
 
 A family is a set of claims whose numbers share one axis. Claims that name a `family` in
 paper_numbers.yaml (the comparisons of one figure of a paper, tested together with Holm's
-correction: seed 000's and 001's Figure 2) are one family, and each comparison of a pairwise
+correction: gpa-short's and 001's Figure 2) are one family, and each comparison of a pairwise
 claim (order, noninferior: a − b in the judged validation loss) is a line, at the interval its
 verdict is read at (claims.shown_interval). Every other claim with a single number and an interval is a
 line of the family of its document and kind ("003-vision_top1": top-1 differences of three
@@ -26,7 +26,7 @@ from .. import figures
 from . import stats
 from .claims import ClaimResult, shown_interval
 from .part import num
-from .summary import OTHER_HEADINGS, SEEDS, fmt_number, verdict_badge
+from .summary import DOCUMENT_KEYS, OTHER_HEADINGS, SEEDS, fmt_number, verdict_badge
 
 PAIRWISE_KINDS = ("order", "noninferior")   # char track: claims whose lines are their comparisons
 STYLE = {"ok": ("tab:green", "o"), "bad": ("tab:red", "X"), "unk": ("tab:orange", "s"), "na": ("0.45", "D")}
@@ -70,10 +70,10 @@ class Family:
 
     @property
     def title(self) -> str:
-        """The figure's title, else "seed 003, Table 2, Section 4: vision top1"."""
+        """The figure's title, else "gka-paper, Table 2, Section 4: vision top1"."""
         if self.figure_title:
             return self.figure_title
-        who = "ours" if self.paper in OTHER_HEADINGS else f"seed {self.paper}"
+        who = "ours" if self.paper in OTHER_HEADINGS else DOCUMENT_KEYS.get(self.paper, self.paper)
         return f"{who}, {'; '.join(self.wheres)}: {self.kind.replace('_', ' ')}"
 
 

@@ -4,7 +4,7 @@ itself), and its verdict then says little about Gaussian kernel attention. Read 
 the end from the run's checkpoint (every `log_sigma` of its model, in layer order) and the mean
 diagonal attention weight (the identity rule's reading, or where a track's analysis measured it).
 
-"paper" for sigma = 1 is our inference, not a number of seed 003: the paper publishes no
+"paper" for sigma = 1 is our inference, not a number of gka-paper: the paper publishes no
 initial bandwidth; sigma = 1 is where its log-sigma parametrisation starts when the
 log-parameter starts at zero (INIT_NOTE).
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from . import stats
 from .claims import ClaimResult
 
-INIT_NOTE = ("init_sigma \"paper\" = sigma 1 is an inference: seed 003 publishes no initial bandwidth "
+INIT_NOTE = ("init_sigma \"paper\" = sigma 1 is an inference: gka-paper publishes no initial bandwidth "
              "(sigma = 1 is log sigma = 0)")
 
 

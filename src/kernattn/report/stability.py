@@ -1,4 +1,4 @@
-"""Seed 003's "GKA trains stably" as a rule on every GKA run's training record (issue 25).
+"""gka-paper's "GKA trains stably" as a rule on every GKA run's training record (issue 25).
 
 A run trains stably when its metrics.jsonl (the engine's record: a train line every
 log_every steps holding the mean loss since the last one) has

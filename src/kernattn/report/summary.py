@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from ..config.rows import SEEDS   # the four documents, in page order
+from ..config.rows import DOCUMENT_KEYS, SEEDS   # the four documents, in page order
 from . import gates, stats, unit_tests
 from .claims import ClaimResult
 from .part import num
@@ -45,7 +45,7 @@ BADGES = (
 
 # Titles of the documents paper_numbers.yaml's `papers` does not name (it lists the two GPA
 # papers only; a title there wins), and the heading of claims that are no document's
-# ("ours": a question seed 003 leaves open, which we test).
+# ("ours": a question gka-paper leaves open, which we test).
 TITLES = {"002": "Self-Attention as Kernel Regression in JAX/Flax NNX (blog post)",
           "003": "Projection-Free Transformers via Gaussian Kernel Attention"}
 OTHER_HEADINGS = {"ours": "Our own questions (left open by the documents)"}
@@ -109,11 +109,12 @@ def row(c: ClaimResult) -> Row:
 
 
 def heading(paper: str, papers: dict) -> str:
-    """"Seed 000: <title>" for a document, its own heading for claims that are no document's."""
+    """"gpa-short: <title>" for a document, its own heading for claims that are no document's."""
     if paper in OTHER_HEADINGS:
         return OTHER_HEADINGS[paper]
     title = ((papers.get("papers") or {}).get(paper) or {}).get("title") or TITLES.get(paper)
-    return f"Seed {paper}: {title}" if title else f"Seed {paper}"
+    name = f"{DOCUMENT_KEYS.get(paper, paper)} ({paper})"
+    return f"{name}: {title}" if title else name
 
 
 def documents(claims: list[ClaimResult], papers: dict) -> list[dict]:
@@ -128,6 +129,19 @@ def documents(claims: list[ClaimResult], papers: dict) -> list[dict]:
     for p in order:
         rows = grouped[p]
         tally = ", ".join(f"{n} {label}" for label, n in Counter(r.label for r in rows).items())
-        out.append({"paper": p, "heading": heading(p, papers), "short": "Ours" if p in OTHER_HEADINGS else f"Seed {p}",
+        out.append({"paper": p, "heading": heading(p, papers), "short": "Ours" if p in OTHER_HEADINGS else DOCUMENT_KEYS.get(p, p),
                     "id": f"summary-{re.sub(r'[^A-Za-z0-9_-]+', '-', p)}", "rows": rows, "tally": tally})
+    return out
+
+
+def tally(claims: list[ClaimResult]) -> dict:
+    """The claims summary as numbers (tables/claims-summary.json, a DVC metric): how many claims
+    got each badge, in all and per document (by its key)."""
+    out = {"claims": len(claims), "by_verdict": {}, "by_document": {}}
+    for c in claims:
+        label = verdict_badge(c.shown)[0]
+        doc = DOCUMENT_KEYS.get(c.claim.get("paper"), c.claim.get("paper") or "none")
+        out["by_verdict"][label] = out["by_verdict"].get(label, 0) + 1
+        mine = out["by_document"].setdefault(doc, {})
+        mine[label] = mine.get(label, 0) + 1
     return out

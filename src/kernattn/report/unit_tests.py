@@ -1,4 +1,4 @@
-"""Claims that are properties of the library (seed 002's asserts, seed 000's RoPE and bank
+"""Claims that are properties of the library (kr-blog's asserts, gpa-short's RoPE and bank
 properties), read from the test suite's own record: a JUnit XML file pytest writes with
 `--junitxml` (UNIT_TESTS, next to the params file). A claim names its tests (`test`: names,
 comma-separated) and their file (`test_file`, default tests/test_blog_claims.py).

@@ -1,4 +1,4 @@
-"""GKA's bandwidth at initialisation, measured (issue 17, section 2; seed 003 gives no init).
+"""GKA's bandwidth at initialisation, measured (issue 17, section 2; gka-paper gives no init).
 
 With sigma = 1 and head features of unit RMS (qk_norm, or LayerNorm output), the squared
 distance between two different tokens is about 2 d (d = head dim), so every off-diagonal

@@ -1,4 +1,4 @@
-"""GKA's bandwidth at initialisation: the ablation's readings (issue 17, part 2; seed 003).
+"""GKA's bandwidth at initialisation: the ablation's readings (issue 17, part 2; gka-paper).
 
     kernattn gka-init-study --params params.yaml [--scale S]
 

@@ -1,4 +1,4 @@
-"""Removing a weak head from one trained GPA run, then fine-tuning (issue 17, part 3; seed 001).
+"""Removing a weak head from one trained GPA run, then fine-tuning (issue 17, part 3; gpa-long).
 
     kernattn prune --params params.yaml [--scale S] --run <gpa row>-s<seed> [--nproc N [--nodes M]]
 
@@ -19,7 +19,7 @@ Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corp
    before removal, of `pruned` the loss right after it; their final ones are after fine-tuning;
    A third copy, `random`, has as many other heads removed, drawn at random (seeded from the
    run's seed): the control that shows whether bank strength predicts removability;
-4. records seed 001's premise (`premise_met`, `premise_why`: is any bank below the threshold,
+4. records gpa-long's premise (`premise_met`, `premise_why`: is any bank below the threshold,
    and the weakest strength);
 5. writes <studies.out_dir>/prune/<run>/summary.json (kernattn.tracks.char.analysis.prune.removal_record,
    the ablation costs, params and FLOPs saved), atomically, last.
@@ -113,7 +113,7 @@ def random_heads(shape: tuple[int, int], exclude: list[tuple[int, int]], seed: i
 
 
 def premise(strength, threshold: float) -> tuple[bool, str]:
-    """(met, why) of seed 001's premise: a bank "effectively zero", i.e. below the threshold."""
+    """(met, why) of gpa-long's premise: a bank "effectively zero", i.e. below the threshold."""
     import numpy as np
 
     s = np.asarray(strength, dtype=np.float64)

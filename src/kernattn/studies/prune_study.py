@@ -4,7 +4,7 @@
 
 Reads <studies.out_dir>/prune/<run>/summary.json of every run of the study (kernattn prune)
 and writes <studies.out_dir>/prune/summary.json ({"runs": [...]}), prune.csv (one row per
-run: seed 001's premise, the removed heads, the losses with and without fine-tuning, the
+run: gpa-long's premise, the removed heads, the losses with and without fine-tuning, the
 random-head control's, params and FLOPs saved) and prune_rows.csv (one row per architecture:
 its premise, met when every run has a bank below analysis.strength_threshold, and its mean
 costs), atomically. The report judges per architecture (kernattn.studies.report).
@@ -29,7 +29,7 @@ ROW_COLUMNS = ("row", "runs", "premise_met", "premise_why", "cost_after_removal"
 
 
 def row_premise(runs: list[dict], threshold: float) -> tuple[bool, str]:
-    """An architecture meets seed 001's premise when every one of its runs has a bank below
+    """An architecture meets gpa-long's premise when every one of its runs has a bank below
     the threshold (the claim is about such a bank, in every trained model)."""
     # a summary from before the premise was recorded: flagged_weak, and the k weakest removed
     missing = [r for r in runs if not r.get("premise_met", r.get("flagged_weak", False))]

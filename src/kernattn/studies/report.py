@@ -27,12 +27,12 @@ from ..report.part import ClaimKind, ReportContext
 from ..tracks.char.analysis import bumpshift
 
 OUTLINE = ("part-studies", "Studies: the experiments the papers leave open (issue 17)", (
-    ("study-wrap", "Does the bump follow the line width? The line-wrap counterfactual (seed 001, Section 3.2)"),
-    ("study-gka-init", "GKA's bandwidth at initialisation (seed 003 gives none)"),
-    ("study-prune", "Removing a weak head, then fine-tuning (seed 001, Sections 3.1 and 4)")))
+    ("study-wrap", "Does the bump follow the line width? The line-wrap counterfactual (gpa-long, Section 3.2)"),
+    ("study-gka-init", "GKA's bandwidth at initialisation (gka-paper gives none)"),
+    ("study-prune", "Removing a weak head, then fine-tuning (gpa-long, Sections 3.1 and 4)")))
 CLAIM_KINDS = {"study_wrap": ClaimKind("study-wrap"), "study_gka_init": ClaimKind("study-gka-init"),
                "study_prune": ClaimKind("study-prune", ("margin",))}
-BASELINE_INIT = "1"  # sigma = 1: what seed 003's code starts from
+BASELINE_INIT = "1"  # sigma = 1: what gka-paper's code starts from
 
 
 def _read(path: Path) -> dict | None:
@@ -470,7 +470,7 @@ def named_init_readings(claim: dict, summary: dict, comparisons, scale: str = "p
 
 
 def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
-    """Our hypothesis (seed 003 gives no init), judged by the pre-specified sign test:
+    """Our hypothesis (gka-paper gives no init), judged by the pre-specified sign test:
     supported / not supported. The Holm family over every init is shown beside it."""
     sign = part["sign"]
     per = ", ".join(f"{t} {k}/{sign['pairs_per_track'][t]}" for t, k in sign["per_track"].items())
@@ -499,7 +499,7 @@ def premise_not_met(threshold: float, weakest: float) -> str:
 
 
 def _prune_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
-    """Judged on the architectures whose every run has a bank below the threshold (seed 001's
+    """Judged on the architectures whose every run has a bank below the threshold (gpa-long's
     premise); their no-fine-tuning and fine-tuned costs, each non-inferior at the margin."""
     archs = part["architectures"]
     if not archs:

@@ -1,4 +1,4 @@
-"""The line-wrap study's corpora (issue 17, part 1; seed 001 Section 3.2).
+"""The line-wrap study's corpora (issue 17, part 1; gpa-long Section 3.2).
 
     kernattn prepare-wrap --params params.yaml [--scale S]
 

@@ -1,4 +1,4 @@
-"""The line-wrap study's reading and verdict (issue 17, part 1; seed 001 Section 3.2).
+"""The line-wrap study's reading and verdict (issue 17, part 1; gpa-long Section 3.2).
 
     kernattn wrap-study --params params.yaml [--scale S]
 
@@ -127,7 +127,7 @@ def premise(bumps: dict, init_bumps: dict, newline_peak, tol: float,
     (|mean bump - peak| <= tol), it moved from the bank at initialisation (|mean of the
     seed-paired shift| > tol), and, when `converged` (bank_gate's (passed, why)) is given, the
     bank has stopped moving. Without it, whether the bump "follows" a rewrap says nothing
-    about seed 001's reading."""
+    about gpa-long's reading."""
     import statistics
 
     found = [b for b in bumps.values() if b is not None]

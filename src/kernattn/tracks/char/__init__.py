@@ -1,4 +1,4 @@
-"""The char track (seeds 000/001): a character-level GPT on a text corpus (Dickens by
+"""The char track (gpa-short/gpa-long): a character-level GPT on a text corpus (Dickens by
 default), trained per row of `matrix.rows` x seed, and the GPA kernel-bank analyses.
 
     corpus.py     `kernattn prepare`: the corpus (any text), cleaned, split, tokenised

@@ -25,7 +25,7 @@ Cleaning, in this order (every step is counted in meta.json under "cleaning"):
    asked for, so a missing marker means the wrong file or a changed marker format, and
    training on a licence text silently would be worse than stopping. Not applied to the
    Silesia file: its 14 works keep their headers and licence text, as in the Silesia corpus;
-   stripping them would leave 86 symbols, not the 93 of seeds 000/001 (# $ % + < = _ only
+   stripping them would leave 86 symbols, not the 93 of gpa-short/gpa-long (# $ % + < = _ only
    occur in the licence text). `data.clean: none` keeps the whole text.
 4. characters: TAB -> space; control (except LF), format (e.g. a BOM), private-use, surrogate
    and unassigned characters are removed; with `data.fold_accents` a Latin letter with
@@ -82,7 +82,7 @@ KNOWN_SOURCES: dict[str, KnownSource] = {
         strip_gutenberg=False,
         note=("Silesia corpus file `dickens` (10,192,446 bytes, CP437, CRLF): 14 works with their "
               "Gutenberg headers and licence text kept as in the corpus; stripping them would "
-              "leave 86 symbols instead of the 93 of seeds 000/001"),
+              "leave 86 symbols instead of the 93 of gpa-short/gpa-long"),
     ),
 }
 
@@ -158,7 +158,7 @@ def _fold(ch: str) -> str | None:
 
 def clean_characters(text: str, fold_accents: bool = True) -> tuple[str, dict]:
     """TAB -> space, non-printable characters removed and, with fold_accents (the Dickens
-    stage's choice, seeds 000/001; prepare passes data.fold_accents), accented Latin letters
+    stage's choice, gpa-short/gpa-long; prepare passes data.fold_accents), accented Latin letters
     -> ASCII.
 
     Only the distinct characters outside printable ASCII are looked at, each replaced with one

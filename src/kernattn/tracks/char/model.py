@@ -1,6 +1,6 @@
-"""A character-level GPT (seeds 000/001) with the attention variant as a plug-in.
+"""A character-level GPT (gpa-short/gpa-long) with the attention variant as a plug-in.
 
-Architecture (seed 000 sec. 2.3, seed 001 sec. 3: "four blocks, each containing four attention
+Architecture (gpa-short sec. 2.3, gpa-long sec. 3: "four blocks, each containing four attention
 heads and a feedforward layer ... a layer norm and the usual embedding and unembedding layers"):
 
     x = Dropout(Embedding(idx))                              # token embedding only
@@ -13,7 +13,7 @@ Decisions:
 - No learned absolute position embedding: every position signal comes from the attention
   variant (RoPE rotates q/k, ALiBi/T5/lag_table/GPA add a lag bias). `softmax` with
   position "none" and `gka` (without its rope option) therefore see no positions except
-  through the causal mask; for GKA that is the paper's design (seed 003) and is kept.
+  through the causal mask; for GKA that is the paper's design (gka-paper) and is kept.
 - Untied embedding and unembedding: the seeds name them as two layers ("embedding and
   unembedding layers"); the unembedding is a bias-free Linear(d, vocab).
 - Biases: LayerNorms and the MLP Linears have biases (GPT-2); the attention projections
@@ -24,12 +24,12 @@ Decisions:
   (1, 0); the residual output projections (the attention's `proj_out` and the MLP's `proj`)
   ~ N(0, 0.02 / sqrt(2 n_layer)). Parameters owned by an attention variant that are not
   Linear weights (GPA kernel banks, GKA log_sigma, T5 / lag-table biases, learned RoPE
-  frequencies) keep the variant's own initialisation (seed 001's bank init, zeros, ...).
+  frequencies) keep the variant's own initialisation (gpa-long's bank init, zeros, ...).
 
 Parameter count at paper scale (vocab 93, 4 blocks x 4 heads, d 512, ctx 256, mlp_ratio 4),
 static RoPE: 12,697,600 in all, 12,602,368 without the embedding and unembedding
 (per block 4 d^2 attention + 8 d^2 + 5 d MLP + 4 d LayerNorm = 3,150,336; x 4 blocks;
-+ 2 d final LayerNorm; 2 x 93 x 512 = 95,232 for the two vocabulary layers). Seed 001 says
++ 2 d final LayerNorm; 2 x 93 x 512 = 95,232 for the two vocabulary layers). gpa-long says
 "a GPT model consisting of 13.8m weights" without giving the layer shapes; the ~1.1M (about
 9%) gap is close to one extra d x d matrix per block (4 d^2 = 1,048,576) and cannot be
 pinned down from the text (a learned position table would add only ctx x d = 131,072,

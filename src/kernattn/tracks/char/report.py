@@ -1,4 +1,4 @@
-"""The char track's part of the report (seeds 000 and 001: the char-level GPT with GPA kernel
+"""The char track's part of the report (gpa-short and gpa-long: the char-level GPT with GPA kernel
 banks), in the shape of every part (kernattn.report.part): the main table (one line per row
 of the matrix: mean and 95% interval over seeds), the validation curves, the papers' claims
 pair by pair with the setup beside ours, the GPA sections; its runs and corpus in the page's
@@ -24,27 +24,27 @@ from ...report import gates, gka_state, stability
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
 
-OUTLINE = ("part-char", "Char-level GPT with GPA kernel banks (seeds 000 and 001)", (
+OUTLINE = ("part-char", "Char-level GPT with GPA kernel banks (gpa-short and gpa-long)", (
     ("main", "Validation loss per configuration"),
     ("figures", "Validation curves"),
     ("claims", "The papers' claims, pair by pair, and the setup"),
-    ("gpa-banks", "GPA kernel banks: shapes at initialisation and after training (seed 001, Section 3.1, Figures 3 and 4)"),
-    ("gpa-bump", "The bump and the newline histogram (seed 001, Section 3.2, Figure 5)"),
-    ("gpa-heads", "Redundant heads: is a weak bank a head that can go? (seed 001, Sections 3.1 and 4)"),
+    ("gpa-banks", "GPA kernel banks: shapes at initialisation and after training (gpa-long, Section 3.1, Figures 3 and 4)"),
+    ("gpa-bump", "The bump and the newline histogram (gpa-long, Section 3.2, Figure 5)"),
+    ("gpa-heads", "Redundant heads: is a weak bank a head that can go? (gpa-long, Sections 3.1 and 4)"),
     ("gpa-bank-size", "Bank-size ablation: validation loss against M (the reviewers' request)")))
 CLAIM_KINDS = {
     "order": ClaimKind("claims", ("order",)),
     "noninferior": ClaimKind("claims", ("rows", "margin")),   # margin: nats/char or {fraction, of: [NoPE, RoPE]}
     "count": ClaimKind("claims", ("row", "field", "formula")),
     "number": ClaimKind("claims", ("row", "field", "paper_value")),
-    # seed 001's readings of the corpus and the trained banks (report_readings.py)
+    # gpa-long's readings of the corpus and the trained banks (report_readings.py)
     "corpus_peak": ClaimKind("gpa-bump", ("paper_value", "tolerance")),
     "generated_peak": ClaimKind("gpa-bump", ("row", "tolerance")),
     "last_layer_bank": ClaimKind("gpa-heads", ("row",)),
     "layer1_banks": ClaimKind("gpa-banks", ("row", "min_correlation", "max_spread")),
     "layer1_bump": ClaimKind("gpa-bump", ("row", "tolerance")),
     "strength_cost": ClaimKind("gpa-heads"),
-    "char_stable": ClaimKind("claims"),   # seed 003's "trains stably" on our char GKA rows (report.stability)
+    "char_stable": ClaimKind("claims"),   # gka-paper's "trains stably" on our char GKA rows (report.stability)
 }
 
 

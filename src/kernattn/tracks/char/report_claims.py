@@ -1,4 +1,4 @@
-"""The char track's claims (seeds 000 and 001) judged on its runs table: orderings and
+"""The char track's claims (gpa-short and gpa-long) judged on its runs table: orderings and
 "works as well as" between rows (pairwise t tests over seeds, one Holm family per figure:
 stats.judge_family), extra parameters by construction (count) and the papers' model sizes
 (number). Each comparison reads the validation loss paper_numbers.yaml pre-registers

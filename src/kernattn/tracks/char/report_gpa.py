@@ -1,4 +1,4 @@
-"""The char part's GPA sections: seed 001's readings of trained kernel banks (3.1-3.2, 4) and
+"""The char part's GPA sections: gpa-long's readings of trained kernel banks (3.1-3.2, 4) and
 the reviewers' bank-size ablation, from the analysis stages' folders.
 
 Reads <analysis.out_dir>/corpus/ (kernattn analyze-corpus) and <analysis.out_dir>/<run_id>/
@@ -137,7 +137,7 @@ def _row(name, members, assets, tables, corpus_counts, corpus_summary, interp, p
         rec = {"run_id": a.spec.run_id, "seed": a.spec.seed, "ok": a.summary is not None, "problem": a.problem}
         if a.summary is not None:
             rec.update(_run_record(a, assets, tables, params, th))
-            if row["init_png"] is None:  # the init does not depend on the seed (seed 001's init)
+            if row["init_png"] is None:  # the init does not depend on the seed (gpa-long's init)
                 row["init_png"] = _copy(a.folder / "banks_init.png", assets / f"gpa-{name}-banks_init.png")
         row["runs"].append(rec)
     done = [r for r in row["runs"] if r["ok"]]
@@ -220,7 +220,7 @@ def _figure5(name, label, ok, assets, corpus_counts, corpus_summary, interp) -> 
     max_lag = min(HIST_MAX_LAG, min(len(c) for _, c, _, _ in series) - 1)
     plots.draw_newline_histograms(ax2, series, max_lag, (interp.get("generated_newline_peak") or {}).get("value"))
     ax2.set_title("(b) separations between newlines: corpus and sampled text", fontsize=9)
-    fig.suptitle(plots.wrap(f"Seed 001 Figure 5, from our runs: {label}", 110), fontsize=10)
+    fig.suptitle(plots.wrap(f"gpa-long Figure 5, from our runs: {label}", 110), fontsize=10)
     fname = f"gpa-fig5-{name}.png"
     fig.savefig(assets / fname, dpi=100)
     return {"file": f"assets/{fname}", "title": f"Figure 5 analogue: {label}"}

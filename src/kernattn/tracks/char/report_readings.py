@@ -1,4 +1,4 @@
-"""Seed 001's readings of its corpus and its trained GPA model (Sections 3.1-3.2, 4) as claim
+"""gpa-long's readings of its corpus and its trained GPA model (Sections 3.1-3.2, 4) as claim
 rows (issue 25), each judged by a rule fixed in paper_numbers.yaml before the results:
 
     corpus_peak      the newline-separation histogram of the corpus peaks (above lag 1) at

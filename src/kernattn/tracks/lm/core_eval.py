@@ -1,4 +1,4 @@
-"""The CORE subset of seed 003 (Table 7), scored the way nanochat scores DCLM's CORE.
+"""The CORE subset of gka-paper (Table 7), scored the way nanochat scores DCLM's CORE.
 
 Six tasks, the catalogue's core-tasks (kernattn/datasets/catalogue.yaml), three kinds:
 - multiple_choice (hellaswag_zeroshot, copa, openbook_qa): one context, several

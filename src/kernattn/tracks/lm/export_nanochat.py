@@ -1,6 +1,6 @@
-"""Stage `kernattn lm-export`: a finished LM run -> a nanochat c7ba252 base checkpoint folder.
+"""Stage `kernattn export-lm`: a finished LM run -> a nanochat c7ba252 base checkpoint folder.
 
-    kernattn lm-export [--params params.yaml] [--scale S] --run base-s0 --out DIR
+    kernattn export-lm [--params params.yaml] [--scale S] --run base-s0 --out DIR
 
 Writes DIR/model_<step>.pt (nanochat's names, vocabulary rows zero-padded to a multiple of
 64) and DIR/meta_<step>.json (model_config and the run's batch), which nanochat's
@@ -54,5 +54,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     params, spec = load_stage(args)
     model, meta = export_run(params, spec, args.out)
-    print(f"kernattn lm-export: {spec.run_id} -> {model}, {meta} (nanochat checkpoint_manager.build_model loads them)")
+    print(f"kernattn export-lm: {spec.run_id} -> {model}, {meta} (nanochat checkpoint_manager.build_model loads them)")
     return 0

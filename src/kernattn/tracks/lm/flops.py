@@ -6,7 +6,7 @@ tables, kernel banks and bandwidths act elementwise) for forward + backward, plu
 attention variant spends mixing tokens (`KernelAttention.mixing_flops`): for softmax-shaped
 variants (softmax, valueless, gpa, nw exp_dot) 12 x heads x head_dim x (keys a query sees)
 per layer, the keys being those a query sees (a window's w, itself included) or the context (a lag bias is an addition: no
-matmul); GKA and nw gaussian the same at the head width d (seed 003's Table 8), the zero
+matmul); GKA and nw gaussian the same at the head width d (gka-paper's Table 8), the zero
 channels of their padded fused call reported apart as `padding`; nw yat against every key,
 recomputed in backward; FAVOR+ its feature maps plus the chunked linear attention; the signed
 linear kernel the latter alone. `total` excludes `padding` (the paper's convention).
@@ -30,7 +30,7 @@ def flops_per_token(model: GPT) -> dict[str, float]:
 
     attention counts the keys a query sees (a window of w keys, itself included); `nanochat`
     is nanochat's estimate_flops, which counts a window's left size, w - 1 keys (1,024 of the
-    1,025 a query sees at 2048): the convention of seed 003's Table 8."""
+    1,025 a query sees at 2048): the convention of gka-paper's Table 8."""
     n = model.cfg.context
     dense = 6 * sum(w.numel() for w in model.linear_weights().values())
     attn = pad = nano = 0.0

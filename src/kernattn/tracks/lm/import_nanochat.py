@@ -1,6 +1,6 @@
-"""Stage `kernattn lm-import`: a nanochat c7ba252 base checkpoint -> an LM run folder eval-lm scores.
+"""Stage `kernattn import-lm`: a nanochat c7ba252 base checkpoint -> an LM run folder eval-lm scores.
 
-    kernattn lm-import [--params params.yaml] [--scale S] --nanochat DIR [--step N] --run base-s0 [--replace]
+    kernattn import-lm [--params params.yaml] [--scale S] --nanochat DIR [--step N] --run base-s0 [--replace]
 
 DIR holds nanochat's model_<step>.pt and meta_<step>.json (the last step unless --step). The
 run must be a row of lm.rows computing nanochat's function (variant base, no options, the
@@ -76,5 +76,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     params, spec = load_stage(args)
     folder = import_checkpoint(params, spec, args.nanochat, args.step, args.replace)
-    print(f"kernattn lm-import: {args.nanochat} -> {folder}; score it with `kernattn eval-lm --run {spec.run_id}`")
+    print(f"kernattn import-lm: {args.nanochat} -> {folder}; score it with `kernattn eval-lm --run {spec.run_id}`")
     return 0

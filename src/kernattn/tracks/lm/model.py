@@ -15,7 +15,7 @@ nanochat defaults (`lm_defaults`): RoPE at cfg.rope_base, parameter-free QK RMS 
 cfg.qk_gain (1.0 at c7ba252: no gain) wherever the variant has those options. So:
 - `softmax` (alias `base`) is nanochat's attention: bias-free W_Q, W_K, W_V, W_O; RoPE on q
   and k, then the QK norm (times qk_gain);
-- `gka` is seed 003's GKA-LM (projection-free Gaussian kernel, rope + qk_norm);
+- `gka` is gka-paper's GKA-LM (projection-free Gaussian kernel, rope + qk_norm);
 - gpa, alibi / t5 / lag_table (softmax positions), learned RoPE, valueless (VLT), nw and
   favor run with the same windows (lag biases: FlexAttention block masks on CUDA, the blocked
   CPU path here; FAVOR+ its chunked window form). A variant without a window form for some
@@ -44,7 +44,7 @@ from ...config.lm import ALIASES, layer_windows, lm_defaults
 from ...config.rows import resolve_attention
 
 VE_GATE_CHANNELS = 32
-VARIANTS = ("base", "gka")  # the two models of seed 003's Table 8 (the benchmark's LM pair)
+VARIANTS = ("base", "gka")  # the two models of gka-paper's Table 8 (the benchmark's LM pair)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""nanochat c7ba252 checkpoints <-> kernattn LM weights (`kernattn lm-import`, `lm-export`).
+"""nanochat c7ba252 checkpoints <-> kernattn LM weights (`kernattn import-lm`, `export-lm`).
 
 A nanochat base checkpoint folder holds model_<step:06d>.pt (the GPT's state dict, keys
 possibly prefixed `_orig_mod.` by torch.compile, embeddings in bfloat16 when trained on a GPU)

@@ -1,4 +1,4 @@
-"""The LM track's part of the report (the shape of every part: kernattn.report.part): seed 003
+"""The LM track's part of the report (the shape of every part: kernattn.report.part): gka-paper
 Tables 6-8 analogues from the eval-lm outputs.
 
 Reads <lm.out_dir>/../eval/<run_id>.json for every LM run of the scale (a missing one is a
@@ -14,7 +14,7 @@ Uncertainty: BPB per row is the mean over seeds with its t interval; the CORE di
 each row from the reference row (per task and the mean centered score) gets a paired bootstrap
 interval over items (stats.paired_bootstrap: the same items resampled for both rows, per task
 for the mean; each item's score is its correctness averaged over the seeds both rows share).
-`claims` judges seed 003's section 5 claims of paper_numbers.yaml on these numbers, on the pair
+`claims` judges gka-paper's section 5 claims of paper_numbers.yaml on these numbers, on the pair
 the paper compared: the rows whose `paper` field names Table 8's baseline and GKA-LM
 (claim_rows), trained at unequal budgets as the paper's were.
 """
@@ -35,7 +35,7 @@ from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
 from .stages import data_outputs, eval_path, run_dir, runs
 
-OUTLINE = ("part-lm", "Language modelling: nanochat GPT (seed 003, Section 5)", (
+OUTLINE = ("part-lm", "Language modelling: nanochat GPT (gka-paper, Section 5)", (
     ("lm", "Baseline vs GKA-LM: Tables 6-8"),))
 CLAIM_KINDS = {"lm_bpb": ClaimKind("lm"), "lm_core": ClaimKind("lm"), "lm_count": ClaimKind("lm"),
                "lm_gap": ClaimKind("lm"), "lm_train_flops": ClaimKind("lm"), "lm_core_tasks": ClaimKind("lm", ("directions",)),
@@ -142,7 +142,7 @@ def _summary(key: str, rs: list[dict]) -> dict:
 
 
 def claim_rows(rows) -> tuple[str, str] | None:
-    """(baseline, GKA-LM) row names for seed 003's claims: the rows whose `paper` field names
+    """(baseline, GKA-LM) row names for gka-paper's claims: the rows whose `paper` field names
     PAIR's models of Table 8. The paper compares them at unequal budgets, each set by
     nanochat's parameter-to-data rule on its own model (GKA 2.7787e9 tokens, the baseline
     4.5686e9: Table 8, and the paper says so); matched tokens or FLOPs are our additions."""
@@ -220,7 +220,7 @@ def _boot_table(rows: list[dict]) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- claims
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    """Seed 003's LM claims (kinds lm_bpb, lm_core, lm_count) judged on the section's numbers."""
+    """gka-paper's LM claims (kinds lm_bpb, lm_core, lm_count) judged on the section's numbers."""
     rows = {r["key"]: r for r in section.get("rows", [])}
     pair = section.get("claim_rows")
     scale = ctx.scale

@@ -1,4 +1,4 @@
-"""GKA on vision (seed 003 sections 4 and 7): DeiT-style ViTs from timm with the attention
+"""GKA on vision (gka-paper sections 4 and 7): DeiT-style ViTs from timm with the attention
 variant taken from the registry (softmax = DeiT, gka = GKA, valueless = VLT).
 
     params.py   the `vision:` section of params.yaml

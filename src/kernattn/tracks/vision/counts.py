@@ -1,4 +1,4 @@
-"""Tables 2, 3 and 5 of seed 003: parameters, sigma scalars, forward FLOPs, checkpoint size.
+"""Tables 2, 3 and 5 of gka-paper: parameters, sigma scalars, forward FLOPs, checkpoint size.
 
 Models are built on the meta device (no memory, no init cost) and run once at batch 1 under
 `torch.utils.flop_counter.FlopCounterMode`, which counts 2 FLOPs per multiply-accumulate of

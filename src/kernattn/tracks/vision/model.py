@@ -31,7 +31,7 @@ from ...attention.registry import freeze_options
 from ...config import resolve_attention
 from ...config.vision import VARIANTS, VISION_DEFAULTS, check_position_free
 
-# The paper's model sizes (seed 003 Table 2): name -> (embed_dim, depth, heads).
+# The paper's model sizes (gka-paper Table 2): name -> (embed_dim, depth, heads).
 SIZES = {"Ti": (192, 12, 3), "S": (384, 12, 6), "B": (768, 12, 12)}
 
 

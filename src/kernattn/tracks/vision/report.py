@@ -31,7 +31,7 @@ from ...report import gates, gka_state, stats
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
 
-OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (seed 003, Sections 4 and 7)", (
+OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (gka-paper, Sections 4 and 7)", (
     ("vision", "GKA on vision: counts, top-1 and attention maps"),))
 CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision"),
                "vision_flops": ClaimKind("vision"), "vision_vlt": ClaimKind("vision"),
@@ -42,7 +42,7 @@ PAIR = ("GKA-Ti", "DeiT-Ti")  # 003-vit-top1: the rows whose `paper` names these
 VLT_PAIR = ("VLT-Ti", "DeiT-Ti")  # 003-vlt-above-deit: above, below
 # A top-1 claim may name other models (`models: [above or GKA, other]`) of another table (`table`):
 # the S and B rows of Table 2, VLT-Ti above GKA-Ti of Table 5.
-FIGURES = [  # (file or prefix, caption); seed 003 section 7
+FIGURES = [  # (file or prefix, caption); gka-paper section 7
     ("sigma.png", "Learned bandwidth sigma per head and layer (7.3): heatmap (YlOrRd) and per-head lines over depth."),
     ("rollout.png", "Attention rollout (7.2) with discard ratios 0, 0.5, 0.9, overlaid on the image."),
     ("cls_layer", "Per-head CLS-to-patch attention of each layer (7.4), bicubic upsampling, inferno, alpha 0.6."),
@@ -214,7 +214,7 @@ def _gka_state(row, finals: dict, section: dict, seeds: list[int]) -> str:
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    """Seed 003's vision claims on the section's numbers (the training readings and Table 4's
+    """gka-paper's vision claims on the section's numbers (the training readings and Table 4's
     trends with size: report_gka); every top-1 claim that compares a GKA row under the identity
     rule of paper_numbers.yaml `gka_identity` (report.gka_state)."""
     out, readings = [], {}

@@ -1,4 +1,4 @@
-"""Seed 003's claims about how GKA trains and runs in a ViT beside top-1 (issues 25 and 37):
+"""gka-paper's claims about how GKA trains and runs in a ViT beside top-1 (issues 25 and 37):
 
     vision_stable   "GKA trains stably in DeiT-style ViTs": every run of every GKA row, by the
                     rule of report.stability (fixed in paper_numbers.yaml `stability:`).

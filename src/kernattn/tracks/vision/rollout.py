@@ -1,4 +1,4 @@
-"""Attention rollout (Abnar & Zuidema 2020; seed 003 section 7.2).
+"""Attention rollout (Abnar & Zuidema 2020; gka-paper section 7.2).
 
 Per layer: average the heads, zero the entries below the `discard_ratio` quantile of that
 layer's matrix, add the residual as 0.5 A + 0.5 I (so no row is ever empty), renormalise the

@@ -10,7 +10,7 @@ lines: epoch, loss, lr, img_per_s; val lines: top-1 and loss of the raw weights 
 EMA weights), ckpt.pt (model, optimizer, ema, RNG states), final.json (top1, top1_ema, the
 learned sigma per layer and head for GKA).
 
-Recipe (seed 003 section 4.1; timm's parts): AdamW (timm.optim.create_optimizer_v2, which
+Recipe (gka-paper section 4.1; timm's parts): AdamW (timm.optim.create_optimizer_v2, which
 puts every 1-D parameter - biases, norms, GKA's log-sigma - and the model's no_weight_decay
 set - position embedding, class token - in a group without weight decay), lr = lr x
 batch_size / lr_batch, linear warmup over warmup_epochs then cosine to min_lr per step

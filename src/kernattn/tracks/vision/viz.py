@@ -1,4 +1,4 @@
-"""Seed 003 section 7 for one trained vision run, from ONE forward pass with hooks.
+"""gka-paper section 7 for one trained vision run, from ONE forward pass with hooks.
 
     kernattn analyze-vision [--params P] [--scale S] --run gka-s0
 

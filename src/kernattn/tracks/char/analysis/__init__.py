@@ -1,6 +1,6 @@
-"""GPA interpretability, automated (seed 001, sections 3.1-3.2 and 4).
+"""GPA interpretability, automated (gpa-long, sections 3.1-3.2 and 4).
 
-Two pipeline stages read trained kernel banks the way seed 001 does, for every GPA run of
+Two pipeline stages read trained kernel banks the way gpa-long does, for every GPA run of
 the matrix, and the report shows what they find beside the paper's values:
 
     kernattn analyze-corpus --params P --scale S            # once per scale

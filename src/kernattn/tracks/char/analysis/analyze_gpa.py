@@ -1,4 +1,4 @@
-"""Read one trained GPA run's kernel banks the way seed 001 does (sections 3.1-3.2 and 4).
+"""Read one trained GPA run's kernel banks the way gpa-long does (sections 3.1-3.2 and 4).
 
     kernattn analyze-gpa --params params.yaml [--scale S] --run <run_id>
 
@@ -86,7 +86,7 @@ def load_models(params, spec: RunSpec, data, device, params_file: str = "params.
     folder = run_dir(params, spec.run_id)
     final, ckpt = load_finished(folder, f"kernattn train --params {params_file} --scale {params.scale} "
                                         f"--run {spec.run_id}")
-    # The init is the training stage's own: same seed, same constructor (banks: seed 001's init).
+    # The init is the training stage's own: same seed, same constructor (banks: gpa-long's init).
     seed_everything(spec.seed)
     init = GPT(data.vocab_size, params.model, spec.variant, spec.options).to(device).eval()
     trained = GPT(data.vocab_size, params.model, spec.variant, spec.options)
@@ -230,15 +230,15 @@ def _bump(g, min_lag: int) -> dict | None:
 
 def _figures(folder: Path, spec, params, shapes, bumps, gen_counts, gen_peak) -> None:
     what = f"{spec.run_id}, {spec.label} [scale {params.scale}]"
-    plots.bank_init(shapes["init"], f"Kernel banks at initialisation (seed 001 Figure 3): {what}").savefig(
+    plots.bank_init(shapes["init"], f"Kernel banks at initialisation (gpa-long Figure 3): {what}").savefig(
         folder / "banks_init.png", dpi=100)
-    plots.bank_grid(shapes["trained"], f"Trained kernel banks, layers x heads (seed 001 Figure 4): {what}",
+    plots.bank_grid(shapes["trained"], f"Trained kernel banks, layers x heads (gpa-long Figure 4): {what}",
                     bumps["trained"]).savefig(folder / "banks_trained.png", dpi=100)
     fig = plots.new_figure(6, 3.8)
     ax = fig.subplots()
     plots.draw_banks(ax, shapes["trained"][0], bumps=bumps["trained"][0])
     ax.legend(fontsize=7)
-    ax.set_title(plots.wrap(f"First-layer banks with their bumps (seed 001 Figure 5a): {what}"), fontsize=8)
+    ax.set_title(plots.wrap(f"First-layer banks with their bumps (gpa-long Figure 5a): {what}"), fontsize=8)
     fig.savefig(folder / "banks_layer1.png", dpi=100)
     fig = plots.new_figure(6, 3.8)
     ax = fig.subplots()

@@ -1,10 +1,10 @@
-"""Kernel-bank shapes, per-kernel parameters, the bump, and bank strength (seed 001, 3.1-3.2).
+"""Kernel-bank shapes, per-kernel parameters, the bump, and bank strength (gpa-long, 3.1-3.2).
 
 Every GPA layer holds one KernelBank with a G_h(lag) per head (kernattn.attention.gpa):
 
     G(lag) = sum_m sigma_m^2 exp(-lag / l_m) exp(-2 alpha_m^2 sin^2(lag / tau_m))   (eq. 5)
 
-The attention adds G (combine "add", seed 001) or log G (combine "mult", seed 000) to the
+The attention adds G (combine "add", gpa-long) or log G (combine "mult", gpa-short) to the
 logits; `KernelBank.bias` returns exactly that addend.
 
 Definitions used by the pipeline (and the report):
@@ -22,7 +22,7 @@ Definitions used by the pipeline (and the report):
   max - min over lags 0..context-1 of G (add) or log G (mult), in logit units (nats). Only
   the variation of the bias over lags can change attention weights (a constant cancels in
   the softmax), so a bank of strength s changes no ratio of two attention weights by more
-  than a factor exp(s); a bank that is "effectively zero" (seed 001, 3.1) has strength ~0.
+  than a factor exp(s); a bank that is "effectively zero" (gpa-long, 3.1) has strength ~0.
   The bank's mean G (its size, what a plot of it shows) is reported beside it.
 """
 

@@ -1,4 +1,4 @@
-"""Newline separations of the corpus, once per scale (seed 001, 3.2 and Figure 5b).
+"""Newline separations of the corpus, once per scale (gpa-long, 3.2 and Figure 5b).
 
     kernattn analyze-corpus --params params.yaml [--scale S]
 
@@ -16,7 +16,7 @@ Reads the prepared corpus (data.out_dir: train.npy, val.npy, vocab.json) and wri
     summary.json   also, per split, the peak's contrast and the peak if it is sharp (line
                    structure, kernattn.tracks.char.analysis.newlines.sharp_peak), and "lines" and "paragraphs": count, peak, median, mean,
                    overflow (definitions: kernattn.tracks.char.analysis.newlines)
-Seed 001 found peaks at lag 1 and 69 in its corpus; on the Silesia Dickens mirror the main
+gpa-long found peaks at lag 1 and 69 in its corpus; on the Silesia Dickens mirror the main
 peak above lag 1 is at 68 = the most frequent line length (67) + 1, while paragraphs have a
 median of 184 characters: the newline peak is the line width of the hard-wrapped text.
 """

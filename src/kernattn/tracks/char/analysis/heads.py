@@ -1,6 +1,6 @@
-"""Redundant heads (seed 001, 3.1 and 4): is a weak kernel bank a head that can go?
+"""Redundant heads (gpa-long, 3.1 and 4): is a weak kernel bank a head that can go?
 
-Seed 001 sees one bank of its fourth layer "effectively zero" and concludes that the head
+gpa-long sees one bank of its fourth layer "effectively zero" and concludes that the head
 (and its MLP) could be removed "without any loss of performance". We test the reading on
 every GPA run: each head is removed in turn and the change of the validation loss measured.
 

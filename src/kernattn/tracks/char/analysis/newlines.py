@@ -1,4 +1,4 @@
-"""Histograms of the separations between newlines (seed 001, 3.2 and Figure 5b).
+"""Histograms of the separations between newlines (gpa-long, 3.2 and Figure 5b).
 
 The separation of two consecutive newlines at positions p < q is q - p: two newlines in a
 row (a paragraph break) have separation 1, a line of 68 characters between two newlines has
@@ -6,7 +6,7 @@ separation 69. Histograms are counts per separation 0..max_sep (index = separati
 always empty), with separations above max_sep counted apart (`overflow`).
 
 The main peak "above lag 1" is the separation >= 2 with the largest count (the smallest such
-separation on a tie): seed 001 reads lag 1 as the paragraph breaks and the next peak as the
+separation on a tie): gpa-long reads lag 1 as the paragraph breaks and the next peak as the
 typical line / paragraph length (69 in its corpus, 70 in its generated text).
 
 Generated text comes as several independent streams: separations are counted within each

@@ -34,7 +34,7 @@ def draw_banks(ax, shapes, label_prefix: str = "head ", bumps=None) -> None:
 
 
 def bank_grid(shapes, title: str, bumps=None):
-    """Seed 001 Figure 4: one panel per layer x head. shapes [L, H, lags]; bumps [L][H] or None."""
+    """gpa-long Figure 4: one panel per layer x head. shapes [L, H, lags]; bumps [L][H] or None."""
     n_layer, n_head = shapes.shape[:2]
     fig = new_figure(2.6 * n_head + 0.6, 2.1 * n_layer + 0.7)
     axes = fig.subplots(n_layer, n_head, squeeze=False, sharex=True)
@@ -57,7 +57,7 @@ def bank_grid(shapes, title: str, bumps=None):
 
 
 def bank_init(shapes, title: str):
-    """Seed 001 Figure 3: the bank(s) at initialisation, overlaid (identical for every head
+    """gpa-long Figure 3: the bank(s) at initialisation, overlaid (identical for every head
     and layer under the default init, which the legend says)."""
     flat = shapes.reshape(-1, shapes.shape[-1])
     same = bool(np.allclose(flat, flat[0]))

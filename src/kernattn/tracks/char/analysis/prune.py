@@ -1,6 +1,6 @@
-"""Removing weak heads and fine-tuning, as seed 001 proposes (issue 17, section 3).
+"""Removing weak heads and fine-tuning, as gpa-long proposes (issue 17, section 3).
 
-Seed 001 (3.1 and its conclusion) says that the head whose bank is "effectively zero" can be
+gpa-long (3.1 and its conclusion) says that the head whose bank is "effectively zero" can be
 discarded "and its associated MLP" without loss. "The head and its MLP" is not well defined
 in this architecture: a block has one MLP, shared by all its heads, reading the sum of every
 head's output (after W_O) plus the residual stream; no MLP, and no slice of one, belongs to a

@@ -1,7 +1,7 @@
-"""Counterfactual corpora for the line-wrap study (issue 17, seed 001 Section 3.2).
+"""Counterfactual corpora for the line-wrap study (issue 17, gpa-long Section 3.2).
 
 The Dickens mirror is hard-wrapped: its lines are 63-68 characters long and the newline
-separations peak at 68 = line length + 1, which seed 001 reads as paragraph length. To see
+separations peak at 68 = line length + 1, which gpa-long reads as paragraph length. To see
 whether a trained bank's bump follows the line width or the paragraphs, the same text is
 re-laid out two ways, keeping every word and every paragraph break:
 
