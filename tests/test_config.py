@@ -134,7 +134,7 @@ def test_each_scale_writes_its_own_outputs():
     tiny, micro = load_params(PARAMS, "tiny"), load_params(PARAMS, "micro")
     assert tiny.data.out_dir == "results/tiny/data/dickens" and micro.data.out_dir == "results/micro/data/dickens"
     assert tiny.train.out_dir != micro.train.out_dir
-    assert tiny.tracking.experiment == "kernattn-dickens-tiny"
+    assert tiny.tracking.experiment == "kernattn-char-dickens-tiny"
 
 
 # ----------------------------------------------------------------------------- cross-key checks on load

@@ -171,9 +171,9 @@ def test_corpus_name_fills_out_dir_and_experiment(tmp_path):
     over = {"data": {"corpus": "wiki-fr_2"}}
     params = load_params(PARAMS, "tiny", over)
     assert params.data.out_dir == "results/tiny/data/wiki-fr_2"
-    assert params.tracking.experiment == "kernattn-wiki-fr_2-tiny"
+    assert params.tracking.experiment == "kernattn-char-wiki-fr_2-tiny"
     dickens = load_params(PARAMS, "tiny")
-    assert (dickens.data.out_dir, dickens.tracking.experiment) == ("results/tiny/data/dickens", "kernattn-dickens-tiny")
+    assert (dickens.data.out_dir, dickens.tracking.experiment) == ("results/tiny/data/dickens", "kernattn-char-dickens-tiny")
     # the YAML's two forms of a data.urls entry
     urls = load_params(PARAMS, "paper", {"data": {"urls": ["https://a.org/x.txt",
                                                           {"url": "https://b.org/y.txt.gz", "sha256": "AB" * 32}]}})

@@ -355,7 +355,7 @@ def test_mlflow_logging_and_sync_into_a_store_that_lacks_the_run(tmp_path, prepa
     client = MlflowClient(final["tracking_uri"])
     run = client.get_run(final["mlflow_run_id"])
     experiment = client.get_experiment(run.info.experiment_id).name
-    assert experiment == {"char": "kernattn-dickens-micro", "lm": "kernattn-lm-micro",
+    assert experiment == {"char": "kernattn-char-dickens-micro", "lm": "kernattn-lm-micro",
                           "vision": "kernattn-vision-micro"}[track]
     assert_complete_in(client, run, run_dir, case)
 

@@ -153,7 +153,7 @@ def test_the_snakefile_helpers():
     stages = stage_table(load_params(PARAMS, "micro"))
     train, report = stages["train"], stages["report"]
     assert dag_smk.run_constraint(train) == "rope-s0|gpa_dp_m8-s0"
-    assert dag_smk.shell_of(train).startswith("kernattn train {ARGS} --run {wildcards.run}")
+    assert dag_smk.shell_of(train).startswith("kernattn train {params.options} --run {wildcards.run}")
     assert dag_smk.shell_of(report).endswith(" > {log} 2>&1") and "{wildcards" not in dag_smk.shell_of(report)
     assert stages["bench"].threads == "all" and dag_smk.threads_of(stages["bench"], 6) == 6
     assert dag_smk.threads_of(train, 6) == train.threads == 1

@@ -83,7 +83,7 @@ class TrackingParams:
     artifact_root: str = "results/mlflow/artifacts"
     # MLflow experiment of the char track's runs ({corpus} and {scale} filled in); the studies'
     # char runs go to `<experiment>-studies`.
-    experiment: str = "kernattn-{corpus}-{scale}"
+    experiment: str = "kernattn-char-{corpus}-{scale}"
     # false: no MLflow call at all (metrics.jsonl in each run folder is the record).
     enabled: bool = True
 
