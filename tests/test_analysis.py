@@ -368,7 +368,7 @@ def _readings_claims(micro, report: Path, corpus_peak: int, generated_peak) -> N
     the trained-bank readings not run (micro trains no gpa_m64), then judged on gpa_dp_m8's
     real analysis through a claims file naming that row."""
     from kernattn.config import load_params
-    from kernattn.report import build
+    from kernattn.page import build
 
     claims = pd.read_csv(report / "tables" / "claims.csv", keep_default_na=False).set_index("claim")
     assert claims.loc["001-corpus-newline-peak", "ours"] == f"lag {corpus_peak}"

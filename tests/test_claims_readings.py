@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from kernattn.report import build, stats
+from kernattn.report import stats
+from kernattn.page import build
 from kernattn.tracks.char import report_readings as rr
 
 

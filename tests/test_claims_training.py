@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from kernattn.config import load_params
-from kernattn.report import bench_models, bench_table4, build, gates, stability, stats
+from kernattn.report import bench_models, bench_table4, gates, stability, stats
+from kernattn.page import build
 from kernattn.tracks.vision import report_gka
 from kernattn.tracks.vision import stages as vision_stages
 

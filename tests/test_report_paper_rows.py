@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from kernattn.config import ParamsError, load_params
-from kernattn.report import build, stats
+from kernattn.report import stats
+from kernattn.page import build
 from kernattn.report.claims import paper_row
 from kernattn.tracks.lm.report import claim_rows
 from kernattn.tracks.lm.stages import lm_runs

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from kernattn.config import load_params
-from kernattn.report import build, forest, stats, summary
+from kernattn.report import forest, stats, summary
+from kernattn.page import build
 from kernattn.report.claims import ClaimResult
 
 from .test_report import PNG, write_params, write_runs

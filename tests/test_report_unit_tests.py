@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernattn.report import build, stats, unit_tests
+from kernattn.report import stats, unit_tests
+from kernattn.page import build
 
 CLAIM = {"id": "x", "paper": "000", "where": "w", "statement": "s", "kind": "unit_test",
          "test": "test_a, test_b", "test_file": "tests/test_claims_seed000.py"}

@@ -14,11 +14,12 @@ import pytest
 import torch
 
 from kernattn.config import load_params
-from kernattn.report import build, gka_state, stats
+from kernattn.report import gka_state, stats
+from kernattn.page import build
 from kernattn.report.bench_models import paper_table4
 from kernattn.report.claims import ClaimResult
 from kernattn.report.part import ReportContext
-from kernattn.studies.gka_readings import gka_modules
+from kernattn.attention.gka_readings import gka_modules
 from kernattn.studies.report import named_init_readings
 from kernattn.tracks.char.model import GPT
 from kernattn.tracks.lm import report as lm_report
@@ -132,7 +133,8 @@ CONTEXT = 12
 
 
 class CharRun:
-    """A char track's stand-in over a hand-built GKA GPT: what run_diagonal and probe_input read."""
+    """A char track's stand-in over a hand-built GKA GPT: what run_diagonal reads (probe_input as
+    the char track's)."""
 
     name, command, seed = "char", "train", 0
 
@@ -147,6 +149,11 @@ class CharRun:
         # every window holds 12 different characters: no two tokens share features
         self.val_data = torch.arange(40, device=device)
         self.val_starts = torch.tensor([[0, 5, 10, 20]])
+
+    def probe_input(self, rows=None):
+        from kernattn.tracks.char.data import windows
+
+        return windows(self.val_data, self.val_starts[0][:rows], CONTEXT)[0]
 
     def save(self, part: str = "model") -> "CharRun":
         """A finished run: its checkpoint (every log sigma set) and the final.json naming it."""
@@ -178,7 +185,7 @@ def test_diagonal_weight_of_uniform_and_identity_attention(tmp_path):
 def test_diagonal_weight_without_causal_mask_is_one_over_n():
     """Bidirectional (the ViT's): uniform weights give every query 1 / n on itself."""
     from kernattn import attention
-    from kernattn.studies.gka_readings import mean_diagonal_weight
+    from kernattn.attention.gka_readings import mean_diagonal_weight
 
     attn = attention.build("gka", d_model=16, n_head=2, causal=False, impl="fast").double()
     with torch.no_grad():

@@ -118,7 +118,7 @@ def test_a_margin_rule_that_is_no_known_form_is_one_line_naming_the_file_and_key
 
 
 def test_the_shipped_margins_are_the_pre_registered_ones():
-    from kernattn.report.build import load_paper_numbers
+    from kernattn.page.build import load_paper_numbers
 
     claims = {c["id"]: c for c in load_paper_numbers()["claims"]}
     assert margin_rule(claims["001-fig2-bank-as-rope"]) == {"fraction": 0.1, "of": ["no_pos", "rope"], "end": "lower"}

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from kernattn.report import build, stability, stats
+from kernattn.report import stability, stats
+from kernattn.page import build
 from kernattn.tracks.char import report_readings as rr
 
 from .test_claims_readings import _claim, _gpa

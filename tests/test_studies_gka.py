@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernattn import attention
-from kernattn.studies import gka_readings as gka_init
+from kernattn.attention import gka_readings as gka_init
 from kernattn.tracks.char.model import GPT
 
 

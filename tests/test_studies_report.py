@@ -406,7 +406,7 @@ def test_a_prune_margin_from_the_nope_rope_gap_reads_its_end(tmp_path, monkeypat
     claim is not judged."""
     import json
 
-    from kernattn.report.build import load_paper_numbers
+    from kernattn.page.build import load_paper_numbers
     from kernattn.studies.report import _prune_claim, prune_context, prune_margin
     from kernattn.tracks.char import stages as char
 

@@ -145,7 +145,8 @@ def _training_claims(report, section: dict, final: dict) -> None:
     learning rates for the sigma gate) and final.json's sigma."""
     import dataclasses
 
-    from kernattn.report import build, stats
+    from kernattn.report import stats
+    from kernattn.page import build
     from kernattn.tracks.vision import report as rv
 
     got = {r.claim["id"]: r for r in rv.claims(dataclasses.replace(report, papers=build.load_paper_numbers()), section)}

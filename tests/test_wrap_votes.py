@@ -141,7 +141,7 @@ def test_the_claim_reads_every_vote():
 
 
 def test_the_vanish_fraction_is_pre_registered():
-    from kernattn.report.build import load_paper_numbers
+    from kernattn.page.build import load_paper_numbers
 
     claim = next(c for c in load_paper_numbers()["claims"] if c["id"] == wrap_votes.CLAIM_ID)
     assert wrap_votes.vanish_fraction() == float(claim["vanish_fraction"]) == 0.5

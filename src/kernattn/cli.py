@@ -39,7 +39,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "cooldown": ("kernattn.tracks.char.cooldown", "budget sweep: branch a run's cooldown at one of train.budgets from its kept checkpoint"),
     "analyze-corpus": ("kernattn.tracks.char.analysis.corpus", "histogram the newline separations of the corpus (gpa-long, Figure 5b)"),
     "analyze-gpa": ("kernattn.tracks.char.analysis.analyze_gpa", "read one GPA run's kernel banks: shapes, bump, sampled text, head removal"),
-    "report": ("kernattn.report.build", "render report/index.html from the runs"),
+    "report": ("kernattn.page.build", "render report/index.html from the runs"),
     "results-table": ("kernattn.report.results_table", "write (or --check) the README's results table from the claims CSV it names"),
     "bench": ("kernattn.bench.stage", "throughput, peak memory and MFU of whole models per attention variant (Table 4)"),
     "gpu-check": ("kernattn.gpu_check.stage", "prove and measure every GPU path in parts (tests, kernels, models, train) -> results/gpu/<device>/"),

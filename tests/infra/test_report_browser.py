@@ -18,7 +18,7 @@ import urllib.parse
 import pytest
 
 from kernattn.config import load_params
-from kernattn.report import build
+from kernattn.page import build
 
 from ..test_report import write_params, write_runs
 from .conftest import MICRO_RUNS, http_json

@@ -21,7 +21,7 @@ allowed, so a row sum is never below 1.
 The initial bandwidth (`init_sigma`; gka-paper gives none): a number, or a named rule
 (issue 17). With sigma = 1 and features of unit RMS, squared distances between different
 tokens are about 2d, so every off-diagonal kernel value is about exp(-d): GKA starts as the
-identity and log sigma gets almost no gradient (kernattn.studies.gka_readings measures it).
+identity and log sigma gets almost no gradient (kernattn.attention.gka_readings measures it).
 The default is "sqrt_d", chosen from the GKA-init study (docs/studies.md): at tiny scale every
 larger init beat sigma = 1 in all three tracks, sqrt(d) and the median about equally, and
 sqrt(d) needs no data and keeps the fused path's numerics bound (sigma >= sqrt(d) / 2).

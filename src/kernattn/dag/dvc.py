@@ -110,7 +110,7 @@ def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = F
 CLAIMS_SUMMARY = "tables/claims-summary.json"
 # The per-run stages whose Snakemake output is a run's final record, one JSON object: DVC's metrics.
 METRIC_STAGES = ("train", "cooldown", "train_lm", "eval_lm", "train_vision")
-# What the report writes under report.out_dir (kernattn.report.build, tracks/char/report*.py).
+# What the report writes under report.out_dir (kernattn.page.build, tracks/char/report*.py).
 REPORT_PLOTS = (
     ("assets/val_curves_all.png", None),
     ("tables/claims.csv", {"x": "estimate", "y": "claim", "template": "bar_horizontal",

@@ -156,6 +156,12 @@ class Track:
         from another run's state (a branch); True when it did. Default: start from scratch."""
         return False
 
+    def probe_input(self, rows: int | None = None) -> torch.Tensor:
+        """The model input of the first batch of the fixed validation set (its first `rows`
+        rows), on the built model's device: what a reading of the trained model (GKA's
+        diagonal weight: report.gka_state, the GKA-init study) is measured on."""
+        raise NotImplementedError
+
     def final_evaluate(self, fwd, autocast) -> dict[str, Any]:
         """Run on every rank after the last step (a collective may be used); its values reach
         final() as state.final_values. Default: nothing beyond the last evaluation."""

@@ -80,31 +80,17 @@ JUDGED_WEIGHTS = {"vision": "ema"}  # the checkpoint part whose weights a track'
 UNREADABLE = (ValueError, OSError, KeyError, RuntimeError)  # UsageError is a ValueError
 
 
-def probe_input(track, rows: int | None = None):
-    """The model input a diagonal weight is measured on: the first batch of the track's fixed
-    validation set (the same for every run of the track), its first `rows` rows when given."""
-    if track.name == "char":
-        from ..tracks.char.data import windows
-
-        return windows(track.val_data, track.val_starts[0][:rows], track.params.model.context)[0]
-    if track.name == "lm":
-        from ..tracks.lm.track import batch
-
-        return batch(track.val_data, track.val_starts[0][:rows], track.section.context)[0].to(track.device)
-    return next(iter(track.val_loader))[0][:rows].to(track.device)
-
-
 def run_diagonal(track, rows: int | None = PROBE_ROWS) -> float:
     """A finished run's mean diagonal weight at the end: the weight each query gives itself,
     averaged over GKA layers, heads, batch rows and the queries with more than one allowed key
-    (studies.gka_readings.mean_diagonal_weight), on `probe_input`. The run's track is built
+    (attention.gka_readings.mean_diagonal_weight), on the track's probe_input. The run's track is built
     afresh and its checkpoint loaded (JUDGED_WEIGHTS); a missing or mismatched run raises the
     one-line UsageError of engine.rundir.load_finished."""
     import torch
 
     from ..engine import resolve_device
     from ..engine.rundir import load_finished
-    from ..studies.gka_readings import mean_diagonal_weight
+    from ..attention.gka_readings import mean_diagonal_weight
 
     _, ckpt = load_finished(track.run_dir, f"kernattn {track.command} --run {track.run_id}")
     with torch.random.fork_rng(devices=[]):  # building draws initial weights: keep the caller's RNG
@@ -112,7 +98,7 @@ def run_diagonal(track, rows: int | None = PROBE_ROWS) -> float:
     model = track.model
     model.load_state_dict(ckpt[JUDGED_WEIGHTS.get(track.name, "model")])
     model.eval()
-    x = probe_input(track, rows)
+    x = track.probe_input(rows)
     return float(mean_diagonal_weight(model, lambda: model(x)).mean())
 
 

@@ -9,7 +9,7 @@ tracks, trained by kernattn train-gka-init), from its folder <studies.out_dir>/g
   `sigma_L<l>H<h>` fields of its val lines (steps > 0). Step 0 is rebuilt, not read: the
   median rule sets sigma on the first training batch, after the step-0 evaluation;
 - at the start and at the end, per layer and head, the mean weight a token gives itself
-  (kernattn.studies.gka_readings.mean_diagonal_weight) on the first batch of the track's fixed
+  (kernattn.attention.gka_readings.mean_diagonal_weight) on the first batch of the track's fixed
   validation set, and at the start the gradient norms reaching log sigma and W_O on the first
   training batch (gka_init.gradient_norms). The start is the model the run began with: the
   same seed and constructor, the median rule applied on the same first training batch.
@@ -29,7 +29,6 @@ from pathlib import Path
 
 from ..config import load_params
 from ..io import atomic_write_json, read_lines
-from ..report.gka_state import probe_input  # the fixed validation batch, shared with the report's identity rule
 from . import SUMMARY, gka_run_dir, gka_runs, root
 from .train import gka_init_track
 
@@ -57,7 +56,7 @@ def start_readings(track, device) -> dict:
     and the probe input the diagonal weight was measured on (`probe`)."""
     import torch
 
-    from . import gka_readings as gka_init
+    from ..attention import gka_readings as gka_init
     from ..engine import seed_everything
 
     seed_everything(track.seed)  # as the engine does before build: the same initial weights
@@ -68,13 +67,13 @@ def start_readings(track, device) -> dict:
     with torch.no_grad():
         model(first[0])  # the first training forward: the median rule sets sigma here (others: no-op)
     grads = gka_init.gradient_norms(model, lambda: track.loss(model, first))
-    x = probe_input(track)
+    x = track.probe_input()  # the fixed validation batch, as the report's identity rule reads it
     return {"sigma": gka_init.sigmas(model), "diag": _diag(model, x), "probe": x,
             "grad_log_sigma": [g["log_sigma_norm"] for g in grads], "grad_w_o": [g["w_o_norm"] for g in grads]}
 
 
 def _diag(model, x) -> list[list[float]]:
-    from . import gka_readings as gka_init
+    from ..attention import gka_readings as gka_init
 
     model.eval()
     return gka_init.mean_diagonal_weight(model, lambda: model(x)).tolist()
@@ -105,7 +104,7 @@ def track_metrics(track_name: str, final: dict) -> dict:
 
 
 def read_run(params, run_id: str, run, device, params_file: str) -> dict:
-    from .gka_readings import gka_modules, sigmas
+    from ..attention.gka_readings import gka_modules, sigmas
 
     track = gka_init_track(params, run)
     start = start_readings(track, device)

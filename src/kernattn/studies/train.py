@@ -48,7 +48,7 @@ class SigmaLog:
 
 
 def sigma_fields(model) -> dict[str, float]:
-    from .gka_readings import sigmas
+    from ..attention.gka_readings import sigmas
 
     return {f"sigma_L{layer}H{head}": sigma
             for layer, heads in enumerate(sigmas(model), 1) for head, sigma in enumerate(heads, 1)}

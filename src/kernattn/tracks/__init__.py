@@ -3,7 +3,7 @@ with track.py (the recipe the engine trains), model.py, data.py, stages.py (its 
 the only owner of where its files live) and report.py (its report part), and whatever is its
 own. A track never imports another; what several use lives a floor below them.
 
-TRACKS is the one list the DAG (kernattn.dag.stages) and the report (kernattn.report.build)
+TRACKS is the one list the DAG (kernattn.dag.stages) and the report (kernattn.page.build)
 loop over: a new track is its folder and a name here."""
 
 from __future__ import annotations

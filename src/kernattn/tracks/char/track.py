@@ -149,6 +149,9 @@ class CharTrack(Track):
         logits = fwd(x)
         return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
 
+    def probe_input(self, rows: int | None = None) -> torch.Tensor:
+        return windows(self.val_data, self.val_starts[0][:rows], self.params.model.context)[0]
+
     def evaluate(self, fwd, autocast) -> dict:
         total, count, _, _ = self._score(fwd, autocast, self.val_starts.reshape(-1))
         return {"loss": total / count, "bpc": total / count / LN2}

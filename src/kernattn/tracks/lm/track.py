@@ -170,6 +170,9 @@ class LMTrack(Track):
         return F.cross_entropy(fwd(x).float().reshape(-1, self.vocab), y.reshape(-1))
 
     @torch.no_grad()
+    def probe_input(self, rows: int | None = None) -> torch.Tensor:
+        return batch(self.val_data, self.val_starts[0][:rows], self.section.context)[0].to(self.device)
+
     def evaluate(self, fwd, autocast) -> dict:
         self.model.eval()
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # summed nats, tokens: reduced over ranks

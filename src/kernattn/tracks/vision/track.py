@@ -203,6 +203,9 @@ class VisionTrack(Track):
     def after_step(self, step: int) -> None:
         self.ema.update(self.model, step=step)
 
+    def probe_input(self, rows: int | None = None) -> torch.Tensor:
+        return next(iter(self.val_loader))[0][:rows].to(self.device)
+
     def evaluate(self, fwd, autocast) -> dict:
         raw, ema = (self.reduce_sum(evaluate(m, self.val_loader, self.device, autocast)).tolist()
                     for m in (self.model, self.ema.module))

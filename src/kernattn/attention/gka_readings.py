@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..attention import gka
-from ..attention.gka import GKAAttention
-from ..attention.options import initial_log_sigma
+from . import gka
+from .gka import GKAAttention
+from .options import initial_log_sigma
 
 
 def gka_modules(model: nn.Module) -> list[GKAAttention]:

@@ -2,15 +2,17 @@
 
     kernattn report --params params.yaml [--scale S] [--out DIR] [--bench-dir DIR ...]
 
-This module is the page only. Its parts are modules of one shape (report/part.py): each
+This module is the page only, above every unit it assembles; the verdict library it judges
+the claims with is kernattn.report, below the units. Its parts are modules of one shape
+(report/part.py): each
 track's kernattn.tracks.<t>.report for t in tracks.TRACKS, then the parts that are no
 track's (PAGE_PARTS: the studies, the benchmarks). Each part reads its own inputs, writes its
 figures and tables, returns its template's context and judges the claims of the kinds it
 owns; a track's part says what it reads (tracks.<t>.stages owns where its files live). A
 track's run that is missing or unreadable is an error naming the file and the command that
 makes it (the report never drops a run silently); an analysis or study that is missing is a
-warning naming its command. The page: paper_numbers.yaml (next to this module: the papers'
-claims and numbers; every verdict rule is in stats.py) loaded and checked against the claim
+warning naming its command. The page: paper_numbers.yaml (kernattn/report/: the papers'
+claims and numbers; every verdict rule is in report/stats.py) loaded and checked against the claim
 kinds the parts own, the summary table of every claim, the table of contents, the header and
 provenance (the union of what the parts say of their runs), render, atomic write.
 
@@ -50,9 +52,9 @@ import yaml
 
 from ..config import Params, ParamsError, load_params
 from ..tracks import TRACKS, track_module
-from . import forest, stats, summary, unit_tests
-from .claims import ClaimResult, pairs_frame, summary_frame
-from .part import ClaimKind, ReportContext, ReportError, merge, num
+from ..report import forest, stats, summary, unit_tests
+from ..report.claims import ClaimResult, pairs_frame, summary_frame
+from ..report.part import ClaimKind, ReportContext, ReportError, merge, num
 
 DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
 # the parts that are no track's, after the tracks': (key, module, template); a part's template
@@ -172,7 +174,7 @@ def load_paper_numbers(path: str | os.PathLike | None = None, parts: list[Part] 
     part owns) and given its kind's section unless it names one."""
     kinds = claim_kinds(parts if parts is not None else page_parts())
     if path is None:
-        text = resources.files(__package__).joinpath("paper_numbers.yaml").read_text(encoding="utf-8")
+        text = resources.files("kernattn.report").joinpath("paper_numbers.yaml").read_text(encoding="utf-8")
         where = "kernattn/report/paper_numbers.yaml"
     else:
         text, where = Path(path).read_text(encoding="utf-8"), str(path)
@@ -305,7 +307,8 @@ def render(context: dict) -> str:
     # the page's templates (templates/), each track's own as "<track>/...", the studies' as "studies/..."
     tracks = jinja2.PrefixLoader({**{t: jinja2.PackageLoader(f"kernattn.tracks.{t}", "") for t in TRACKS},
                                   "studies": jinja2.PackageLoader("kernattn.studies", "")})
-    loader = jinja2.ChoiceLoader([jinja2.PackageLoader(__package__, "templates"), tracks])
+    loader = jinja2.ChoiceLoader([jinja2.PackageLoader(__package__, "templates"),
+                                  jinja2.PackageLoader("kernattn.report", "templates"), tracks])
     env = jinja2.Environment(loader=loader, autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=_fmt, fmt_int=_fmt_int, fmt_dur=_fmt_dur, verdict_class=_verdict_class,

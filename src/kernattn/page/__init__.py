@@ -1,0 +1,4 @@
+"""The report page, on the top floor: it assembles the parts of every unit (each track's
+kernattn.tracks.<t>.report, the studies', the benchmarks', the cost plan's) around the claims
+summary, judged with the verdict library below the units (kernattn.report), and writes
+report/index.html (`kernattn report`)."""
