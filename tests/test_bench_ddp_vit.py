@@ -1,5 +1,5 @@
 """ViT training throughput under DDP (bench/ddp_vit.py, gpu-check's vit_ddp part, the report's
-reader report/bench_ddp.py): the part run on a CPU as 2 gloo ranks (the code a GPU node runs with
+reader bench/report_ddp.py): the part run on a CPU as 2 gloo ranks (the code a GPU node runs with
 NCCL, bf16 and the paper's per-GPU batches), the totals on constructed step times, each rank's
 share of the global batch, and the report's table on a constructed CSV."""
 
@@ -14,7 +14,7 @@ from kernattn.bench.ddp_vit import SCHEMA, combine, rank_inputs
 from kernattn.bench.typed_csv import read_rows, write_csv_atomic
 from kernattn.cli import main
 from kernattn.engine.dist import World
-from kernattn.report.bench_ddp import ddp_table, device_table
+from kernattn.bench.report_ddp import ddp_table, device_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +106,7 @@ def test_the_report_shows_a_devices_ddp_table_beside_its_models_table(tmp_path, 
     from types import SimpleNamespace
 
     from kernattn.bench.models import SCHEMA as MODELS_SCHEMA
-    from kernattn.report import bench_models
+    from kernattn.bench import report as bench_models
 
     gpu = tmp_path / "gpu"
     for device in ("gpu-x", "gpu-y"):

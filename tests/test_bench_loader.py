@@ -60,7 +60,7 @@ def test_bench_loader_bad_arguments_are_one_line(argv, words, capsys, tmp_path):
 
 
 def test_the_report_shows_a_loader_csv(tmp_path):
-    from kernattn.report import bench_attention
+    from kernattn.bench import report_attention as bench_attention
 
     assert tuple(loader.SCHEMA) == bench_attention.LOADER_COLUMNS
     main(["bench-loader", "--params", str(PARAMS), "--jpegs", "2", "--reps", "1", "--out", str(tmp_path / "loader-x.csv")])

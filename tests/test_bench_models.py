@@ -18,7 +18,7 @@ from torch import nn
 from kernattn.bench import models as bm
 from kernattn.bench.typed_csv import read_rows
 from kernattn.config import ParamsError, load_params
-from kernattn.report import bench_models
+from kernattn.bench import report as bench_models
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")

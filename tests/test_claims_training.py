@@ -1,6 +1,6 @@
 """gka-paper's claims about how GKA trains and runs (issue 25), each rule on constructed data
 with a known answer: "trains stably" (report.stability), bandwidths specialising across heads
-(tracks.vision.report_gka) and Table 4's runtime and memory (report.bench_table4)."""
+(tracks.vision.report_gka) and Table 4's runtime and memory (bench.report_table4)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from kernattn.config import load_params
-from kernattn.report import bench_models, bench_table4, gates, stability, stats
+from kernattn.bench import report as bench_models, report_table4 as bench_table4
+from kernattn.report import gates, stability, stats
 from kernattn.page import build
 from kernattn.tracks.vision import report_gka
 from kernattn.tracks.vision import stages as vision_stages

@@ -20,7 +20,7 @@ from kernattn.bench.models import SCHEMA as MODELS_SCHEMA
 from kernattn.cli import main
 from kernattn.gpu_check import checks, kernels
 from kernattn.gpu_check.common import Context
-from kernattn.report.bench_models import lm_table
+from kernattn.bench.report import lm_table
 from tests import paths
 
 ROOT = Path(__file__).resolve().parents[1]

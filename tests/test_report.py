@@ -15,7 +15,8 @@ import yaml
 
 from kernattn.cli import main
 from kernattn.config import load_params, run_matrix
-from kernattn.report import bench_attention, stats
+from kernattn.bench import report_attention as bench_attention
+from kernattn.report import stats
 from kernattn.page import build
 from kernattn.tracks.char import report_runs
 from kernattn.tracks.char.track import lr_at

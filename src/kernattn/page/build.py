@@ -61,7 +61,7 @@ DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
 # sits beside its module ("<key>/report.html.j2") unless the module is the report's own
 PAGE_PARTS = (("extrapolation", "kernattn.studies.extrapolation_report", "studies/extrapolation.html.j2"),
               ("studies", "kernattn.studies.report", "studies/report.html.j2"),
-              ("bench_models", "kernattn.report.bench_models", "bench_models.html.j2"),
+              ("bench_models", "kernattn.bench.report", "bench/report.html.j2"),
               ("plan", "kernattn.report.plan", "plan.html.j2"))
 # The page's own claims: kr-blog's and gpa-short's properties of the attention library that the
 # test suite checks (report/unit_tests.py reads its record; their note sits under the summary,
@@ -304,9 +304,11 @@ def experiment_links(ctx: ReportContext) -> list[dict]:
 def render(context: dict) -> str:
     import jinja2
 
-    # the page's templates (templates/), each track's own as "<track>/...", the studies' as "studies/..."
+    # the page's templates (templates/), each track's own as "<track>/...", the studies' as
+    # "studies/...", the benchmarks' as "bench/..."
     tracks = jinja2.PrefixLoader({**{t: jinja2.PackageLoader(f"kernattn.tracks.{t}", "") for t in TRACKS},
-                                  "studies": jinja2.PackageLoader("kernattn.studies", "")})
+                                  "studies": jinja2.PackageLoader("kernattn.studies", ""),
+                                  "bench": jinja2.PackageLoader("kernattn.bench", "")})
     loader = jinja2.ChoiceLoader([jinja2.PackageLoader(__package__, "templates"),
                                   jinja2.PackageLoader("kernattn.report", "templates"), tracks])
     env = jinja2.Environment(loader=loader, autoescape=True,

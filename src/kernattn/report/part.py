@@ -19,8 +19,8 @@ and a template. A track's part is kernattn.tracks.<t>.report with `report.html.j
 `provenance.html.j2` (its lines at the end of the page's provenance section); the tracks'
 parts stand on the page in TRACKS order. A part that is no track's is named in
 build.PAGE_PARTS with its module and template: the studies' (kernattn.studies.report, with
-report.html.j2 beside it) and the benchmarks' (kernattn.report.bench_models,
-templates/bench_models.html.j2).
+report.html.j2 beside it) and the benchmarks' (kernattn.bench.report,
+bench/report.html.j2).
 
 Besides its own context a part's template sees the page's: scale, params, params_file,
 is_paper, heads (the numbered headings by id), level (of the intervals) and claims (every

@@ -7,12 +7,12 @@ section 7 figures. The GKA-vs-DeiT claim pairs the rows whose `paper` names GKA-
 a claim may name other models (`models`, `table`: Table 2's S and B pairs, VLT-Ti above GKA-Ti).
 Every top-1 claim that compares a GKA row is read under the identity rule (issue 37,
 report.gka_state): the row's mean diagonal weight at the end, from each finished run's
-checkpoint (EMA weights); it also judges Table 4's trends with size (report_gka).
+checkpoint (EMA weights). Table 4's runtime claims are the benchmarks' part's
+(kernattn.bench.report).
 
 Reads vision.counts_dir/counts.json (kernattn count-vision), vision.out_dir/<run>/final.json
 (kernattn train-vision; for the identity rule its ckpt.pt, the one final.json names),
-vision.analysis_dir/<run>/ (kernattn analyze-vision) and the benchmarks' models.csv
-(report.bench_models.sources); a missing input is listed with the command that makes it.
+vision.analysis_dir/<run>/ (kernattn analyze-vision); a missing input is listed with the command that makes it.
 Writes tables/vision-*.csv and copies the figures into assets/vision/<run>/.
 """
 
@@ -35,8 +35,7 @@ OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (gka-paper, Sections 4 and 7)
     ("vision", "GKA on vision: counts, top-1 and attention maps"),))
 CLAIM_KINDS = {"vision_count": ClaimKind("vision"), "vision_top1": ClaimKind("vision"),
                "vision_flops": ClaimKind("vision"), "vision_vlt": ClaimKind("vision"),
-               "vision_stable": ClaimKind("vision"), "vision_sigma": ClaimKind("vision", ("min_ratio",)),
-               "bench_table4_trend": ClaimKind("bench-models", ("rule",))}
+               "vision_stable": ClaimKind("vision"), "vision_sigma": ClaimKind("vision", ("min_ratio",))}
 PAPER_FILE = Path(__file__).with_name("paper_vision.yaml")
 PAIR = ("GKA-Ti", "DeiT-Ti")  # 003-vit-top1: the rows whose `paper` names these models of Table 5
 VLT_PAIR = ("VLT-Ti", "DeiT-Ti")  # 003-vlt-above-deit: above, below
@@ -214,14 +213,12 @@ def _gka_state(row, finals: dict, section: dict, seeds: list[int]) -> str:
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    """gka-paper's vision claims on the section's numbers (the training readings and Table 4's
-    trends with size: report_gka); every top-1 claim that compares a GKA row under the identity
+    """gka-paper's vision claims on the section's numbers (the training readings: report_gka);
+    every top-1 claim that compares a GKA row under the identity
     rule of paper_numbers.yaml `gka_identity` (report.gka_state)."""
     out, readings = [], {}
     for claim in ctx.claims_of(CLAIM_KINDS):
-        if claim["kind"] == "bench_table4_trend":  # a benchmark's, not the vision section's
-            out.append(report_gka.table4_trend_claim(claim, _bench_measured(ctx.params), ctx.scale))
-        elif not section.get("enabled"):
+        if not section.get("enabled"):
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=ctx.scale, ours="—", detail="no vision section"))
         elif claim["kind"] in ("vision_count", "vision_flops"):
             out.append(_count_claim(claim, section["counts_table"]))
@@ -243,13 +240,6 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
 def _models(claim: dict, default: tuple[str, str]) -> tuple[tuple[str, str], int]:
     """The two models of Table `table` a top-1 claim compares (default: Table 5's)."""
     return tuple(claim.get("models", default)), int(claim.get("table", 5))
-
-
-def _bench_measured(params) -> list[tuple[str, pd.DataFrame]]:
-    """Every models.csv the benchmarks' part shows ((label, table), this scale's first)."""
-    from ...report import bench_models
-
-    return [(label, pd.read_csv(d / bench_models.CSV_NAME)) for label, d in bench_models.sources(params)]
 
 
 def _identity(res: ClaimResult, ctx: ReportContext, section: dict, models, table: int, readings: dict) -> ClaimResult:

@@ -13,8 +13,6 @@
                     the sum of the learning rates the run logged; and report.gates.run_settled:
                     the same over the last part of training, read from the run's
                     param_trace.npz).
-    table4_trend    Table 4's "runtime penalties grow with model scale and batch size", on the
-                    benchmark's models.csv (table4_trend_claim, the rule below).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import statistics
 import pandas as pd
 
 from ...attention.options import DEFAULT_INIT_SIGMA, initial_log_sigma
-from ...report import bench_table4, gates, stability, stats
+from ...report import gates, stability, stats
 from ...report.claims import ClaimResult, paper_row
 from . import stages
 
@@ -108,88 +106,3 @@ def sigma_claim(claim: dict, section: dict, params, papers: dict, scale: str) ->
     return res
 
 
-# ----------------------------------------------------------------------------- Table 4 across sizes
-# What Table 4 reports across sizes, as GKA / DeiT throughput ratios: inference 0.88 (Ti), 0.97 (S),
-# 0.54 (B); training b64 0.62, 0.65, 0.50; b128 0.59, 0.37, 0.42. The penalty is larger at Base
-# than at Tiny in every mode, but Small breaks a monotone trend (inference and b64 are closer to
-# DeiT at S than at Ti; b128 is worse at S than at B). Within each size the b128 ratio is below
-# the b64 one. The memory ratio falls with size (b64: 2.00, 1.96, 1.77), so memory is not part of
-# the trend. The rule (paper_numbers.yaml 003-table4-trends, fixed before any measurement):
-#   scale: every throughput ratio (inference, each training batch) lower at Base than at Tiny;
-#   batch: at every size measured, the training throughput ratio at the largest batch lower
-#          than at the smallest;
-#   reproduced when every comparison holds, contradicted when none does, else inconclusive;
-#   judged on a GPU measurement only (bench_table4.is_gpu), as 003-table4-runtime.
-SIZES = ("tiny", "small", "base")  # the benchmark's names of Table 4's Ti, S, B (bench.cases.VIT_SIZES)
-
-
-def size_ratios(df: pd.DataFrame, size: str) -> dict[str, float] | None:
-    """bench_table4.ratios (GKA over DeiT at the paper's shape) at one size: that function reads
-    gka_tiny and deit_tiny, so the size's two models are handed to it under those names."""
-    names = {f"gka_{size}": bench_table4.PAIR[0], f"deit_{size}": bench_table4.PAIR[1]}
-    mine = df[df["model"].isin(list(names))]
-    return bench_table4.ratios(mine.assign(model=mine["model"].map(names)))
-
-
-def paper_frame(paper: dict) -> pd.DataFrame:
-    """Table 4 (paper_bench.yaml) as a models.csv, so that the paper's numbers go through the
-    same functions as ours."""
-    rows = []
-    for size, models in paper["vit"].items():
-        for variant, v in models.items():
-            head = {"family": "vit", "status": "ok", "shape": bench_table4.PAPER_SHAPE, "model": f"{variant}_{size}"}
-            rows.append({**head, "mode": "infer", "batch": v["infer_batch"], "items_per_s": v["infer"],
-                         "peak_mib": v["infer_mem"]})
-            rows += [{**head, "mode": "train", "batch": b, "items_per_s": v[f"train{b}"],
-                      "peak_mib": v[f"train{b}_mem"]} for b in (64, 128)]
-    return pd.DataFrame(rows)
-
-
-def _train_speed(r: dict[str, float]) -> list[tuple[int, float]]:
-    """(batch, throughput ratio) of the training measurements, smallest batch first."""
-    return sorted((int(k.split()[1][1:]), v) for k, v in r.items() if k.startswith("train") and k.endswith("img/s"))
-
-
-def trend(by_size: dict[str, dict[str, float] | None]) -> tuple[str, list[str]]:
-    """The rule above on the ratios of each size: (verdict, each comparison in words)."""
-    checks = []
-    ti, base = by_size.get("tiny") or {}, by_size.get("base") or {}
-    for key in (k for k in ti if k.endswith("img/s") and k in base):
-        checks.append((base[key] < ti[key], f"{key} B {base[key]:.2f}x vs Ti {ti[key]:.2f}x"))
-    for size, r in by_size.items():
-        train = _train_speed(r or {})
-        if len(train) >= 2:
-            (b0, r0), (b1, r1) = train[0], train[-1]
-            checks.append((r1 < r0, f"{size} train b{b1} {r1:.2f}x vs b{b0} {r0:.2f}x"))
-    if not checks:
-        return stats.INCONCLUSIVE, []
-    held = [ok for ok, _ in checks]
-    verdict = stats.REPRODUCED if all(held) else stats.CONTRADICTED if not any(held) else stats.INCONCLUSIVE
-    return verdict, [f"{text} ({'holds' if ok else 'fails'})" for ok, text in checks]
-
-
-def table4_trend_claim(claim: dict, measured: list[tuple[str, pd.DataFrame]], scale: str,
-                       paper: dict | None = None) -> ClaimResult:
-    """The claim on the first GPU measurement among `measured` ((label, models.csv)) with Ti and
-    B, else the first at all (a CPU's: not comparable); "not run" without both sizes."""
-    if paper is None:
-        from ...report.bench_models import paper_table4
-
-        paper = paper_table4()
-    paper_by = {s: size_ratios(paper_frame(paper), s) for s in SIZES}
-    beside = f"paper (RTX 5090): {'; '.join(trend(paper_by)[1])}"
-    found = [(label, df, by) for label, df in measured
-             if (by := {s: size_ratios(df, s) for s in SIZES})["tiny"] and by["base"]]
-    if not found:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
-                           detail=f"no models.csv with deit and gka at both tiny and base at "
-                                  f"{bench_table4.PAPER_SHAPE} (bench.families vit at bench.size paper, or "
-                                  f"bench.paper_vit_sizes with Ti and B); {beside}")
-    label, df, by = next((x for x in found if bench_table4.is_gpu(x[1])), found[0])
-    verdict, words = trend(by)
-    if not bench_table4.is_gpu(df):
-        devices = ", ".join(dict.fromkeys(str(d) for d in df.get("device", pd.Series(dtype=str)).dropna())) or "unknown"
-        verdict = stats.not_comparable(f"measured on a CPU ({devices}); the paper measured RTX 5090 GPUs, where "
-                                       f"fused attention kernels decide the gap")
-    return ClaimResult(claim, verdict, scale=scale, ours=f"GKA / DeiT: {'; '.join(words)} ({label})",
-                       detail=f"{beside}; {claim.get('rule', '')}".rstrip("; "))

@@ -8,7 +8,7 @@ Reads `kernattn bench`'s models.csv (and models_ratios.csv) from this scale's be
 and from every folder under results/gpu/ (GPU measurements committed with the device named;
 the pipeline never writes there). ViT models are named <variant>_<size> (deit_tiny, gka_tiny,
 vlt_tiny, ...); each size gets its DeiT, GKA and VLT rows and the change of each against DeiT,
-beside the paper's change (report/paper_bench.yaml).
+beside the paper's change (bench/paper_bench.yaml).
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import bench_attention, bench_ddp, bench_table4
-from .bench_table4 import PAPER_SHAPE
-from .claims import ClaimResult
-from .part import ClaimKind, ReportContext
+from ..report.claims import ClaimResult
+from ..report.part import ClaimKind, ReportContext
+from . import report_attention as bench_attention, report_ddp as bench_ddp, report_table4 as bench_table4
+from .report_table4 import PAPER_SHAPE
 
 OUTLINE = ("part-bench", "Benchmarks", (
     ("bench", "Attention kernels: speed and memory"),
     ("bench-models", "Whole models: throughput, memory and MFU (GKA paper Table 4)")))
-CLAIM_KINDS = {"bench_table4": ClaimKind("bench-models", ("rule",))}
+CLAIM_KINDS = {"bench_table4": ClaimKind("bench-models", ("rule",)),
+               "bench_table4_trend": ClaimKind("bench-models", ("rule",))}
 GPU_DIR = Path("results/gpu")
 CSV_NAME, RATIOS_NAME = "models.csv", "models_ratios.csv"
 
@@ -134,7 +135,9 @@ def section(ctx: ReportContext) -> dict:
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
-    return [bench_table4.judge(c, section["measured"], paper_table4(), ctx.scale) for c in ctx.claims_of(CLAIM_KINDS)]
+    """Table 4's runtime claim at the Tiny size, and its trend across sizes and batches."""
+    judge = {"bench_table4": bench_table4.judge, "bench_table4_trend": bench_table4.table4_trend_claim}
+    return [judge[c["kind"]](c, section["measured"], paper_table4(), ctx.scale) for c in ctx.claims_of(CLAIM_KINDS)]
 
 
 def _models(folder: Path, params) -> dict:

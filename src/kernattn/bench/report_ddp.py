@@ -1,14 +1,14 @@
 """The report's reader of gpu-check's vit_ddp.csv (bench/ddp_vit.py): ViT training under DDP
 on every GPU of a node, the setting of the training columns of gka-paper's Table 4 ("Training
 uses DDP across 7 GPUs at the indicated per-GPU batch size (BF16)", on 7x RTX 5090), to sit
-beside bench_models' single-GPU inference.
+beside the bench part's (bench/report.py) single-GPU inference.
 
     table = ddp_table(Path("results/gpu"), paper)       # every device; None when none has the file
     table = device_table(Path("results/gpu/<device>"), paper)   # one device folder
 
 One row per device, model and per-GPU batch: ranks, img/s per GPU and in total, the largest
 rank's peak memory, the total against DeiT's of the same size at the same batch, and the
-paper's total and its change against DeiT (report/paper_bench.yaml, whose training numbers
+paper's total and its change against DeiT (bench/paper_bench.yaml, whose training numbers
 are totals over its 7 GPUs).
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..bench.ddp_vit import SCHEMA
-from ..bench.typed_csv import read_rows
+from .ddp_vit import SCHEMA
+from .typed_csv import read_rows
 
 CSV_NAME = "vit_ddp.csv"
 PAPER_GPUS = 7  # gka-paper, Table 4's caption
@@ -58,7 +58,7 @@ def device_rows(rows: list[dict], device: str, paper: dict) -> list[dict]:
 
 def device_table(folder: Path, paper: dict) -> pd.DataFrame | None:
     """One device folder's table (results/gpu/<device>/vit_ddp.csv), or None without the file:
-    what bench_models adds to that folder's entry, beside its single-GPU rows."""
+    what bench/report.py adds to that folder's entry, beside its single-GPU rows."""
     path = Path(folder) / CSV_NAME
     return pd.DataFrame(device_rows(read_rows(path, SCHEMA), path.parent.name, paper)) if path.is_file() else None
 
