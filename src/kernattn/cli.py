@@ -33,7 +33,7 @@ from .stage import runs_as_ranks
 STAGES: dict[str, tuple[str, str]] = {
     "preflight": ("kernattn.preflight.cli", "before the GPU-hours: data, every row's step at the scale's shapes on the CPU, GPU memory, the SLURM profile"),
     "check-variant": ("kernattn.check_variant.cli", "the conformance suite of one attention variant, built-in or plugin (fast == reference, causal, precision, training, resume)"),
-    "data": ("kernattn.datasets.cli", "list the data sets a scale reads and where they are, or pull them into the cache"),
+    "data": ("kernattn.data_cli", "list the data sets a scale reads and where they are, or pull them into the cache"),
     "prepare": ("kernattn.tracks.char.corpus", "download or read the char track's text corpus (data.corpus), clean, split, tokenize"),
     "train": ("kernattn.tracks.char.track", "train one run of the experiment matrix (resumes from its checkpoint)"),
     "cooldown": ("kernattn.tracks.char.cooldown", "budget sweep: branch a run's cooldown at one of train.budgets from its kept checkpoint"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..datasets import Where, needed, status
-from ..datasets.cli import size_text
+from ..data_cli import size_text
 from .items import FAIL, OK, WARN, Item
 
 

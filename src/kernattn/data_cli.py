@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import UsageError
-from ..fetch import DataError
-from .catalogue import Need, needed
-from .locate import Where, locate, status
+from .errors import UsageError
+from .fetch import DataError
+from .datasets.catalogue import Need, needed
+from .datasets.locate import Where, locate, status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +75,7 @@ def pull(needs: list[Need], where: Where) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import ParamsError, load_params
+    from .config import ParamsError, load_params
 
     try:
         params = load_params(args.params, args.scale)
