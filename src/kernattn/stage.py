@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 CODE_ROOT = "src/kernattn"
 WILDCARD = "run"
@@ -93,3 +94,23 @@ def narrowed_section(p, section: str, runs: list, run_id: str) -> dict:
     names = {r.name for r in chain(getattr(p, section).rows, run.row)}
     raw = p.raw[section]
     return {section: {**raw, "rows": [r for r in raw["rows"] if r["name"] in names], "seeds": [run.seed]}}
+
+
+@dataclass(frozen=True)
+class RunFolders:
+    """Where a track's training runs live, the same for every track: the folder its params
+    section's out_dir names, one folder per run id in it, final.json written last. The track
+    names the section (its own stages.py), so only the track decides where its files go."""
+
+    section: str  # the params section holding out_dir (train, lm, vision)
+
+    def root(self, p) -> Path:
+        """The folder of the training runs' folders (kernattn sync-mlflow walks it)."""
+        return Path(getattr(p, self.section).out_dir)
+
+    def run_dir(self, p, run_id: str) -> Path:
+        """A training run's folder (checkpoint, metrics.jsonl, lr.npy, final.json)."""
+        return self.root(p) / run_id
+
+    def final_output(self, p, run_id: str) -> str:
+        return str(self.run_dir(p, run_id) / "final.json")

@@ -16,7 +16,7 @@ import dataclasses
 from pathlib import Path
 
 from ...config import Params, RunSpec, find_run, run_matrix
-from ...stage import Stage
+from ...stage import RunFolders, Stage
 
 NAME = "char"
 DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
@@ -59,14 +59,8 @@ def array_inputs(p: Params) -> list[str]:
     return [str(data_dir(p) / name) for name in ARRAYS]
 
 
-def runs_root(p: Params) -> Path:
-    """The folder of the training runs' folders (kernattn sync-mlflow walks it)."""
-    return Path(p.train.out_dir)
-
-
-def run_dir(p: Params, run_id: str) -> Path:
-    """A training run's folder (checkpoint, metrics.jsonl, final.json)."""
-    return runs_root(p) / run_id
+RUNS = RunFolders("train")  # <train.out_dir>/<run id>/: the engine's run folder (stage.RunFolders)
+runs_root, run_dir, final_output = RUNS.root, RUNS.run_dir, RUNS.final_output
 
 
 def budget_run_id(run_id: str, budget: int) -> str:
@@ -108,9 +102,6 @@ def budget_runs(p: Params) -> list[str]:
     """Every run's branch at every train.budgets (none without budgets)."""
     return [budget_run_id(r.run_id, b) for r in runs(p) for b in p.train.budgets]
 
-
-def final_output(p: Params, run_id: str) -> str:
-    return str(run_dir(p, run_id) / "final.json")
 
 
 def corpus_dir(p: Params) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ...config import Params, RunSpec, runs_of
 from ...config.rows import find_run
-from ...stage import Stage, narrowed_section
+from ...stage import RunFolders, Stage, narrowed_section
 from .tokenizer import BYTES_FILE, META_FILE, RANKS_FILE
 
 # what prepare-lm writes in lm.data_dir
@@ -42,18 +42,9 @@ def data_outputs(p: Params) -> list[str]:
     return [str(Path(p.lm.data_dir) / name) for name in OUTPUTS]
 
 
-def runs_root(p: Params) -> Path:
-    """The folder of the training runs' folders (kernattn sync-mlflow walks it)."""
-    return Path(p.lm.out_dir)
+RUNS = RunFolders("lm")  # <lm.out_dir>/<run id>/: the engine's run folder (stage.RunFolders)
+runs_root, run_dir, final_output = RUNS.root, RUNS.run_dir, RUNS.final_output
 
-
-def run_dir(p: Params, run_id: str) -> Path:
-    """A training run's folder (checkpoint, metrics.jsonl, final.json)."""
-    return runs_root(p) / run_id
-
-
-def final_output(p: Params, run_id: str) -> str:
-    return str(run_dir(p, run_id) / "final.json")
 
 
 def eval_path(p: Params, run_id: str) -> Path:

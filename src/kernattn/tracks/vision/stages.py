@@ -12,7 +12,7 @@ from pathlib import Path
 from ...config import Params, RunSpec, resolve_attention, runs_of
 from ...config.rows import find_run
 from ...config.vision import VARIANTS, VISION_DEFAULTS, VIZ_ATTENTIONS, VisionParams
-from ...stage import Stage, narrowed_section
+from ...stage import RunFolders, Stage, narrowed_section
 
 NAME = "vision"
 SECTIONS = MODEL_SECTIONS = REPORT_SECTIONS = ("vision",)  # see kernattn.tracks.char.stages
@@ -59,18 +59,9 @@ def data_output(p: Params) -> str:
     return f"{p.vision.data_dir}/{META}"
 
 
-def runs_root(p: Params) -> Path:
-    """The folder of the training runs' folders (kernattn sync-mlflow walks it)."""
-    return Path(p.vision.out_dir)
+RUNS = RunFolders("vision")  # <vision.out_dir>/<run id>/: the engine's run folder (stage.RunFolders)
+runs_root, run_dir, final_output = RUNS.root, RUNS.run_dir, RUNS.final_output
 
-
-def run_dir(p: Params, run_id: str) -> Path:
-    """A training run's folder (checkpoint, metrics.jsonl, final.json)."""
-    return runs_root(p) / run_id
-
-
-def final_output(p: Params, run_id: str) -> str:
-    return str(run_dir(p, run_id) / "final.json")
 
 
 def analysis_dir(p: Params, run_id: str) -> Path:
