@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from kernattn import cli
-from kernattn.tracks.char.analysis import bumpshift, newlines, wrap
+from kernattn.studies import bumpshift, wrap_text as wrap
+from kernattn.tracks.char.analysis import newlines
 from kernattn.tracks.char.corpus import (
     build_vocab,
     clean_characters,

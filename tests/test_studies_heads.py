@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from kernattn.tracks.char.analysis import heads, prune
+from kernattn.studies import prune_heads as prune
+from kernattn.tracks.char.analysis import heads
 from tests.test_analysis import SMALL, V, _keep_torch_threads, gpa  # noqa: F401 (an autouse fixture)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernattn.tracks.char.analysis import bumpshift
+from kernattn.studies import bumpshift
 from kernattn.cli import main
 from kernattn.config import load_params
 from kernattn.report import stats

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from kernattn.studies import wrap_votes
-from kernattn.tracks.char.analysis import bumpshift
+from kernattn.studies import bumpshift
 
 T975_2 = 4.302653  # t_{0.975, 2}: three seeds
 HALF = T975_2 * 1.0 / math.sqrt(3)  # shifts with standard deviation 1 over three seeds: +-2.484

@@ -24,7 +24,7 @@ from .. import studies as paths
 from ..report import stats
 from ..report.claims import ClaimResult, fmt_diff, margin_rule
 from ..report.part import ClaimKind, ReportContext
-from ..tracks.char.analysis import bumpshift
+from . import bumpshift
 
 OUTLINE = ("part-studies", "Studies: the experiments the papers leave open (issue 17)", (
     ("study-wrap", "Does the bump follow the line width? The line-wrap counterfactual (gpa-long, Section 3.2)"),

@@ -2,7 +2,7 @@
 counterfactual does to the text, every word kept.
 
     rewrapped, rewrapped_<w>   every paragraph greedily wrapped at studies.wrap.width / at w
-                               (kernattn.tracks.char.analysis.wrap.rewrap)
+                               (kernattn.studies.wrap_text.rewrap)
     unwrapped                  every paragraph on one line (wrap.unwrap)
     planted_<p>                the positive control: every newline a space (paragraph breaks too)
                                and the text cut into lines of exactly p characters, so the
@@ -40,7 +40,7 @@ def paragraphs(text: str, length: int, width: int) -> str:
     """`text` with every newline a space, regrouped into paragraphs of at most `length`
     characters (a longer word alone; the separator between two becomes exactly a blank line,
     "\n\n"), each greedily wrapped at `width` (wrap.rewrap's rule)."""
-    from ..tracks.char.analysis import wrap
+    from . import wrap_text as wrap
 
     flat = text.replace("\n", " ")
     cuts = wrap.line_starts(flat, length)
@@ -53,7 +53,7 @@ def paragraphs(text: str, length: int, width: int) -> str:
 
 def relayout(text: str, name: str, width: int, original_width: int) -> str:
     """`text` laid out as the corpus `name` (module docstring)."""
-    from ..tracks.char.analysis import wrap
+    from . import wrap_text as wrap
 
     kind, value = wrap_layout(name, width)
     if kind == "planted":
@@ -68,7 +68,7 @@ def transform_split(train_ids, val_ids, chars: list[str], name: str, width: int,
     """The prepared splits (uint8 ids into `chars`) re-laid out as `name`, each on its own, and
     per split what the layout changed (wrap_checks.whitespace_changes: ValueError for a change
     beyond the layout)."""
-    from ..tracks.char.analysis.wrap import encode_with
+    from .wrap_text import encode_with
     from ..tracks.char.data import decode
     from .wrap_checks import whitespace_changes
 

@@ -3,7 +3,7 @@
     kernattn wrap-study --params params.yaml [--scale S]
 
 For every row of studies.wrap.rows and every corpus (the original, then studies.wrap.corpora):
-the first-layer bump of each seed's trained run (kernattn.tracks.char.analysis.bumpshift.run_bump: the
+the first-layer bump of each seed's trained run (kernattn.studies.bumpshift.run_bump: the
 median over the first layer's heads of the bank bumps at lags >= analysis.bump_min_lag, the
 banks read at lags 0..context as kernattn analyze-gpa reads them), the corpus's newline peak
 (its training split's sharp peak, kernattn analyze-corpus; None without line structure), and
@@ -54,7 +54,8 @@ def newline_peak(summary_file: Path) -> dict:
 
 def model_bump(params, model) -> float | None:
     """The first-layer bump of one model (bumpshift.run_bump on its banks at lags 0..context)."""
-    from ..tracks.char.analysis import banks, bumpshift
+    from ..tracks.char.analysis import banks
+    from . import bumpshift
 
     shapes = banks.bank_shapes(model, params.model.context + 1)
     return bumpshift.run_bump(shapes[0], params.analysis.bump_min_lag)
@@ -148,7 +149,7 @@ def overall_verdict(rows: list[dict]) -> str:
     """The study's verdict from the rows whose premise holds (a bank that has not settled at the
     newline peak says nothing about line width): their common verdict, else inconclusive. With
     no such row, every row's, for the record: the report then says the premise is not met."""
-    from ..tracks.char.analysis import bumpshift
+    from . import bumpshift
 
     judged = [r for r in rows if r.get("premise_met", True)] or rows
     verdicts = {r["verdict"] for r in judged}
@@ -160,7 +161,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
     from ..config.studies import wrap_layout
     from ..engine import resolve_device
     from ..errors import UsageError
-    from ..tracks.char.analysis import bumpshift
+    from . import bumpshift
     from ..tracks.char.stages import corpus_dir
     from . import wrap_votes
 

@@ -13,10 +13,8 @@ the matrix, and the report shows what they find beside the paper's values:
 Modules: banks (shapes, parameters, bump, strength), newlines (separation, line and
 paragraph-length histograms, main peak, bootstrap interval), sampling (batched streams with
 cached keys), heads (zero- and mean-ablation of a head, costs, rank correlation), plots;
-corpus and analyze_gpa are the stages. The studies of issue 17: wrap (rewrapped and
-unwrapped counterfactual corpora), bumpshift (the bump per corpus and its verdict), prune
-(removing weak heads, then fine-tuning), gka_init (GKA's bandwidth at initialisation).
-Definitions are in each module's docstring; where the files live: kernattn.tracks.char.stages.
+corpus and analyze_gpa are the stages. The studies built on these readings (line wrap, bump
+shift, pruning) live in kernattn.studies. Definitions are in each module's docstring; where the files live: kernattn.tracks.char.stages.
 """
 
 from __future__ import annotations

@@ -103,6 +103,6 @@ def transform_split(train_ids, val_ids, chars: list[str], kind: str,
                     width: int = DEFAULT_WIDTH) -> tuple[np.ndarray, np.ndarray]:
     """The prepared splits (uint8 ids into `chars`) re-laid out, each split on its own, and
     encoded with the same vocabulary: what a prepare stage writes for a counterfactual."""
-    from ..data import decode
+    from ..tracks.char.data import decode
 
     return tuple(encode_with(relayout(decode(ids, chars), kind, width), chars) for ids in (train_ids, val_ids))

@@ -49,7 +49,7 @@ def heads_to_remove(strengths, threshold: float, k: int = 1) -> list[tuple[int, 
 @contextlib.contextmanager
 def removed(model, remove: list[tuple[int, int]]):
     """Within the block the heads `remove` output zeros (before W_O), for training too."""
-    from .heads import ablate_head
+    from ..tracks.char.analysis.heads import ablate_head
 
     with contextlib.ExitStack() as stack:
         for layer, head in remove:
