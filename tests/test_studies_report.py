@@ -226,7 +226,7 @@ def test_report_with_the_gka_init_study_of_three_tracks(tmp_path):
 
 # ----------------------------------------------------------------------------- the prune study's premise and controls
 def _prune_claim_of(runs: list[dict], margin: float = 0.02):
-    from kernattn.studies.report import _prune_claim, prune_context
+    from kernattn.studies.report_prune import _prune_claim, prune_context
 
     part = prune_context({"threshold": 0.1, "runs": runs}, margin)
     return part, _prune_claim({"id": "001-weak-head-removable"}, part, "tiny")
@@ -285,7 +285,7 @@ def test_the_random_heads_are_other_heads_drawn_by_seed():
 
 
 def test_the_sign_test_hand_computed():
-    from kernattn.studies.report import sign_test
+    from kernattn.studies.report_gka import sign_test
 
     six = sign_test([(1.0, 2.0)] * 6)  # 1/64 = 0.0156 < 0.025
     assert (six["k"], six["n"], six["verdict"]) == (6, 6, "supported") and six["p"] == pytest.approx(1 / 64)
@@ -354,7 +354,7 @@ def test_the_wrap_premise_and_the_bank_at_initialisation():
     """The original bump (69, 71: mean 70) sits within 2 lags of the newline peak 68 and moved
     from the initial bank's (97, 95) by -26: premise met. A bump at 76.5 (the initial kernel's
     period caught in flight) is 8.5 lags from the peak: not met, and the claim says so."""
-    from kernattn.studies.report import _wrap_claim, wrap_context
+    from kernattn.studies.report_wrap import _wrap_claim, wrap_context
     from kernattn.studies.wrap_study import premise
 
     assert premise({0: 69.0, 1: 71.0}, {0: 97.0, 1: 95.0}, 68, 2.0) == (
@@ -377,7 +377,7 @@ def test_a_row_without_the_wrap_premise_has_no_vote():
     row it did not judge."""
     import copy
 
-    from kernattn.studies.report import _wrap_claim, wrap_context
+    from kernattn.studies.report_wrap import _wrap_claim, wrap_context
     from kernattn.studies.wrap_study import overall_verdict
 
     summary = wrap_summary("tiny")
@@ -407,7 +407,7 @@ def test_a_prune_margin_from_the_nope_rope_gap_reads_its_end(tmp_path, monkeypat
     import json
 
     from kernattn.page.build import load_paper_numbers
-    from kernattn.studies.report import _prune_claim, prune_context, prune_margin
+    from kernattn.studies.report_prune import _prune_claim, prune_context, prune_margin
     from kernattn.tracks.char import stages as char
 
     monkeypatch.chdir(tmp_path)

@@ -119,7 +119,7 @@ def test_the_claim_reads_every_vote():
     """The wrap claim names each voting corpus: a shift with both predictions, or why it has
     none (the bump disappeared); a disappearance and a line-width paragraph vote -> inconsistent."""
     from kernattn.report import stats
-    from kernattn.studies.report import _wrap_claim, wrap_context
+    from kernattn.studies.report_wrap import _wrap_claim, wrap_context
 
     kinds = {"unwrapped": "unwrapped", "paragraphs_100": "paragraphs"}
     corpora = [ORIGINAL, cb("unwrapped", (None, None, None), None), cb("paragraphs_100", (69.0, 71.0, 70.0))]

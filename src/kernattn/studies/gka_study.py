@@ -17,7 +17,7 @@ Writes <studies.out_dir>/gka_init/summary.json (atomically). The report makes th
 and the verdict (kernattn.report.stats).
 
 The claim 003-gka-init-sigma is held to every initialisation its statement names by the
-report (kernattn.studies.report.named_init_readings).
+report (kernattn.studies.report_gka.named_init_readings).
 """
 
 from __future__ import annotations
