@@ -32,9 +32,10 @@ from ..errors import ParamsError
 from .schema import positive
 
 MATCH = ("tokens", "flops")
-SEEDS = ("000", "001", "002", "003")   # the four documents (seeds/ of the project)
-# Their short keys, which the README, the docs and the report name them by (docs/documents.md).
+# The four documents (seeds/ of the project) by their numeric ids, and the short keys the README,
+# the docs and the report name them by (docs/documents.md).
 DOCUMENT_KEYS = {"000": "gpa-short", "001": "gpa-long", "002": "kr-blog", "003": "gka-paper"}
+SEEDS = tuple(DOCUMENT_KEYS)
 DOCUMENT_IDS = {key: id_ for id_, key in DOCUMENT_KEYS.items()}
 
 

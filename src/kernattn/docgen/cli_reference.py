@@ -4,21 +4,15 @@ them (kernattn.cli builds the parser; each command's module adds its options).""
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 from .. import cli
 
 
 def help_text(parser) -> str:
     """The parser's help at a fixed width, so the page does not change with the terminal."""
-    old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
-    try:
+    with mock.patch.dict(os.environ, COLUMNS="100"):  # argparse reads the width from COLUMNS
         return parser.format_help().rstrip()
-    finally:
-        if old is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = old
 
 
 def cli_reference() -> str:

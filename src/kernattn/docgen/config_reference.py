@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import types
 import typing
 from functools import lru_cache
 
@@ -53,7 +54,7 @@ def type_name(annotation) -> str:
     if origin in (tuple, list):
         args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
         return f"list of {type_name(args[0])}" if args else "list"
-    if origin in (typing.Union, __import__("types").UnionType):
+    if origin in (typing.Union, types.UnionType):
         return " | ".join(type_name(a) for a in typing.get_args(annotation))
     if origin is dict:
         return "mapping"

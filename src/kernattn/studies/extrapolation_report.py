@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..report import stats
 from ..report.palette import PALETTE, row_colors
 from ..report.part import ReportContext, num
 from . import extrapolation as paths
+from .report_common import ci_of
 
 OUTLINE = ("part-extrapolation", "Length extrapolation: every run at 1x-8x its training context, not retrained", (
     ("extrapolation-char", "Char track"),
@@ -22,11 +22,8 @@ TITLES = {"char": ("char GPT", "nats/char"), "lm": ("nanochat LM", "nats/token")
 
 
 def _ci(values) -> dict | None:
-    vals = [v for v in (num(x) for x in values) if v is not None]
-    if not vals:
-        return None
-    ci = stats.mean_ci(vals)
-    return {"n": ci.n, "mean": ci.mean, "lo": ci.lo, "hi": ci.hi}
+    """The mean interval of the values the CSV holds as numbers (num: blanks and NaN left out)."""
+    return ci_of(num(x) for x in values)
 
 
 def _cell(lines) -> dict:
