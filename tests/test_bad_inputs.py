@@ -262,6 +262,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
         if root.exists() else {}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_is_one_line_nonzero_and_leaves_no_output(case: Case, tmp_path: Path, request):
     trained = request.getfixturevalue("trained") if case.needs_trained else None

@@ -105,6 +105,7 @@ def test_threads_setting_is_restored(tmp_path):
     assert torch.get_num_threads() == before
 
 
+@pytest.mark.e2e
 def test_subprocess_module_entry_point(tmp_path):
     out = tmp_path / "sub" / "a.csv"
     proc = subprocess.run(
@@ -120,6 +121,7 @@ def test_subprocess_module_entry_point(tmp_path):
     assert out.with_name("a_ratios.csv").exists()
 
 
+@pytest.mark.e2e
 def test_bad_variant_subprocess_one_line(tmp_path):
     out = tmp_path / "a.csv"
     proc = subprocess.run(

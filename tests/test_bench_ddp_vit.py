@@ -53,6 +53,7 @@ def test_each_rank_trains_a_disjoint_share_of_the_global_batch():
     assert not torch.equal(shares[0], shares[1])
 
 
+@pytest.mark.e2e
 def test_the_vit_ddp_part_trains_on_two_gloo_ranks_that_stay_in_sync(tmp_path):
     # a compiled backward in this process first, as `gpu-check --part all` trains before this
     # part: ranks forked from this process could not train after it (autograd's threads)

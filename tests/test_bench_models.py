@@ -89,6 +89,7 @@ def test_mfu_target_and_peak_table():
     assert mfu["met"] == "yes" and mfu["target"] == ">=0.3"
 
 
+@pytest.mark.e2e
 def test_bench_stage_on_micro(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run([sys.executable, "-m", "kernattn.cli", "bench", "--scale", "micro", "--out-dir", str(out)],
@@ -135,6 +136,7 @@ def test_table4_layout_and_paper_deltas():
     assert paper["train b64 img/s"] == "-38%" and paper["train b64 MiB"] == "+100%"  # Table 4, Ti
 
 
+@pytest.mark.e2e
 def test_vit_cases_paper_counts_and_small_stage(tmp_path):
     """The bench measures the models the vision track defines: at paper size DeiT/GKA/VLT-Ti/S/B
     with the paper's parameter totals; at small size the scale's own ViT runs through the stage."""

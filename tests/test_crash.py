@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 
+import pytest
 import yaml
 
 from tests.test_engine import (BIN, CASES, REPO, SHARED, _keep_torch_threads, assert_same_run, ckpt_of,  # noqa: F401
@@ -21,6 +22,7 @@ from tests.test_engine import (BIN, CASES, REPO, SHARED, _keep_torch_threads, as
 CASE = CASES["char"]
 
 
+@pytest.mark.e2e
 def test_snakemake_rerun_incomplete_after_a_sigkill(tmp_path, corpus, whole):  # noqa: F811
     """The real Snakefile on micro: kill snakemake and its training job (one process group) at
     step 4, then `snakemake --unlock` and `snakemake --rerun-incomplete` resume the run from its

@@ -176,6 +176,7 @@ def user_env(home: Path, server: DataServer) -> dict:
     return e
 
 
+@pytest.mark.e2e
 def test_data_list_and_pull_against_the_server(server, tmp_path):
     env = user_env(tmp_path / "cache", server)
     listed = subprocess.run([str(BIN / "kernattn"), "data", "list", "--scale", "micro"], cwd=paths.REPO, env=env,
@@ -190,6 +191,7 @@ def test_data_list_and_pull_against_the_server(server, tmp_path):
     assert "missing" not in listed.stdout and listed.stdout.count(" cache ") == 4
 
 
+@pytest.mark.e2e
 def test_a_users_machine_runs_the_data_stages_through_downloads_once(server, tmp_path):
     """A workspace with nothing beside it and no mirror variable: the micro DAG's data stages
     download into an empty cache; a second pull downloads nothing."""

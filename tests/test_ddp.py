@@ -104,6 +104,7 @@ def whole2(tmp_path_factory, corpus):  # noqa: F811
     return folder, run_dir
 
 
+@pytest.mark.e2e
 def test_two_ranks_train_what_one_rank_trains_with_twice_the_accumulation(tmp_path, corpus, whole2):  # noqa: F811
     codes, one = train_ranks(CHAR, tmp_path, corpus, 1)
     assert codes == [0], log_of(tmp_path / "log", 0)[-3000:]
@@ -130,6 +131,7 @@ def test_two_ranks_train_what_one_rank_trains_with_twice_the_accumulation(tmp_pa
     assert len(history) == len([x for x in read_metrics(two) if x["split"] == "train"])
 
 
+@pytest.mark.e2e
 def test_a_dead_rank_ends_the_job_and_sigterm_to_one_rank_stops_both(tmp_path, corpus, whole2):  # noqa: F811
     """SIGKILL of rank 1 after step 4: rank 0 ends within the timeout (checkpoint 3 kept);
     SIGTERM to rank 1 alone after step 5: both exit 143, rank 0 writes one checkpoint at 5; the rerun
@@ -184,6 +186,7 @@ def test_a_global_batch_the_ranks_do_not_divide_is_one_line(tmp_path, corpus):  
     assert "error" not in log_of(tmp_path / "log", 1)  # one line for the job, not one per rank
 
 
+@pytest.mark.e2e
 def test_nproc_starts_torchrun_whose_ranks_train_the_same_run(tmp_path, corpus, whole2):  # noqa: F811
     """`kernattn train --nproc 2`: torchrun --standalone starts 2 ranks: the 2-rank run, bit for bit."""
     params = write_params(CHAR, tmp_path, corpus)

@@ -5,6 +5,7 @@ profile resource (`ranks` per node, `nodes`), which the rule's command hands to
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from kernattn.cli import main
@@ -31,6 +32,49 @@ def test_a_profiles_ranks_reach_the_training_command_and_nothing_else(tmp_path):
     assert cooled and all("--nproc 1 --nodes 1 >" in s for s in cooled), cooled
     ranked = ("kernattn train", "kernattn eval-lm ", "kernattn prune ", "kernattn cooldown ")
     assert not [s for s in shells if "--nproc" in s and not s.startswith(ranked)]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_torchruns_ranks_are_given_the_commands_overrides_file(tmp_path, monkeypatch, where):
+    """`kernattn [--overrides F] train ... --nproc 2 [--overrides F]`: the command each rank runs
+    (engine/launch.py hands it to kernattn/rank.py) keeps --overrides F, and a rank's stage reads
+    F's values: nothing in the environment carries them."""
+    import json
+
+    from kernattn import rank
+    from kernattn.config import params_from_args
+    from kernattn.engine import launch as launcher
+    from kernattn.tracks.char import track
+
+    over = tmp_path / "over.yaml"
+    over.write_text("train: {lr: 0.125}\n")
+    started = {}
+
+    class Torchrun:  # what launch() starts, recorded instead of run
+        def __init__(self, cmd, env):
+            started.update(cmd=cmd, env=env)
+
+        def wait(self):
+            return 0
+
+        def send_signal(self, signum):  # launch() passes SIGTERM on to torchrun through it
+            raise AssertionError(f"signal {signum} passed on")
+
+    monkeypatch.setattr(launcher.subprocess, "Popen", Torchrun)
+    monkeypatch.delenv("RANK", raising=False)
+    stage = ["train", "--params", str(REPO / "params.yaml"), "--scale", "micro", "--run", "rope-s0", "--nproc", "2"]
+    assert main(["--overrides", str(over), *stage] if where == "before" else [*stage, "--overrides", str(over)]) == 0
+    assert started["cmd"][1:4] == ["-m", "torch.distributed.run", "--nproc_per_node"], started["cmd"]
+    ranks_argv = json.loads(started["env"][launcher.ARGV_ENV])
+    assert "--nproc" not in ranks_argv and ranks_argv[ranks_argv.index("--overrides") + 1] == str(over), ranks_argv
+    assert str(over) not in [v for k, v in started["env"].items() if k != launcher.ARGV_ENV]
+    # one rank, as torchrun starts it: RANK set, the command in the environment kernattn.rank reads
+    read = []
+    monkeypatch.setattr(track, "run", lambda args: read.append(params_from_args(args)) or 0)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv(launcher.ARGV_ENV, started["env"][launcher.ARGV_ENV])
+    assert rank.main() == 0
+    assert [(p.scale, p.train.lr, p.overrides) for p in read] == [("micro", 0.125, str(over))]
 
 
 def test_install_profile_gives_a_stage_gpus_and_nodes(tmp_path, capsys):

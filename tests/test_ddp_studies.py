@@ -12,6 +12,8 @@ import dataclasses
 import json
 import math
 
+import pytest
+
 from kernattn.studies import ARMS, SUMMARY
 from tests.ddp import launch, log_of, wait
 from tests.test_ddp import CHAR, argv, assert_close_weights, assert_same_lines
@@ -54,6 +56,7 @@ def _close_values(a, b, where: str = "") -> None:
         assert a == b, (where, a, b)
 
 
+@pytest.mark.e2e
 def test_prune_on_two_ranks_fine_tunes_what_one_rank_does(tmp_path, corpus):  # noqa: F811
     runs = tmp_path / "runs"  # the GPA run both prunes start from, trained once
     params = {n: write_params(CHAR, tmp_path / f"n{n}", corpus, train={"out_dir": str(runs)},

@@ -30,6 +30,7 @@ CASES = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("track", list(CASES))
 def test_two_ranks_train_what_one_rank_trains(tmp_path, prepared, track):  # noqa: F811
     case = CASES[track]
@@ -51,6 +52,7 @@ def test_two_ranks_train_what_one_rank_trains(tmp_path, prepared, track):  # noq
                [x["top1"] for x in lines[1] if x["split"] == "val"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("track", list(CASES))
 def test_sigterm_or_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path, prepared, track):  # noqa: F811
     """SIGTERM to rank 1 alone after step 2: both ranks exit 143, rank 0 writes one checkpoint

@@ -21,6 +21,7 @@ from . import paths
 BIN = Path(sys.executable).parent
 
 
+@pytest.mark.e2e
 def test_the_site_builds_strictly_with_its_generated_parts(tmp_path):
     site = tmp_path / "site"
     proc = subprocess.run([str(BIN / "mkdocs"), "build", "--strict", "--site-dir", str(site)], cwd=paths.REPO,

@@ -1,5 +1,5 @@
 """The generated dvc.yaml under real DVC, on the micro DAG's outputs as Snakemake made them
-(the `micro_dag_snapshot` fixture: the DAG is trained once per session, not again here).
+(the `micro_dag` fixture: the DAG is trained once per session, not again here).
 `dvc commit` adopts them: it hashes every dep and out dvc.yaml declares and fails on one that
 Snakemake did not write, so passing checks dvc.yaml's paths against Snakemake's, and `dvc repro
 report` is then up to date. Outputs deleted are rebuilt by `dvc repro` (each track's training
@@ -27,7 +27,7 @@ from kernattn.cli import main
 
 from .test_pipeline import BIN, check_outputs, run
 
-pytestmark = pytest.mark.xdist_group("dvc")
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dvc")]  # one worker: the module's workspace
 # What `dvc repro` must rebuild once deleted: each track's data or a training run of it, and
 # the page (the other outputs stay, so DVC reruns only what reads an output that changed).
 REBUILT = {"prepare": "results/micro/data/dickens", "train@rope-s0": "results/micro/runs/rope-s0",
@@ -56,11 +56,11 @@ def dvc_stdout(ws, *args) -> str:
 
 
 @pytest.fixture(scope="module")
-def adopted(micro_dag_snapshot, tmp_path_factory):
+def adopted(micro_dag, tmp_path_factory):
     """A git + DVC workspace holding a copy of the micro DAG's outputs, recorded by `dvc commit`
     of `report` and everything it depends on, committed as the baseline."""
-    ws = tmp_path_factory.mktemp("dvc") / "ws"
-    shutil.copytree(micro_dag_snapshot, ws, symlinks=True)
+    assert micro_dag.returncode == 0, micro_dag.output[-3000:]
+    ws = micro_dag.copy(tmp_path_factory.mktemp("dvc"))
     assert main(["dvc-yaml", "--params", str(ws / "params.yaml"), "--out", str(ws / "dvc.yaml")]) == 0
     git(ws, "init", "-q")
     git(ws, "config", "user.email", "ci@kernattn.invalid")

@@ -225,6 +225,7 @@ def interrupt(case: Case, params: Path, log: Path, step: int, sig: int) -> int:
     return proc.wait(timeout=60)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("track", TRACKS)
 def test_sigkill_sigterm_sigkill_then_the_same_command_ends_bit_exact(tmp_path, prepared, whole, track):
     """One run killed three times, each rerun resuming the last: SIGKILL after step 4 (the

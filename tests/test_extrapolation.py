@@ -159,13 +159,13 @@ def test_the_stages_read_every_run_and_feed_the_report():
     assert "studies" in char.params and "studies" in lm.params and "lm" in lm.params
 
 
-@pytest.mark.xdist_group("micro_dag")
+@pytest.mark.e2e
 def test_extrapolation_stages_end_to_end_at_micro(micro_dag):
     """The main DAG scores every char and LM run at 1x..8x: the 1x re-scoring equals each
     training run's final.json, every length predicts the same targets, the report shows both
     tracks."""
-    ws, main_run = micro_dag
-    assert main_run.returncode == 0, main_run.stderr[-3000:]
+    assert micro_dag.returncode == 0, micro_dag.output[-3000:]
+    ws = micro_dag.ws  # read only
     for track, runs, folder in (("char", {"rope-s0", "gpa_dp_m8-s0"}, "runs"),
                                 ("lm", {"base-s0", "gka_tokens-s0", "gka_flops-s0"}, "lm/runs")):
         table = pd.read_csv(ws / f"results/micro/extrapolation/{track}.csv")

@@ -43,6 +43,7 @@ def tiny_run(tmp_path_factory):
     return code, out
 
 
+@pytest.mark.e2e
 def test_tests_part_passes_and_writes_its_table(tiny_run):
     code, out = tiny_run
     assert code == 0
@@ -116,6 +117,7 @@ def _blocker_dir(tmp_path: Path) -> Path:
     return d
 
 
+@pytest.mark.e2e
 def test_train_part_kills_and_resumes_without_optional_packages(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_blocker_dir(tmp_path)), str(ROOT / "src")])}
@@ -135,6 +137,7 @@ def test_train_part_kills_and_resumes_without_optional_packages(tmp_path):
         assert "is not installed on this node" in probe.stderr
 
 
+@pytest.mark.e2e
 def test_ddp_part_two_gloo_ranks_train_what_one_process_trains(tmp_path):
     """On a CPU the ddp part runs `kernattn train --nproc 2` (gloo) against one process with the
     same global batch and micro-batch (accumulating 2 a step): the validation losses agree to

@@ -203,3 +203,9 @@ def test_what_the_options_alone_decide_about_a_variant():
     for (name, kernel, causal), allowed in windows.items():
         opts = make_options(name, {"kernel": kernel} if kernel else {})
         assert opts.allows_window(causal) is allowed, (name, kernel, causal)
+
+
+def test_the_list_of_units_imports_nothing_of_the_package():
+    """kernattn.units names the units' packages and modules as strings (the CLI reads it at
+    start-up, and every floor may read it): it imports none of them."""
+    assert import_graph()["kernattn.units"] == set()

@@ -14,6 +14,8 @@ import pytest
 
 from .test_pipeline import BIN, make_workspace, run
 
+pytestmark = pytest.mark.e2e  # runs snakemake as a process (tests/conftest.py)
+
 # "Specify a conda environment or container for each rule.": every rule runs the `kernattn`
 # command of this checkout (its code is a dep of the stages). envs/kernattn.yaml installs it with
 # `-e ..`, which Snakemake's copy of the file (.snakemake/conda/) would resolve elsewhere, and it

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from kernattn.config import OVERRIDES_ENV, Params, ParamsError, load_params
+from kernattn.config import Params, ParamsError, load_params, params_from_args
 from kernattn.dag import snakemake as dag_smk
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def differences(a: Params, b: Params) -> dict[str, tuple]:
 
 @pytest.fixture(autouse=True)
 def _no_environment(monkeypatch):
-    for name in ("KERNATTN_SCALE", OVERRIDES_ENV):
+    for name in ("KERNATTN_SCALE",):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -159,6 +159,7 @@ def test_the_snakefile_helpers():
     assert dag_smk.threads_of(train, 6) == train.threads == 1
 
 
+@pytest.mark.e2e
 def test_snakemake_takes_a_full_copy_as_configfile(tmp_path):
     """The real parse (about 3 s a dry run): a full copy schedules what no configfile does,
     with no --overrides; a copy with one micro value changed passes that value to the jobs."""
@@ -180,12 +181,14 @@ def test_snakemake_takes_a_full_copy_as_configfile(tmp_path):
     assert yaml.safe_load((ws / path).read_text()) == {"train": {"max_steps": 7}}
 
 
-def test_kernattn_overrides_takes_a_full_copy(tmp_path, monkeypatch):
-    """`kernattn --overrides FILE` (KERNATTN_OVERRIDES) reads the same documents."""
+def test_kernattn_overrides_takes_a_full_copy(tmp_path):
+    """`kernattn --overrides FILE` (a command's params_from_args) reads the same documents."""
     doc = full_copy()
     doc["scales"]["micro"]["train"]["max_steps"] = 9
     path = tmp_path / "my.yaml"
     path.write_text(yaml.safe_dump(doc))
-    monkeypatch.setenv(OVERRIDES_ENV, str(path))
-    assert load_params(PARAMS, "micro").train.max_steps == 9
-    assert load_params(PARAMS).scale == "tiny"  # the copy's own scale
+    micro = params_from_args(SimpleNamespace(params=str(PARAMS), scale="micro", overrides=str(path)))
+    assert micro.train.max_steps == 9 and micro.overrides == str(path)
+    own = params_from_args(SimpleNamespace(params=str(PARAMS), scale=None, overrides=str(path)))
+    assert own.scale == "tiny"  # the copy's own scale
+    assert load_params(PARAMS, "micro").train.max_steps != 9  # a load without the file: the params file alone

@@ -182,6 +182,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
 """
 
 
+@pytest.mark.e2e
 def test_snakemake_jobs_are_dvc_stages_watching_the_same_sections(workspace):
     """The two DAGs come from one stage table: the dry run's jobs (of `all` and `studies`) are
     dvc.yaml's stages (one name each, `rule@run` for per-run stages) and each rule reruns on the
@@ -207,6 +208,7 @@ def test_snakemake_jobs_are_dvc_stages_watching_the_same_sections(workspace):
         assert set(rule_params[name]) == sections_of(stage) | {OPTIONS}, name
 
 
+@pytest.mark.e2e
 def test_snakemake_config_overrides_are_validated_with_their_source(workspace):
     """`--config` / `--configfile` go through the params schema: an unknown key or a bad
     value stops the parse with one line naming the key and where it came from."""
@@ -224,10 +226,10 @@ def test_snakemake_config_overrides_are_validated_with_their_source(workspace):
     assert proc.returncode == 0 and "train@rope-s0" in jobs, proc.stderr[-2000:]
 
 
-@pytest.mark.xdist_group("micro_dag")
-def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(micro_dag):
-    workspace, first = micro_dag
-    assert first.returncode == 0, first.stderr[-3000:]
+@pytest.mark.e2e
+def test_snakemake_runs_the_micro_dag_and_then_has_nothing_to_do(micro_dag, tmp_path):
+    assert micro_dag.returncode == 0, micro_dag.output[-3000:]
+    workspace = micro_dag.copy(tmp_path)
     check_outputs(workspace)
     second = run([str(BIN / "snakemake"), "--cores", "2"], workspace)
     assert second.returncode == 0, second.stderr[-3000:]

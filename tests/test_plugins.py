@@ -39,6 +39,7 @@ def params_with(tmp_path: Path, plugins: list[str] | None = None, rows: list[dic
     return path
 
 
+@pytest.mark.e2e
 def test_the_worked_example_loads_from_params_yaml_and_conforms(tmp_path):
     """A path relative to the params file, and a micro row naming the plugin's variant."""
     shutil.copy(EXAMPLE, tmp_path / "cosine_attention.py")
@@ -52,6 +53,7 @@ def test_the_worked_example_loads_from_params_yaml_and_conforms(tmp_path):
     assert all(line.startswith("ok") for line in lines[:-1]) and lines[-1].endswith("cosine: conforms")
 
 
+@pytest.mark.e2e
 def test_the_worked_example_loads_from_the_environment_and_from_an_entry_point(tmp_path):
     by_env = kernattn("check-variant", "cosine", "--skip-training", KERNATTN_PLUGINS=str(EXAMPLE))
     assert by_env.returncode == 0, by_env.stdout + by_env.stderr
@@ -68,6 +70,19 @@ def test_the_worked_example_loads_from_the_environment_and_from_an_entry_point(t
     assert by_ep.stdout.splitlines()[-1].endswith("cosine: conforms")
 
 
+@pytest.mark.e2e
+def test_the_worked_example_loads_from_an_overrides_file_and_reaches_the_2_rank_check(tmp_path):
+    """`--overrides FILE` naming the plugin: check-variant loads it, and hands it on to its
+    training checks (the 2-rank run is a process of its own, with its own overrides file)."""
+    over = tmp_path / "over.yaml"
+    over.write_text(yaml.safe_dump({"plugins": [str(EXAMPLE)]}))
+    proc = kernattn("check-variant", "cosine", "--overrides", str(over))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[:2] for line in lines[-4:-1]] == [["ok", "training"], ["ok", "resume"], ["ok", "ddp"]], lines
+    assert lines[-1].endswith("cosine: conforms")
+
+
 BROKEN = {
     # the fast path lets every query see every key
     "causal": ("is_causal=self.causal and mask is None", "is_causal=False"),
@@ -81,6 +96,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("check", sorted(BROKEN))
 def test_a_broken_copy_fails_the_check_that_catches_it(tmp_path, check):
     old, new = BROKEN[check]
@@ -94,6 +110,7 @@ def test_a_broken_copy_fails_the_check_that_catches_it(tmp_path, check):
     assert f"FAILED" in proc.stdout.splitlines()[-1] and check in proc.stdout.splitlines()[-1]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("edit, words", [
     (("import math\n", "import math\nimport no_such_module_here\n"), "failed to import (ModuleNotFoundError"),
     (("init_tau: float = positive(0.1, \"initial temperature of every head\")", "init_tau: float"),
@@ -109,6 +126,7 @@ def test_a_broken_plugin_stops_in_one_line_naming_it(tmp_path, edit, words):
     assert words in line and "bad.py" in line, line
 
 
+@pytest.mark.e2e
 def test_an_unknown_variant_points_to_plugins(tmp_path):
     params = params_with(tmp_path, rows=[{"name": "mine", "variant": "my_sigmoid"}])
     proc = kernattn("train", "--params", str(params), "--scale", "micro", "--run", "rope-s0")
@@ -116,6 +134,7 @@ def test_an_unknown_variant_points_to_plugins(tmp_path):
     assert "unknown attention variant 'my_sigmoid'" in proc.stderr and "plugins:" in proc.stderr, proc.stderr
 
 
+@pytest.mark.e2e
 def test_the_same_plugin_named_twice_loads_once(tmp_path):
     shutil.copy(EXAMPLE, tmp_path / "cosine_attention.py")
     params = params_with(tmp_path, ["cosine_attention.py", str(tmp_path / "cosine_attention.py")])
@@ -136,9 +155,8 @@ print(json.dumps({run: train.inputs(run) for run in ("cos-s0", "rope-s0")}))
 """
 
 
-@pytest.mark.xdist_group("micro_dag")  # reads the micro DAG's snapshot (tests/shared_dag.py)
-def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_its_runs(tmp_path,
-                                                                                          micro_dag_snapshot):
+@pytest.mark.e2e
+def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_its_runs(tmp_path, micro_dag):
     """The micro DAG's workspace with params that name the worked example and train a row of it:
     the Snakemake job loads it, config.json / final.json / MLflow record its file's sha256, the
     report shows its row beside the built-ins', the plugin is an input of its run only, and
@@ -147,8 +165,8 @@ def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_
 
     from .test_pipeline import run
 
-    ws = tmp_path / "ws"
-    shutil.copytree(micro_dag_snapshot, ws, symlinks=True)  # the built-ins' runs, trained once per session
+    assert micro_dag.returncode == 0, micro_dag.output[-3000:]
+    ws = micro_dag.copy(tmp_path)  # the built-ins' runs, trained once per session
     (ws / "plugins").mkdir()
     plugin = ws / "plugins" / "cosine_attention.py"
     shutil.copy(EXAMPLE, plugin)
@@ -189,6 +207,7 @@ def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_
         again.stdout[-2000:]
 
 
+@pytest.mark.e2e
 def test_a_plugin_variant_builds_and_steps_in_every_track(tmp_path):
     """`variant: cosine` in a char, an LM and a ViT row: the micro preflight builds each at its
     track's shapes, steps, checkpoints and resumes it, and `kernattn plan` counts its FLOPs."""
@@ -228,6 +247,7 @@ def test_a_plugins_key_that_is_not_a_list_of_names_is_one_line(tmp_path):
         load_params(params, "micro")
 
 
+@pytest.mark.e2e
 def test_dvc_yaml_gives_a_plugin_file_to_the_runs_that_train_it_only(tmp_path):
     """DVC's foreach has one body: the train stage splits into the built-ins' runs (`train`,
     no plugin file among their deps) and the plugin's (`train-cosine_attention`, its file a dep);

@@ -114,6 +114,7 @@ def _preflight(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess,
     return proc, (json.loads(out.read_text()) if out.is_file() else {})
 
 
+@pytest.mark.e2e
 def test_micro_preflight_steps_checkpoints_and_resumes_every_row_and_judges_the_profile(tmp_path):
     """Char and vision: every row built, stepped, checkpointed and resumed to the same weights;
     the profile asks 2 GPUs for a char run (its batch 4 divides: ok) and 3 for a vision run
@@ -145,6 +146,7 @@ def test_micro_preflight_steps_checkpoints_and_resumes_every_row_and_judges_the_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml", "preflight.json", "profile.yaml"]
 
 
+@pytest.mark.e2e
 def test_micro_preflight_of_the_lm_passes_and_shares_a_step_between_rows_of_one_model(tmp_path):
     proc, doc = _preflight(tmp_path, "--tracks", "lm", "--skip", "slurm,data")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -156,6 +158,21 @@ def test_micro_preflight_of_the_lm_passes_and_shares_a_step_between_rows_of_one_
     assert all(i["status"] == OK for i in doc["items"] if i["check"] == "memory")
 
 
+@pytest.mark.e2e
+def test_the_row_checks_read_the_commands_overrides_file(tmp_path):
+    """`kernattn preflight --overrides FILE`: each row's check process (rowcheck.py) is given the
+    file (nothing in the environment carries it), under the preflight's own stand-ins."""
+    over = tmp_path / "over.yaml"
+    over.write_text(yaml.safe_dump({"train": {"batch_size": 6, "micro_batch": 3}}))
+    proc, doc = _preflight(tmp_path, "--tracks", "char", "--rows", "rope", "--skip", "slurm,data", "--overrides",
+                           str(over))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [step] = [i for i in doc["items"] if i["check"] == "step"]
+    assert step["status"] == OK and step["values"]["same_weights"], step
+    assert (step["values"]["global_batch"], step["values"]["micro_batch"]) == (6, 3), step  # micro: 4, none
+
+
+@pytest.mark.e2e
 def test_paper_vit_preflight_reads_an_imagefolder_stand_in_and_pairs_images_for_mixup(tmp_path):
     """The paper ViT: ImageNet's form (an ImageFolder of 1,000 classes, prepared by the track's
     own prepare-vision code) at 224 px, and Mixup/CutMix on, which needs an even batch: the
@@ -171,6 +188,7 @@ def test_paper_vit_preflight_reads_an_imagefolder_stand_in_and_pairs_images_for_
     assert step["values"]["same_weights"] and step["values"]["global_batch"] == 256
 
 
+@pytest.mark.e2e
 def test_the_snakefile_target_runs_the_preflight_here_with_the_dags_params(tmp_path):
     """`snakemake preflight`: a local rule (never a SLURM job) running `kernattn preflight` with
     the options every stage gets."""

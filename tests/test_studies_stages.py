@@ -213,12 +213,12 @@ def check_studies(ws: Path) -> None:
     check_prune(ws)
 
 
-@pytest.mark.xdist_group("micro_dag")
-def test_studies_target_end_to_end_at_micro(micro_dag):
+@pytest.mark.e2e
+def test_studies_target_end_to_end_at_micro(micro_dag, tmp_path):
     """The studies target on top of the micro DAG: it reads the main DAG's runs and never
     retrains them (that the main DAG has no study job: tests/test_pipeline.py)."""
-    ws, main_run = micro_dag
-    assert main_run.returncode == 0, main_run.stderr[-3000:]
+    assert micro_dag.returncode == 0, micro_dag.output[-3000:]
+    ws = micro_dag.copy(tmp_path)
     trained = {p: p.stat().st_mtime_ns for p in (ws / "results/micro/runs").glob("*/final.json")}
     first = run([str(BIN / "snakemake"), "--cores", "2", "studies"], ws)
     assert first.returncode == 0, first.stderr[-3000:]

@@ -202,6 +202,7 @@ def test_unreachable_tracking_server_warns_once(tmp_path, corpus, capsys):
     assert final["mlflow_run_id"] is None and final["steps"] == 6
 
 
+@pytest.mark.e2e
 def test_two_concurrent_runs_into_one_sqlite_store(tmp_path, corpus):
     params = make_params(tmp_path, corpus, tracking={"enabled": True})
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}

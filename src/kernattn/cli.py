@@ -6,7 +6,9 @@ provides
     add_arguments(parser) -> None   its own options, if it has any
 The options every stage shares are taken here, once: `--params FILE` and `--scale NAME`
 (the params file and its scale; not for the stages in OWN_PARAMS) and `--overrides FILE`
-(params overrides; see `_take_overrides`), shown in each stage's --help. `kernattn --help`
+(a YAML file of params overrides: `args.overrides`, which kernattn.config.params_from_args
+applies), shown in each stage's --help; `--overrides` may also come before the command name,
+with the same meaning. `kernattn --help`
 lists the commands by GROUPS; a renamed command's old name (RENAMED) still runs it, after a
 one-line hint on stderr. Bad arguments end with one line on stderr
 ("kernattn <stage>: error: ...") and exit status 2; a stage reports a bad combination of
@@ -25,65 +27,36 @@ import sys
 import textwrap
 
 from .errors import ParamsError, UsageError  # noqa: F401 (re-exported: kernattn.cli.UsageError)
-from . import __version__
+from . import __version__, units
 from .stage import runs_as_ranks
 
 # subcommand -> (module, one-line help). Only the invoked stage's module is imported, so a
-# light stage (prepare, dvc-yaml) does not pay for torch, MLflow or matplotlib.
-STAGES: dict[str, tuple[str, str]] = {
+# light stage (prepare, dvc-yaml) does not pay for torch, MLflow or matplotlib. The tools below
+# belong to no unit; every unit's commands come from kernattn.units.UNITS.
+TOOLS: dict[str, tuple[str, str]] = {
     "preflight": ("kernattn.preflight.cli", "before the GPU-hours: data, every row's step at the scale's shapes on the CPU, GPU memory, the SLURM profile"),
     "check-variant": ("kernattn.check_variant.cli", "the conformance suite of one attention variant, built-in or plugin (fast == reference, causal, precision, training, resume)"),
     "data": ("kernattn.data_cli", "list the data sets a scale reads and where they are, or pull them into the cache"),
-    "prepare": ("kernattn.tracks.char.corpus", "download or read the char track's text corpus (data.corpus), clean, split, tokenize"),
-    "train": ("kernattn.tracks.char.track", "train one run of the experiment matrix (resumes from its checkpoint)"),
-    "cooldown": ("kernattn.tracks.char.cooldown", "budget sweep: branch a run's cooldown at one of train.budgets from its kept checkpoint"),
-    "analyze-corpus": ("kernattn.tracks.char.analysis.corpus", "histogram the newline separations of the corpus (gpa-long, Figure 5b)"),
-    "analyze-gpa": ("kernattn.tracks.char.analysis.analyze_gpa", "read one GPA run's kernel banks: shapes, bump, sampled text, head removal"),
     "report": ("kernattn.page.build", "render report/index.html from the runs"),
     "results-table": ("kernattn.report.results_table", "write (or --check) the README's results table from the claims CSV it names"),
-    "bench": ("kernattn.bench.stage", "throughput, peak memory and MFU of whole models per attention variant (Table 4)"),
     "gpu-check": ("kernattn.gpu_check.stage", "prove and measure every GPU path in parts (tests, kernels, models, train) -> results/gpu/<device>/"),
-    "bench-loader": ("kernattn.bench.loader", "images/s per CPU worker of the ViT input pipeline (timm/PIL vs torchvision v2 on uint8)"),
-    "bench-attention": ("kernattn.bench.attention", "time forward+backward and peak memory of every attention variant"),
     "dvc-yaml": ("kernattn.dag.dvc", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),
     "plan": ("kernattn.dag.plan_cli", "FLOPs, GPU-hours and wall time of every training and evaluation job, and of the DAG on a cluster"),
     "install-profile": ("kernattn.profiles", "install the SLURM snakemake profile with your site's values"),
     "mlflow-server": ("kernattn.tracking_server", "start a local MLflow server (SQLite store) on 127.0.0.1; --stop stops it"),
     "sync-mlflow": ("kernattn.sync_mlflow", "upload finished runs missing from the MLflow store (params, metrics, artifacts)"),
-    "prepare-vision": ("kernattn.tracks.vision.data", "prepare the vision data set (Fashion-MNIST idx, CIFAR, ImageFolder manifest)"),
-    "train-vision": ("kernattn.tracks.vision.track", "train one DeiT-style ViT run (deit / gka / vlt x seed) with the DeiT recipe"),
-    "count-vision": ("kernattn.tracks.vision.counts", "Tables 2/3/5: parameters, sigma scalars, FLOPs, checkpoint size of the paper's ViTs"),
-    "analyze-vision": ("kernattn.tracks.vision.viz", "section 7 figures of one vision run: sigma, rollout, CLS and patch maps"),
-    "prepare-lm": ("kernattn.tracks.lm.data", "LM track: documents -> BPE tokenizer -> BOS-delimited token streams"),
-    "train-lm": ("kernattn.tracks.lm.track", "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"),
-    "eval-lm": ("kernattn.tracks.lm.evaluate", "LM track: bits per byte and the CORE subset of one trained run"),
-    "import-lm": ("kernattn.tracks.lm.import_nanochat", "LM track: a nanochat c7ba252 checkpoint -> an LM run folder eval-lm scores"),
-    "export-lm": ("kernattn.tracks.lm.export_nanochat", "LM track: a finished LM run -> a nanochat c7ba252 checkpoint folder"),
-    # the studies of issue 17 (snakemake --cores all studies): kernattn.studies
-    "prepare-wrap": ("kernattn.studies.wrap_data", "line-wrap study: rewrapped and unwrapped corpora (same split and vocabulary), their histograms"),
-    "train-wrap": ("kernattn.studies.train", "line-wrap study: train one GPA run on a counterfactual corpus (engine, resumable)"),
-    "wrap-study": ("kernattn.studies.wrap_study", "line-wrap study: first-layer bump per corpus and seed, newline peaks, verdict"),
-    "train-gka-init": ("kernattn.studies.train", "GKA init study: train one GKA run with an init_sigma of the ablation (engine, resumable)"),
-    "gka-init-study": ("kernattn.studies.gka_study", "GKA init study: final loss per init, sigma over training, diagonal weight at start and end"),
-    "prune": ("kernattn.studies.prune_run", "prune study: remove one GPA run's weak heads, fine-tune beside a no-removal control"),
-    "prune-study": ("kernattn.studies.prune_study", "prune study: every pruned run's losses and savings in one table"),
-    # length extrapolation (main DAG): every trained run scored at 1x..8x its training context
-    "extrapolate-char": ("kernattn.studies.extrapolate", "char track: every run's validation loss at 1x, 2x, 4x, 8x its training context, not retrained"),
-    "extrapolate-lm": ("kernattn.studies.extrapolate", "LM track: every run's validation loss and BPB at 1x, 2x, 4x, 8x its training context, not retrained"),
 }
+STAGES: dict[str, tuple[str, str]] = {**TOOLS, **units.commands()}
 
 
-# `kernattn --help` lists the commands under these headings, each command once, in this order.
+# `kernattn --help` lists the commands under these headings, each command once, in this order:
+# the set-up, each unit's commands under its title, then the tools.
 GROUPS: dict[str, tuple[str, ...]] = {
     "set-up and data": ("data", "preflight"),
-    "char track": ("prepare", "train", "cooldown", "analyze-corpus", "analyze-gpa"),
-    "LM track": ("prepare-lm", "train-lm", "eval-lm", "import-lm", "export-lm"),
-    "vision track": ("prepare-vision", "train-vision", "count-vision", "analyze-vision"),
-    "studies": ("extrapolate-char", "extrapolate-lm", "prepare-wrap", "train-wrap", "wrap-study", "train-gka-init",
-                "gka-init-study", "prune", "prune-study"),
+    **{u.title: tuple(u.commands) for u in units.UNITS},
     "pipeline and cluster": ("dvc-yaml", "plan", "install-profile"),
     "tracking": ("mlflow-server", "sync-mlflow"),
-    "benchmarks and checks": ("bench", "bench-attention", "bench-loader", "gpu-check", "check-variant"),
+    "checks": ("gpu-check", "check-variant"),
     "report": ("report", "results-table"),
 }
 
@@ -101,6 +74,15 @@ OWN_PARAMS: dict[str, tuple[str, ...]] = {
     "check-variant": ("--params",),  # its training check runs at the micro scale, whatever the file's   # a part sets its own sizes (--tiny); the train part writes its own scale
 }
 
+# The commands that take --params but not --overrides' values, and why (said in their --help).
+IGNORE_OVERRIDES: dict[str, str] = {
+    # its records (results/gpu/<device>/, read by the report and by `kernattn plan`) are of
+    # fixed shapes: the paper's, the micro scale's and its own gpucheck scale's
+    "gpu-check": "measures fixed shapes at its own scales",
+}
+BEFORE_COMMAND = "overrides_before_command"  # the dest of `kernattn --overrides FILE COMMAND`
+OVERRIDES_HELP = "YAML file of params overrides (what the Snakefile writes for snakemake --config and --configfile)"
+
 
 def add_params_options(parser: argparse.ArgumentParser, stage: str) -> None:
     """--params and --scale, as `stage` takes them, and --overrides (every command)."""
@@ -111,18 +93,13 @@ def add_params_options(parser: argparse.ArgumentParser, stage: str) -> None:
     if "--scale" in options:
         parser.add_argument("--scale", default=None, metavar="NAME",
                             help="scale of the params file (default: its `scale` key, or KERNATTN_SCALE)")
-    effect = ("applied over the params file at its scale" if "--params" in options
-              else f"accepted as by every command; {stage} reads no params file, so they change nothing")
-    parser.add_argument("--overrides", action=_Overrides, default=argparse.SUPPRESS, metavar="FILE",
-                        help=f"YAML file of params overrides (what the Snakefile writes for snakemake --config "
-                             f"and --configfile), {effect}")
-
-
-class _Overrides(argparse.Action):
-    """--overrides FILE as `_take_overrides` takes it (main() does, before argparse sees it)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        _use_overrides(values)
+    if "--params" not in options:
+        effect = f"accepted as by every command; {stage} reads no params file, so they change nothing"
+    elif stage in IGNORE_OVERRIDES:
+        effect = f"accepted as by every command; {stage} {IGNORE_OVERRIDES[stage]}, so they change nothing"
+    else:
+        effect = "applied over the params file at its scale"
+    parser.add_argument("--overrides", default=None, metavar="FILE", help=f"{OVERRIDES_HELP}, {effect}")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -130,6 +107,22 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D401 (argparse's signature)
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class _TopParser(_Parser):
+    """The `kernattn` parser: `--overrides FILE` before the command name is the command's
+    `args.overrides`, as after it. argparse gives it another dest here: a subcommand's
+    parser writes its own defaults (overrides=None) over what the top-level parser parsed."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, extra = super().parse_known_args(args, namespace)
+        before = vars(parsed).pop(BEFORE_COMMAND, None)
+        if before is not None and getattr(parsed, "overrides", None) not in (None, before):
+            self.error(f"--overrides {before} before the command and --overrides {parsed.overrides} after it: "
+                       f"give one file")
+        if before is not None:
+            parsed.overrides = before
+        return parsed, extra
 
 
 def commands_help(width: int) -> str:
@@ -153,12 +146,14 @@ def build_parser(stage: str | None = None) -> argparse.ArgumentParser:
 
     Only `stage` (if given) gets its module imported and its options added."""
     width = shutil.get_terminal_size().columns - 2  # argparse's own width
-    parser = _Parser(prog="kernattn", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=commands_help(width),
+    parser = _TopParser(prog="kernattn", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=commands_help(width),
                      description=textwrap.fill(
                          "The kernel view of attention: the pipeline's stages and its tools, one command each. Every "
                          "command also takes --overrides FILE: a YAML file of params overrides (what snakemake --config "
                          "writes).", width))
     parser.add_argument("--version", action="version", version=f"kernattn {__version__}")
+    parser.add_argument("--overrides", dest=BEFORE_COMMAND, default=None, metavar="FILE",
+                        help=f"{OVERRIDES_HELP}: the same as the command's own --overrides FILE")
     parser.stages = {}
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser,
                                 title="commands", help="one of those below; `kernattn COMMAND --help` for its options")
@@ -177,28 +172,6 @@ def build_parser(stage: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _take_overrides(argv: list[str]) -> list[str]:
-    """`--overrides FILE`, which every stage takes: a YAML file of params overrides (what the
-    Snakefile writes for --config / --configfile). Every load_params of this process applies
-    it, through the environment (kernattn.config.OVERRIDES_ENV), so no stage needs the option."""
-    for i, arg in enumerate(argv):
-        if arg == "--overrides" and i + 1 < len(argv):
-            value, rest = argv[i + 1], argv[:i] + argv[i + 2:]
-        elif arg.startswith("--overrides="):
-            value, rest = arg.split("=", 1)[1], argv[:i] + argv[i + 1:]
-        else:
-            continue
-        _use_overrides(value)
-        return rest
-    return argv
-
-
-def _use_overrides(path: str) -> None:
-    from .config import OVERRIDES_ENV
-
-    os.environ[OVERRIDES_ENV] = path
-
-
 def _take_renamed(argv: list[str]) -> list[str]:
     """argv with a renamed command's old name (RENAMED) replaced by its new one, after a
     one-line hint on stderr."""
@@ -214,7 +187,7 @@ def _take_renamed(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Run one stage; returns the exit status (0 on success, 2 on a usage error)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    argv = _take_renamed(_take_overrides(argv))
+    argv = _take_renamed(argv)
     command = next((a for a in argv if a in STAGES), "")
     # train-*, eval-lm and prune on several ranks: torchrun starts them (engine/launch.py)
     if runs_as_ranks(command) and any(a.partition("=")[0] in ("--nproc", "--nodes") for a in argv):

@@ -75,10 +75,10 @@ def pull(needs: list[Need], where: Where) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import ParamsError, load_params
+    from .config import ParamsError, params_from_args
 
     try:
-        params = load_params(args.params, args.scale)
+        params = params_from_args(args)
         needs = needed(params)
         where = Where.from_params(params)
         if args.action == "list":

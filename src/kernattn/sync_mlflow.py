@@ -61,11 +61,12 @@ def run_folders(out_dir: Path) -> list[Path]:
                   and (p / "final.json").is_file())
 
 
-def track_out_dirs(params) -> list[Path]:
-    """The run folders' parents of every track (kernattn.tracks.TRACKS)."""
-    from .tracks import TRACKS, track_module
+def run_roots(params) -> list[Path]:
+    """The run folders' parents of every unit (kernattn.units.UNITS): the tracks' runs, the
+    char track's cooldown branches, the studies' runs."""
+    from .units import UNITS
 
-    return list(dict.fromkeys(track_module(t, "stages").runs_root(params) for t in TRACKS))
+    return list(dict.fromkeys(Path(r) for u in UNITS for r in u.module("stages").run_roots(params)))
 
 
 def experiment_of(run_dir: Path, default: str) -> str:
@@ -227,15 +228,15 @@ def _open_syncer(tracking, dry_run: bool) -> Syncer:
 
 def run(args: argparse.Namespace) -> int:
     from .errors import UsageError
-    from .config import load_params
+    from .config import params_from_args
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     tracking = params.tracking
     if args.tracking_uri:
         tracking = dataclasses.replace(tracking, uri=args.tracking_uri, enabled=True)
     elif not tracking.enabled:
         raise UsageError("tracking.enabled is false in the params: enable it, or pass --tracking-uri")
-    roots = track_out_dirs(params)
+    roots = run_roots(params)
     folders = [f for root in roots for f in run_folders(root)]
     if not folders:
         print(f"kernattn sync-mlflow: no finished runs under {', '.join(map(str, roots))}")

@@ -100,11 +100,11 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
 def settings(args: argparse.Namespace) -> dict:
     """db (absolute Path), artifact_root, host, port, pid_file, log_file from args + params."""
     from .errors import UsageError
-    from .config import TrackingParams, load_params
+    from .config import TrackingParams, params_from_args
 
     params = None
     if args.params and (Path(args.params).is_file() or args.params != "params.yaml"):
-        params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+        params = params_from_args(args)  # a ParamsError is one line (cli.main)
     tracking = params.tracking if params else TrackingParams()
     uri = args.backend_store_uri or (tracking.uri if tracking.uri.startswith("sqlite:///") else f"sqlite:///{DEFAULT_DB}")
     db = _sqlite_file(uri)

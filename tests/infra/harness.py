@@ -341,4 +341,37 @@ class SlurmCluster:
             raise RuntimeError("; ".join(errors))
 
     def describe(self) -> str:
-        return json.dumps({"conf": str(self.conf), "node": self.node, "pids": {p.name: p.pid for p in self.procs}})
+        return json.dumps(self.record())
+
+    def record(self) -> dict:
+        """What another process needs to use this cluster (`attach`) and to stop it (`stop_recorded`)."""
+        return {"root": str(self.root), "conf": str(self.conf), "node": self.node,
+                "socket_dir": str(getattr(self, "socket_dir", "")), "pids": {p.name: p.pid for p in self.procs},
+                "start_s": round(self.timings.get("cluster_start_s", 0.0), 2)}
+
+    @classmethod
+    def attach(cls, record: dict) -> "SlurmCluster":
+        """The cluster another process started (its `record()`): clients only, no daemons to stop."""
+        cluster = cls(Path(record["root"]))
+        cluster.node, cluster.conf = record["node"], Path(record["conf"])
+        cluster.timings["cluster_start_s"] = record["start_s"]
+        return cluster
+
+    @staticmethod
+    def stop_recorded(record: dict) -> None:
+        """Stop a cluster from its `record()`, as `stop()` does, from any process: cancel every
+        job and wait for them to end, then slurmd, slurmctld, munged, each by its process group."""
+        from kernattn.tracking_server import group_members, stop_group
+
+        cluster = SlurmCluster.attach(record)
+        pids = record["pids"]
+        if pids and all(group_members(pid) for pid in pids.values()):
+            with contextlib.suppress(Exception):
+                if cluster.running_jobs():
+                    subprocess.run([which("scancel"), "--full", "-u", "root"], env=cluster.env(),
+                                   capture_output=True, timeout=20)
+                    wait_for(lambda: not cluster.running_jobs(), 30, 0.5, "cancelled jobs to end")
+        for pid in reversed(list(pids.values())):  # started as munged, slurmctld, slurmd
+            stop_group(pid, grace=10)
+        if record.get("socket_dir"):
+            shutil.rmtree(record["socket_dir"], ignore_errors=True)

@@ -24,19 +24,9 @@ from kernattn.engine import metric_dict, mlflow_params
 from kernattn.tracking_server import group_members, health
 
 from . import harness
-from .conftest import BIN, REPO, base_env
+from .services import BIN, REPO, base_env
 
-pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
-
-
-@pytest.fixture(autouse=True)
-def _pipeline_in_background(request):
-    """When this session also runs the tests of the micro DAG (test_slurm, test_report_browser),
-    the DAG is started first and runs in the background while these tests run (it trains
-    through the same MLflow server): the infra tests take minutes less."""
-    if any("micro_pipeline" in getattr(item, "fixturenames", ()) for item in request.session.items):
-        request.getfixturevalue("pipeline_launch")
-
+pytestmark = [pytest.mark.infra, pytest.mark.e2e]
 RUNS = ("rope-s0", "gpa_dp_m8-s0")
 
 

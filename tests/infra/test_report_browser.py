@@ -23,7 +23,7 @@ from kernattn.page import build
 from ..test_report import write_params, write_runs
 from .conftest import MICRO_RUNS, http_json
 
-pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
+pytestmark = [pytest.mark.infra, pytest.mark.e2e]
 
 # The report's fixed skeleton (src/kernattn/report/templates/index.html.j2 and the char track's
 # part, src/kernattn/tracks/char/report.html.j2 and provenance.html.j2); any further <section>
@@ -93,9 +93,9 @@ def test_first_screen_in_chromium(chromium, tmp_path, infra_out):
         context.close()
 
 
-def test_report_in_chromium(chromium, micro_pipeline, mlflow_server, tmp_path, infra_out):
-    assert micro_pipeline.returncode == 0, micro_pipeline.output[-3000:]
-    index = micro_pipeline.ws / "report" / "index.html"
+def test_report_in_chromium(chromium, micro_dag, mlflow_server, tmp_path, infra_out):
+    assert micro_dag.returncode == 0, micro_dag.output[-3000:]
+    index = micro_dag.ws / "report" / "index.html"
     context = chromium.new_context(viewport=LAPTOP)
     try:
         page = context.new_page()
@@ -139,7 +139,7 @@ def test_report_in_chromium(chromium, micro_pipeline, mlflow_server, tmp_path, i
         shown = page.eval_on_selector_all(
             "#summary-table tbody tr", "trs => trs.map(tr => ({claim: tr.dataset.claim, section: tr.dataset.section, "
                                        "cells: [...tr.cells].map(td => td.innerText.trim())}))")
-        with open(micro_pipeline.ws / "report" / "tables" / "claims.csv", newline="", encoding="utf-8") as fh:
+        with open(micro_dag.ws / "report" / "tables" / "claims.csv", newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
         assert [r["claim"] for r in shown] == [r["claim"] for r in rows]
         for got, want in zip(shown, rows):
@@ -172,7 +172,7 @@ def test_report_in_chromium(chromium, micro_pipeline, mlflow_server, tmp_path, i
 
         # links to MLflow runs: one per run, each opens that run while the server runs
         links = page.eval_on_selector_all(f'a[href^="{mlflow_server.url}"]', "els => els.map(e => e.href)")
-        finals = {r: json.loads((micro_pipeline.ws / "results/micro/runs" / r / "final.json").read_text())
+        finals = {r: json.loads((micro_dag.ws / "results/micro/runs" / r / "final.json").read_text())
                   for r in MICRO_RUNS}
         for run_id, final in finals.items():
             assert any(final["mlflow_run_id"] in link for link in links), (run_id, links)

@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from . import harness
-from .conftest import BIN, LM_RUNS, MICRO_RUNS, REPO, _install_test_profile
+from .conftest import LM_RUNS, MICRO_RUNS
+from .services import BIN, REPO, base_env, install_test_profile, make_workspace
 
-pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
+pytestmark = [pytest.mark.infra, pytest.mark.e2e]
 
 # What profiles/slurm-test may change, and why (see its header).
 TEST_PROFILE_CHANGES = {"slurm-status-command": "squeue", "slurm-init-seconds-before-status-checks": 1}
@@ -76,14 +77,14 @@ def test_install_profile_sets_the_status_command(tmp_path):
     assert "SITE_" not in (dest / "config.yaml").read_text()
 
 
-def test_snakemake_profile_slurm_all_runs_the_micro_pipeline(slurm_cluster, micro_pipeline, mlflow_server):
-    run = micro_pipeline
-    assert run.via == "slurm"
+def test_snakemake_profile_slurm_all_runs_the_micro_pipeline(slurm_cluster, micro_dag, mlflow_server, tmp_path):
+    run = micro_dag
+    assert run.via == "slurm", run.why
     assert run.returncode == 0, f"{_tail(run.output)}\n{_slurm_logs(run.ws)}"
     assert "Nothing to be done" not in run.output
     # every output of the DAG, as snakemake itself lists them, exists and is up to date
-    summary = subprocess.run([str(BIN / "snakemake"), "--cores", "1", "--summary"], cwd=run.ws, env=run.env,
-                             capture_output=True, text=True, timeout=300)
+    summary = subprocess.run([str(BIN / "snakemake"), "--cores", "1", "--summary"], cwd=run.copy(tmp_path, tracking_as_params_yaml=False),
+                             env=run.env(slurm_cluster), capture_output=True, text=True, timeout=300)
     assert summary.returncode == 0, summary.stderr[-2000:]
     rows = [line.split("\t") for line in summary.stdout.splitlines()[1:] if "\t" in line]
     assert rows, summary.stdout
@@ -128,12 +129,12 @@ def _time_limit(minutes: int) -> str:
     return f"{days}-{clock}" if days else clock
 
 
-def test_jobs_got_the_profile_resources(slurm_cluster, micro_pipeline):
+def test_jobs_got_the_profile_resources(slurm_cluster, micro_dag):
     """Every job got its rule's resources from the profile (default-resources, then the rule's
     set-resources): partition, CPUs, time limit, and a GPU only where the profile asks for one
     (char, vision and LM training, LM evaluation, the benchmark); all completed with exit 0."""
-    assert micro_pipeline.returncode == 0
-    ids = set(re.findall(r"submitted with SLURM jobid (\d+)", micro_pipeline.output))
+    assert micro_dag.via == "slurm" and micro_dag.returncode == 0, micro_dag.why
+    ids = set(re.findall(r"submitted with SLURM jobid (\d+)", micro_dag.output))
     jobs = [j for j in _scontrol_jobs(slurm_cluster) if j.get("JobId") in ids]
     assert len(jobs) == len(ids), "slurmctld forgot jobs (MinJobAge?)"
     profile = yaml.safe_load((REPO / "profiles" / "slurm-test" / "config.yaml").read_text())
@@ -153,23 +154,34 @@ def test_jobs_got_the_profile_resources(slurm_cluster, micro_pipeline):
     assert {"train_vision", "bench"} <= set(rules), rules
 
 
-def test_a_second_run_has_nothing_to_do(slurm_cluster, micro_pipeline):
-    assert micro_pipeline.returncode == 0
-    again = subprocess.run(micro_pipeline.cmd, cwd=micro_pipeline.ws, env=micro_pipeline.env,
-                           capture_output=True, text=True, timeout=300)
+def test_a_second_run_has_nothing_to_do(slurm_cluster, micro_dag, tmp_path):
+    assert micro_dag.via == "slurm" and micro_dag.returncode == 0, micro_dag.why
+    again = subprocess.run(micro_dag.cmd, cwd=micro_dag.copy(tmp_path, tracking_as_params_yaml=False),
+                           env=micro_dag.env(slurm_cluster), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_a_failing_rule_makes_snakemake_exit_nonzero(slurm_cluster, micro_pipeline):
-    failing = micro_pipeline.failing
-    assert failing is not None
-    out = failing["output"]
-    assert failing["returncode"] not in (0, None), out[-3000:]
+def test_a_failing_rule_makes_snakemake_exit_nonzero(slurm_cluster, tmp_path):
+    """A corpus mirror that does not exist, so `prepare` fails, submitted together with an
+    independent job (prepare_lm) that must not be left running. Only these two targets: with
+    `all`, the LM and vision branches, which do not read the corpus, would go on for about ten
+    more SLURM jobs that this test does not look at."""
+    bad = make_workspace(tmp_path, mirror=tmp_path / "no-such-corpus.txt.gz")
+    env = slurm_cluster.env(base_env(XDG_CONFIG_HOME=tmp_path / "xdg"))
+    installed = install_test_profile(env)
+    assert installed.returncode == 0, installed.stderr
+    proc = subprocess.run([str(BIN / "snakemake"), "--profile", "slurm", "prepare", "prepare_lm", "--retries", "0"],
+                          cwd=bad, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=600)
+    out = proc.stdout
+    assert proc.returncode != 0, out[-3000:]
     assert "Error in rule prepare" in out, out[-3000:]
     assert re.search(r"SLURM-job '\d+' failed", out), out[-3000:]
-    assert not (failing["ws"] / "results/micro/data/dickens/train.npy").exists()
-    assert not slurm_cluster.running_jobs()
+    assert not (bad / "results/micro/data/dickens/train.npy").exists()
+    # none of its jobs is left running (the cluster is the session's: other tests' jobs may run)
+    submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", out))
+    assert submitted and not submitted & set(slurm_cluster.running_jobs()), (submitted, out[-3000:])
 
 
 def test_a_training_job_with_two_gpus_trains_as_two_ranks(slurm_cluster, tmp_path):
@@ -179,11 +191,9 @@ def test_a_training_job_with_two_gpus_trains_as_two_ranks(slurm_cluster, tmp_pat
     from kernattn.config import load_params
     from kernattn.dag.stages import stage_table
 
-    from .conftest import _install_test_profile, base_env, make_workspace
-
     ws = make_workspace(tmp_path)
     env = slurm_cluster.env(base_env(XDG_CONFIG_HOME=tmp_path / "xdg"))
-    installed = _install_test_profile(env, "--gpus", "train=2")
+    installed = install_test_profile(env, "--gpus", "train=2")
     assert installed.returncode == 0, installed.stderr
     [target] = stage_table(load_params(ws / "params.yaml", "micro"))["train"].outputs(MICRO_RUNS[0])
     proc = subprocess.run([str(BIN / "snakemake"), "--profile", "slurm", target], cwd=ws, env=env,
@@ -204,7 +214,7 @@ def test_preflight_judges_the_installed_profile_against_the_test_cluster(slurm_c
     naming the stage and what the nodes have."""
     env = slurm_cluster.env()
     dest = tmp_path / "slurm"
-    installed = _install_test_profile(env, "--dest", str(dest))
+    installed = install_test_profile(env, "--dest", str(dest))
     assert installed.returncode == 0, installed.stderr
 
     def preflight(profile: Path):
@@ -243,7 +253,7 @@ def test_slurm_parses_the_plugins_multi_node_line_and_refuses_only_the_node_coun
 
     def test_only(nodes: int) -> subprocess.CompletedProcess:
         dest = tmp_path / f"nodes{nodes}"
-        installed = _install_test_profile(env, "--dest", str(dest), "--gpus", f"train_lm={harness.NODE_GPUS}",
+        installed = install_test_profile(env, "--dest", str(dest), "--gpus", f"train_lm={harness.NODE_GPUS}",
                                           "--nodes", f"train_lm={nodes}")
         assert installed.returncode == 0, installed.stderr
         entry = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]["train_lm"]

@@ -45,6 +45,8 @@ def char_gpt_cases(params: Params, rows: tuple[str, ...], size: str) -> list[Cas
 def _paper_model(params: Params):
     """The paper defaults of the model section (params.yaml without the scale's overrides)."""
     from ..config import load_params
+    # nor the command's --overrides (params.overrides): resolved at its scale, they are not the
+    # paper's shapes, which the "paper" rows of Table 4 stand for
     return load_params(params.path, "paper").model
 
 

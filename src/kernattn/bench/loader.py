@@ -72,6 +72,8 @@ def recipe(params) -> object:
     """The paper scale's vision section: DeiT's augmentations at 224 px on ImageNet."""
     from ..config import load_params
 
+    # without params.overrides: they were resolved at the command's scale, and this is the
+    # paper's recipe, the one the per-worker rate stands for (dag/plan.py reads it)
     return load_params(params.path, "paper").vision
 
 
@@ -170,14 +172,14 @@ def cores_per_gpu(gpu_images_per_s: float, worker_images_per_s: float) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_params
+    from ..config import params_from_args
     from ..errors import UsageError
 
     if args.jpegs < 2 or args.reps < 1:
         raise UsageError(f"--jpegs {args.jpegs} --reps {args.reps}: need at least 2 images and 1 pass")
     if args.fashion and not Path(args.fashion).is_dir():
         raise UsageError(f"--fashion {args.fashion}: no such folder (the Fashion-MNIST mirror's)")
-    rows = measure(load_params(args.params, args.scale), args.jpegs, args.fashion, args.reps)
+    rows = measure(params_from_args(args), args.jpegs, args.fashion, args.reps)
     write_csv_atomic(Path(args.out), SCHEMA, rows)
     for r in rows:
         print(f"{r['pipeline']:>10} {r['source']:<42} {r['images_per_s']:9.1f} img/s per worker")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import BENCH_FAMILIES, load_params
+from ..config import BENCH_FAMILIES, params_from_args
 from . import cases as case_builders
 from .models import RATIO_SCHEMA, SCHEMA, Settings, compute_ratios, measure_family
 from .typed_csv import write_csv_atomic
@@ -64,7 +64,7 @@ def family_cases(params, family: str):
 def run(args: argparse.Namespace) -> int:
     from ..engine import resolve_device
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     bench = params.bench
     device = resolve_device(bench.device)
     if bench.threads:

@@ -4,8 +4,8 @@ per check, exit 1 naming the checks that failed.
     kernattn check-variant cosine --plugins examples/plugins/cosine_attention.py
     kernattn check-variant gpa --options '{n_kernels: 8, combine: mult}'
 
-The plugins params.yaml names (`plugins:`) and KERNATTN_PLUGINS load as for every command;
---plugins adds more. The checks: kernattn.attention.conformance (reference, padded, normalised, causal,
+The plugins params.yaml names (`plugins:`), those of an --overrides file and KERNATTN_PLUGINS
+load as for every command; --plugins adds more. The checks: kernattn.attention.conformance (reference, padded, normalised, causal,
 finite, determinism, precision, state_dict) and training.py (training, resume, ddp).
 """
 
@@ -34,10 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..attention import AttentionConfigError, conformance, make_options, plugins
-    from ..config import load_params
+    from ..config import params_from_args
 
-    load_params(args.params)  # its `plugins:` and KERNATTN_PLUGINS, as every command loads them
-    loaded = [p.file for p in plugins.load(args.plugins)]  # the 2-rank run of the ddp check loads them too
+    # its `plugins:`, those of --overrides FILE and KERNATTN_PLUGINS, as every command loads them
+    params = params_from_args(args)
+    # the 2-rank run of the ddp check loads these too; of the --overrides file, only its plugins
+    # reach the training checks, which run at the micro scale with settings of their own
+    loaded = [*params.changes.get("plugins", ()), *(p.file for p in plugins.load(args.plugins))]
     try:
         options = yaml.safe_load(args.options) or {}
     except yaml.YAMLError as exc:

@@ -2,6 +2,7 @@
 
     params = load_params("params.yaml")            # scale from the file (or KERNATTN_SCALE)
     params = load_params("params.yaml", "micro", {"train": {"lr": 0.5}})   # with overrides
+    params = params_from_args(args)   # a command's --params, --scale and --overrides FILE
     params.train.max_steps, params.lm.depth, params.vision.img_size, ...
     for run in run_matrix(params): run.run_id, run.row, run.seed, run.variant, run.options
     lm.rows, vision.rows, matrix.rows: one row schema (config.rows); runs_of(rows, seeds) their runs
@@ -13,7 +14,8 @@ common.py: RunSettings, the runtime fields train, lm and vision inherit, and the
 track owns; lm.py; vision.py), and every cross-key check runs on every load: an unknown key, a
 wrong type or a value out of range fails with one line naming the file (or the override's
 source), the key and what is allowed (`ParamsError`). Overrides (Snakemake's --configfile
-and --config) take everything the file takes: loader.py says in what order they apply.
+and --config, a command's --overrides FILE) take everything the file takes: loader.py says in
+what order they apply.
 
 Imports: errors and schema only (attention, for the row options, when loading); nothing of
 the tracks, the DAG or the CLI.
@@ -25,7 +27,7 @@ from ..errors import ParamsError
 from .char import AnalysisParams, DataParams, MatrixParams, ModelParams, Row, TrainParams
 from .common import BENCH_FAMILIES, BenchParams, ReportParams, RunSettings, TrackingParams
 from .lm import LMParams
-from .loader import OVERRIDES_ENV, SCALE_ENV, SECTIONS, Params, load_params, nest_dotted
+from .loader import SCALE_ENV, SECTIONS, Params, load_params, nest_dotted, overrides_sources, params_from_args
 from .rows import Compute, RunSpec, check_rows, resolve_attention, runs_of
 from .rows import find_run as find_in
 from .schema import fingerprinted, not_fingerprinted
@@ -34,9 +36,9 @@ from .vision import VisionParams
 
 __all__ = [
     "BENCH_FAMILIES", "AnalysisParams", "Compute", "BenchParams", "DataParams", "LMParams", "MatrixParams",
-    "ModelParams", "OVERRIDES_ENV", "Params", "ParamsError", "ReportParams", "Row", "RunSettings", "RunSpec", "SCALE_ENV",
+    "ModelParams", "Params", "ParamsError", "ReportParams", "Row", "RunSettings", "RunSpec", "SCALE_ENV",
     "SECTIONS", "StudiesParams", "TrackingParams", "TrainParams", "VisionParams", "check_rows", "find_run", "resolve_attention", "runs_of", "fingerprinted", "load_params",
-    "nest_dotted", "not_fingerprinted", "run_matrix",
+    "nest_dotted", "not_fingerprinted", "overrides_sources", "params_from_args", "run_matrix",
 ]
 
 

@@ -1,15 +1,16 @@
 """Reading params.yaml and its overrides into one typed Params, every step validated.
 
 Documents. The params file and every override source (Snakemake's --configfile files, its
---config, a mapping or list given to load_params, the file named by KERNATTN_OVERRIDES) have
-one shape, the file's: sections, `scales: {name: sections}` and `scale`. A source may hold any
+--config, a mapping or list given to load_params, a command's `--overrides FILE`) have one
+shape, the file's: sections, `scales: {name: sections}` and `scale`. A source may hold any
 part of it, a full copy of the file included; a key the file does not take is an error.
 
 Precedence, lowest first:
   1. the params file's sections (the paper scale's values);
   2. the file's scales.<scale>, deep-merged over them;
   3. each source in order (load_params' list in order; under Snakemake the --configfile
-     files as given, then --config; then KERNATTN_OVERRIDES's file). A source is resolved as
+     files as given, then --config; a command's `--overrides FILE`, which is what the
+     Snakefile hands each job, is its one source: params_from_args). A source is resolved as
      the file is (its own scales.<scale> over its own sections), and that merged over 1-2
      and the sources before it.
 Mappings merge key by key; lists and values are replaced. So `--config 'train={lr: 0.5}'`
@@ -28,6 +29,10 @@ keys and the document (the file's path or `--config`). Then every scale of the p
 built and cross-checked, and after each source the chosen scale and every scale that source
 names, so that a bad value's error names its source. Params.changes keeps what the sources
 changed of the file at the chosen scale: the overrides file Snakemake hands every job.
+
+Nothing in the environment adds a source: a command passes its `--overrides FILE` to
+load_params itself (params_from_args), and to the processes it starts that read params
+(Params.overrides: the file, which they are given as an argument or in their spec).
 """
 
 from __future__ import annotations
@@ -47,9 +52,6 @@ from . import char, common, lm, studies, vision  # submodules of this package (n
 from .schema import build, deep_merge, fill_placeholders, unknown_keys, unknown_keys_error
 
 SCALE_ENV = "KERNATTN_SCALE"
-# A YAML file of overrides that every load_params applies (`kernattn --overrides FILE`
-# sets it for one stage: how Snakemake's --config reaches the commands its rules run).
-OVERRIDES_ENV = "KERNATTN_OVERRIDES"
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class Params:
     # What the override sources changed of the params file at this scale, in the file's
     # shape: as the one source over the file at this scale, it gives these params.
     changes: dict = field(default_factory=dict, compare=False, repr=False)
+    # The `--overrides FILE` these params were loaded with (params_from_args), or None: what a
+    # process this one starts must be given to read the same params.
+    overrides: str | None = field(default=None, compare=False)
 
     def digest(self) -> str:
         """sha256 (first 12 hex) of the resolved params: the provenance the report shows."""
@@ -343,16 +348,30 @@ def read_yaml(path: Path, what: str) -> dict:
 
 
 def _sources(overrides: Overrides) -> list[tuple[str, dict]]:
-    """The overrides as (source, nested mapping) pairs, KERNATTN_OVERRIDES's file last."""
+    """The overrides as (source, nested mapping) pairs, in order."""
     if overrides is None:
         pairs = []
     elif isinstance(overrides, dict):
         pairs = [("overrides", overrides)]
     else:
         pairs = list(overrides)
-    if env_file := os.environ.get(OVERRIDES_ENV):
-        pairs.append((env_file, read_yaml(Path(env_file), f"overrides file ({OVERRIDES_ENV})")))
     return [(source, nest_dotted(over, source)) for source, over in pairs]
+
+
+def overrides_sources(path: str | os.PathLike | None) -> list[tuple[str, dict]]:
+    """A `--overrides FILE` as load_params' sources: [(FILE, its mapping)], [] without one. A
+    missing or bad file is one line naming it."""
+    if not path:
+        return []
+    return [(str(path), read_yaml(Path(path), "overrides file (--overrides)"))]
+
+
+def params_from_args(args) -> Params:
+    """A command's params: its --params file at its --scale (a command without --scale: the
+    file's own) with its --overrides file applied; Params.overrides names that file, so that
+    a process the command starts can be given it."""
+    params = load_params(args.params, getattr(args, "scale", None), overrides_sources(args.overrides))
+    return dataclasses.replace(params, overrides=str(args.overrides)) if args.overrides else params
 
 
 def nest_dotted(over: Any, source: str) -> dict:

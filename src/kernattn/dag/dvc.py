@@ -42,7 +42,7 @@ from pathlib import Path
 
 import yaml
 
-from ..config import Params, load_params, run_matrix
+from ..config import Params, params_from_args, run_matrix
 from ..io import atomic_write_text
 from ..stage import DVC_ITEM, Stage
 from ..studies import extrapolation
@@ -155,7 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     out = Path(args.out)
     # DVC runs commands from dvc.yaml's folder: name the params file relative to it.
     text = render(params, os.path.relpath(args.params, start=out.parent.resolve()), args.cache)

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def compute(args: argparse.Namespace):
     """(params, plan) for the parsed arguments."""
-    from ..config import load_params
+    from ..config import params_from_args
     from ..errors import UsageError
     from .plan import make_plan, measured_loader, profile_gpus, resolve_device
     from .stages import stage_table
@@ -43,7 +43,7 @@ def compute(args: argparse.Namespace):
         raise UsageError(f"--gpus-per-node {args.gpus_per_node} --nodes {args.nodes}: both must be >= 1")
     if args.mfu is not None and not 0 < args.mfu <= 1:
         raise UsageError(f"--mfu {args.mfu}: must be in (0, 1]")
-    params = load_params(args.params, args.scale)
+    params = params_from_args(args)
     device = resolve_device(args.gpu, args.mfu, params.train.threads or 1, MEASURED)
     gpus_of = profile_gpus(args.profile) if args.gpu != "cpu" else (lambda _stage: 1)
     return params, make_plan(params, stage_table(params), device, args.gpus_per_node * args.nodes, gpus_of,

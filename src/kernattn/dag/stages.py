@@ -1,9 +1,9 @@
-"""The stage table: every stage of every track, from params (the DAG as data).
+"""The stage table: every stage of every unit, from params (the DAG as data).
 
-    each track's stages (kernattn.tracks.<t>.stages.stages, for t in TRACKS)
-    length extrapolation (kernattn.studies.extrapolation: every char and LM run at 1x..8x its context)
-    bench (every track's models); plan (the scale's cost: kernattn plan);  all of them -> report
-    the studies (kernattn.studies.stages), outside `all` (the Snakefile's `studies` target)
+    each unit's stages (<unit>.stages.stages, for the units of kernattn.units.UNITS): the
+    tracks' data, training and analyses; length extrapolation and the studies; the benchmark
+    plan (the scale's cost: kernattn plan);  report (what each unit says the page reads)
+    the studies but extrapolation are outside `all` (the Snakefile's `studies` target)
 
 The Snakefile's rules (one per stage, made in a loop) and dvc.yaml (dag.dvc) both read this table, so the
 two DAGs have the same stages, files and params sections. Training stages do not read
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from ..config import Params
 from ..stage import Stage
-from ..studies import extrapolation
 from ..studies import stages as studies
-from ..tracks import TRACKS, track_module
+from ..tracks import track_module
+from ..units import UNITS
 from ..plan_files import plan_arguments, plan_csv, summary_path
 
 STUDY_TARGETS = studies.TARGETS
@@ -30,32 +30,23 @@ def report_output(params: Params) -> str:
     return f"{params.report.out_dir}/index.html"
 
 
-def bench_output(params: Params) -> str:
-    """The whole-model benchmark's CSV (kernattn bench): once per scale."""
-    return f"{params.bench.out_dir}/models.csv"
+def unit_stages(p: Params) -> list[Stage]:
+    return [s for u in UNITS for s in u.module("stages").stages(p)]
 
 
-def track_stages(p: Params) -> list[Stage]:
-    return [s for t in TRACKS for s in track_module(t, "stages").stages(p)]
-
-
-def shared_stages(p: Params) -> list[Stage]:
-    """The benchmark (it builds every track's models: it reads their sections and code) and
-    the report (what each track says it reads, and the benchmark)."""
-    modules = [track_module(t, "stages") for t in TRACKS]
-    bench = Stage("bench", ("bench", *(s for m in modules for s in m.MODEL_SECTIONS)),
-                  ("bench", "attention", "tracks"), lambda _: [bench_output(p)],
-                  dvc_outs=lambda _: [p.bench.out_dir], threads="all")
+def page_stages(p: Params) -> list[Stage]:
+    """The plan and the report: above the units (what each unit says the page reads of it)."""
+    modules = [u.module("stages") for u in UNITS]
     plan = Stage("plan", PLAN_SECTIONS, ("dag", "tracks", "studies", "attention", "bench", "plan_files.py"),
                  lambda _: plan_outputs(p),
                  inputs=lambda _: plan_inputs(p),
                  extra=plan_arguments(p, p.scale))
-    report_inputs = [*(f for m in modules for f in m.report_inputs(p)), *extrapolation.outputs(p), bench_output(p),
-                     *plan_outputs(p)]
-    report = Stage("report", ("report", "bench", *(s for m in modules for s in m.REPORT_SECTIONS)),
-                   ("report", "tracks"), lambda _: [report_output(p)], inputs=lambda _: report_inputs,
+    report_inputs = [*(f for m in modules for f in m.report_inputs(p)), *plan_outputs(p)]
+    report = Stage("report", ("report", *(s for m in modules for s in m.REPORT_SECTIONS)),
+                   ("report", "page", *dict.fromkeys(u.package.split(".")[1] for u in UNITS)),
+                   lambda _: [report_output(p)], inputs=lambda _: report_inputs,
                    dvc_outs=lambda _: [p.report.out_dir])
-    return [bench, plan, report]
+    return [plan, report]
 
 
 # What `kernattn plan` reads: every model, schedule and run list of the main DAG and the studies.
@@ -80,7 +71,7 @@ def studies_outputs(stages: dict[str, Stage]) -> list[str]:
 
 def stage_table(params: Params) -> dict[str, Stage]:
     """Every stage, in an order that runs (upstream first), by name; the studies last."""
-    stages = [*track_stages(params), *extrapolation.stages(params), *shared_stages(params), *studies.stages(params)]
+    stages = [*unit_stages(params), *page_stages(params)]
     return {s.name: with_plugin_inputs(s) for s in stages}
 
 

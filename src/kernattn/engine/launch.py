@@ -6,8 +6,9 @@ evaluation) with torchrun.
                          (--ntasks-per-node 1), which meet at torchrun's c10d rendezvous on the
                          allocation's first node and start N ranks each (world N x M)
 
-Each rank reruns the same command without these options; the engine reads the world from
-torchrun's variables (dist.py). N = M = 1, or a process that is already a rank, trains here.
+Each rank reruns the same command without these options (its --params, --scale and --overrides
+FILE included, where the command had them: the ranks read the params the command would); the
+engine reads the world from torchrun's variables (dist.py). N = M = 1, or a process that is already a rank, trains here.
 SIGTERM (SLURM's time limit) is passed on to the launcher, which passes it to every rank: the
 ranks checkpoint and exit 143, and so does this command.
 """

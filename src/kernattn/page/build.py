@@ -50,19 +50,16 @@ from typing import Callable
 
 import yaml
 
-from ..config import Params, ParamsError, load_params
+from ..config import Params, ParamsError, params_from_args
 from ..tracks import TRACKS, track_module
+from ..units import UNITS
 from ..report import forest, stats, summary, unit_tests
 from ..report.claims import ClaimResult, pairs_frame, summary_frame
 from ..report.part import ClaimKind, ReportContext, ReportError, merge, num
 
 DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
-# the parts that are no track's, after the tracks': (key, module, template); a part's template
-# sits beside its module ("<key>/report.html.j2") unless the module is the report's own
-PAGE_PARTS = (("extrapolation", "kernattn.studies.extrapolation_report", "studies/extrapolation.html.j2"),
-              ("studies", "kernattn.studies.report", "studies/report.html.j2"),
-              ("bench_models", "kernattn.bench.report", "bench/report.html.j2"),
-              ("plan", "kernattn.report.plan", "plan.html.j2"))
+# the page's own parts, after the units': (key, module, template)
+PAGE_PARTS = (("plan", "kernattn.report.plan", "plan.html.j2"),)
 # The page's own claims: kr-blog's and gpa-short's properties of the attention library that the
 # test suite checks (report/unit_tests.py reads its record; their note sits under the summary,
 # section "blog"); no part has results for them.
@@ -83,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
 
     try:
-        params = load_params(args.params, args.scale)
+        params = params_from_args(args)
         index = build_report(params, params_file=args.params, out_dir=args.out,
                              bench_dirs=args.bench_dir or DEFAULT_BENCH_DIRS)
     except (ParamsError, ReportError) as exc:
@@ -134,10 +131,12 @@ class Part:
 
 
 def page_parts() -> list[Part]:
-    """The parts in page order: the tracks' (TRACKS order), then PAGE_PARTS."""
-    tracks = [Part(t, track_module(t, "report"), f"{t}/report.html.j2", f"{t}/provenance.html.j2") for t in TRACKS]
+    """The parts in page order: each unit's (kernattn.units.UNITS order), then PAGE_PARTS. A
+    unit's templates are "<unit>/<template>" (they sit beside its modules: `render`)."""
+    units = [Part(part.key, u.module(part.module), f"{u.name}/{part.template}",
+                  part.provenance and f"{u.name}/{part.provenance}") for u in UNITS for part in u.parts]
     own = [Part(key, importlib.import_module(module), template) for key, module, template in PAGE_PARTS]
-    return tracks + own
+    return units + own
 
 
 def page_outline(parts: list[Part] | None = None) -> list[tuple]:
@@ -304,13 +303,10 @@ def experiment_links(ctx: ReportContext) -> list[dict]:
 def render(context: dict) -> str:
     import jinja2
 
-    # the page's templates (templates/), each track's own as "<track>/...", the studies' as
-    # "studies/...", the benchmarks' as "bench/..."
-    tracks = jinja2.PrefixLoader({**{t: jinja2.PackageLoader(f"kernattn.tracks.{t}", "") for t in TRACKS},
-                                  "studies": jinja2.PackageLoader("kernattn.studies", ""),
-                                  "bench": jinja2.PackageLoader("kernattn.bench", "")})
+    # the page's templates (templates/), the verdict library's, and each unit's as "<unit>/..."
+    units = jinja2.PrefixLoader({u.name: jinja2.PackageLoader(u.package, "") for u in UNITS})
     loader = jinja2.ChoiceLoader([jinja2.PackageLoader(__package__, "templates"),
-                                  jinja2.PackageLoader("kernattn.report", "templates"), tracks])
+                                  jinja2.PackageLoader("kernattn.report", "templates"), units])
     env = jinja2.Environment(loader=loader, autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=_fmt, fmt_int=_fmt_int, fmt_dur=_fmt_dur, verdict_class=_verdict_class,

@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..bench.peaks import get_kind
-    from ..config import load_params
+    from ..config import params_from_args
     from ..dag.plan import profile_gpus
     from ..io import atomic_write_json
     from .data_check import data_items
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if not kind.memory_gib:
         raise UsageError(f"--gpu {args.gpu}: its memory is not in src/kernattn/bench/gpus.yaml (memory_gib)")
     profile = args.profile or installed_profile()
-    params = load_params(args.params, args.scale)
+    params = params_from_args(args)
     print(f"kernattn preflight: scale {params.scale!r}, tracks {', '.join(tracks)}, GPU {kind.name} "
           f"({kind.memory_gib:g} GiB), profile {profile}", flush=True)
     t0, items = time.perf_counter(), []

@@ -10,9 +10,10 @@ that each row's peak memory is its own (the parent reads it from wait4) and a cr
     3. a new Track resumes that checkpoint (the engine's own resume) and must hold the same
        weights, byte for byte
 
-SPEC (JSON): track, run_id, params, scale, full (overrides: stand-in data, CPU, no MLflow,
-outputs in the work folder), one (full + a batch of one), step (false: stop after 1, for a
-row whose model another row already stepped). OUT (JSON): what was measured, or `error`.
+SPEC (JSON): track, run_id, params, scale, overrides (the command's --overrides file, or null),
+full (overrides over those: stand-in data, CPU, no MLflow, outputs in the work folder), one
+(full + a batch of one), step (false: stop after 1, for a row whose model another row already
+stepped). OUT (JSON): what was measured, or `error`.
 """
 
 from __future__ import annotations
@@ -71,9 +72,17 @@ def run_spec(params, track: str, run_id: str):
     return find_run(track_module(track, "stages").runs(params), run_id, f"{params.path} ({track})")
 
 
+def spec_params(spec: dict, stand_ins: dict):
+    """The params a row's check reads: the file at the scale, the command's --overrides file,
+    then `stand_ins` (the preflight's: they must win, to keep it on the CPU and in the work
+    folder)."""
+    from ..config import load_params, overrides_sources
+
+    return load_params(spec["params"], spec["scale"], [*overrides_sources(spec["overrides"]), ("preflight", stand_ins)])
+
+
 def check(spec: dict) -> dict:
     from ..bench.models import held_bytes
-    from ..config import load_params
     from ..engine import train_run
     from ..engine.rundir import CKPT, CONFIG
     from ..engine.runtime import weights_digest
@@ -82,7 +91,7 @@ def check(spec: dict) -> dict:
     cls = track_class(track)
 
     def params(doc: dict):
-        return load_params(spec["params"], spec["scale"], [("preflight", doc)])
+        return spec_params(spec, doc)
 
     full = params(spec["full"])
     run = run_spec(full, track, run_id)

@@ -17,9 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config.loader import load_params
 from ..stage import stage_name
-from ..tracks import TRACKS, track_module
+from ..tracks import track_module
 from . import memory
 from .items import FAIL, OK, WARN, Item
 
@@ -148,9 +147,12 @@ def memory_item(row: Row, result: dict, stepped: dict, gpus_of, kind, params) ->
 
 def step_and_memory_items(params_path: str, params, tracks: tuple[str, ...], only: tuple[str, ...], work: Path,
                           gpus_of, kind, say=print) -> list[Item]:
+    from .rowcheck import spec_params
+
     full, one = overrides(params, work, tracks)
-    load_params(params_path, params.scale, [("preflight", one)])  # a bad override stops here, once
-    spec = {"params": params_path, "scale": params.scale, "full": full, "one": one}
+    # the command's --overrides (params.overrides) under the stand-ins: each row's process reads it too
+    spec = {"params": params_path, "scale": params.scale, "overrides": params.overrides, "full": full, "one": one}
+    spec_params(spec, one)  # a bad override stops here, once
     items, stepped = [], {}
     for row in rows(params, tracks, only):
         result, peak = run_row(row, spec, work)

@@ -14,13 +14,12 @@ A report part is a module with
     claims(ctx: ReportContext, section: dict) -> list[ClaimResult]
         one result per claim of ctx.claims_of(CLAIM_KINDS), judged on what `section` returned
 
-and a template. A track's part is kernattn.tracks.<t>.report with `report.html.j2` next to it
-(rendered as "<t>/report.html.j2", its context under the name <t>), and optionally
-`provenance.html.j2` (its lines at the end of the page's provenance section); the tracks'
-parts stand on the page in TRACKS order. A part that is no track's is named in
-build.PAGE_PARTS with its module and template: the studies' (kernattn.studies.report, with
-report.html.j2 beside it) and the benchmarks' (kernattn.bench.report,
-bench/report.html.j2).
+and a template. Each unit of kernattn.units.UNITS names its parts: a track's is
+kernattn.tracks.<t>.report with `report.html.j2` next to it (rendered as "<t>/report.html.j2",
+its context under the name <t>) and `provenance.html.j2` (its lines at the end of the page's
+provenance section); the studies' are their extrapolation part and their report part, the
+benchmarks' is kernattn.bench.report. The parts stand on the page in UNITS order, then the
+page's own (build.PAGE_PARTS: the cost plan).
 
 Besides its own context a part's template sees the page's: scale, params, params_file,
 is_paper, heads (the numbered headings by id), level (of the intervals) and claims (every

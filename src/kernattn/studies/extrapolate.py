@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config import Params, load_params
+from ..config import Params, params_from_args
 from ..io import atomic_write_text, load_torch
 from . import extrapolation as paths
 from .length import ShortText, behaviour, defined_limit, text_targets, window_losses
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..errors import UsageError
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     track = next(t for t, cmd in paths.COMMAND.items() if cmd == args.command)
     try:
         lines = track_lines(params, track)

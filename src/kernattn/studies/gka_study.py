@@ -27,7 +27,7 @@ import json
 import re
 from pathlib import Path
 
-from ..config import load_params
+from ..config import params_from_args
 from ..io import atomic_write_json, read_lines
 from . import SUMMARY, gka_run_dir, gka_runs, root
 from .train import gka_init_track
@@ -133,7 +133,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     summary = read_study(params, args.params)
     out = root(params) / "gka_init" / SUMMARY
     atomic_write_json(out, summary)

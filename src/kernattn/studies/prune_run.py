@@ -32,7 +32,7 @@ import contextlib
 import dataclasses
 import json
 
-from ..config import Params, find_run, load_params
+from ..config import Params, find_run, params_from_args
 from ..engine import derive_seed, train_run
 from ..engine.options import add_world_options
 from ..io import atomic_write_json, read_lines
@@ -212,7 +212,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     if args.run not in prune_runs(params):
         raise UsageError(f"{params.path}: {args.run!r} is not a run of the prune study at scale {params.scale!r}; "
                          f"runs: {', '.join(prune_runs(params))}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..config import load_params
+from ..config import params_from_args
 from ..io import atomic_write_json, atomic_write_text
 from . import SUMMARY, prune_output, prune_runs, root
 
@@ -73,7 +73,7 @@ def read_study(params) -> dict:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     summary = read_study(params)
     out = root(params) / "prune"
     table = pd.DataFrame([{k: (str(r[k]) if k == "removed" else r[k]) for k in COLUMNS} for r in summary["runs"]],

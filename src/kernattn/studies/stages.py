@@ -15,10 +15,11 @@ from ..config import Params
 from ..stage import Stage, narrowed_section
 from ..tracks import track_module
 from ..tracks.char import stages as char
-from . import (gka_run_dir, gka_runs, prune_dir, prune_output, prune_runs, root, summary_path, wrap_corpus_summaries,
-               wrap_data_dir, wrap_data_outputs, wrap_original_runs, wrap_run_dir, wrap_runs)
+from . import (extrapolation, gka_run_dir, gka_runs, prune_dir, prune_output, prune_runs, root, summary_path,
+               wrap_corpus_summaries, wrap_data_dir, wrap_data_outputs, wrap_original_runs, wrap_run_dir, wrap_runs)
 
 TARGETS = ("wrap_study", "gka_init_study", "prune_study")  # what `snakemake studies` asks for
+REPORT_SECTIONS = ()  # the page's study parts read only the files below
 INIT_SECTIONS = ("model", "train", "matrix", "lm", "vision", "studies")  # what a GKA-init run may read
 
 
@@ -81,9 +82,11 @@ def _gka_init_stages(p: Params) -> list[Stage]:
 
 
 def stages(p: Params) -> list[Stage]:
-    """Every study's stages: not inputs of the report, not in `all`."""
+    """Length extrapolation (in the main DAG: the report reads it), then every other study's
+    stages (not inputs of the report, not in `all`: the Snakefile's `studies` target)."""
     prune = tuple(prune_runs(p))
     return [
+        *extrapolation.stages(p),
         *_wrap_stages(p),
         *_gka_init_stages(p),
         Stage("prune", ("model", "train", "matrix", "analysis", "studies"), ("",),
@@ -95,3 +98,14 @@ def stages(p: Params) -> list[Stage]:
                          *(str(root(p) / "prune" / f) for f in ("prune.csv", "prune_rows.csv"))],
               inputs=lambda _: [prune_output(p, r) for r in prune]),
     ]
+
+
+def report_inputs(p: Params) -> list[str]:
+    """What the page needs of the studies before it renders: the extrapolation tables (the other
+    studies are read where they ran; a missing one is a warning naming its command)."""
+    return extrapolation.outputs(p)
+
+
+def run_roots(p: Params) -> list:
+    """The folders the studies' training runs lie in (engine run folders, one per run id)."""
+    return [wrap_run_dir(p), gka_run_dir(p), *(prune_dir(p, r) for r in prune_runs(p))]

@@ -20,7 +20,7 @@ import argparse
 import dataclasses
 from types import SimpleNamespace
 
-from ..config import Params, load_params
+from ..config import Params, params_from_args
 from ..engine.options import add_run_options, run_track
 from ..errors import UsageError
 from ..tracks.char.track import CharTrack
@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     return run_track(study_track(params, args.command, args.run), args)
 
 

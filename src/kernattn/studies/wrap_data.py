@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from ..config import load_params
+from ..config import params_from_args
 from ..config.studies import wrap_layout
 from ..io import atomic_dir
 from . import wrap_analysis_dir, wrap_data_dir, wrap_layouts
@@ -78,7 +78,7 @@ def write_corpus(params, corpus: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     from ..tracks.char.analysis.corpus import analyze_corpus
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     for corpus in params.studies.wrap.corpora:
         meta = write_corpus(params, corpus)
         path = analyze_corpus(corpus_params(params, corpus))

@@ -29,7 +29,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..config import find_run, load_params
+from ..config import find_run, params_from_args
 from ..config.studies import wrap_rows
 from ..io import atomic_write_json, atomic_write_text
 from . import SUMMARY, root, wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wrap_runs
@@ -214,7 +214,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     summary = read_study(params, args.params)
     out = root(params) / "wrap"
     table = pd.DataFrame(summary["bumps"], columns=["row", "corpus", "seed", "bump"])

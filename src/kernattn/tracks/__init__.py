@@ -3,19 +3,20 @@ with track.py (the recipe the engine trains), model.py, data.py, stages.py (its 
 the only owner of where its files live) and report.py (its report part), and whatever is its
 own. A track never imports another; what several use lives a floor below them.
 
-TRACKS is the one list the DAG (kernattn.dag.stages) and the report (kernattn.page.build)
-loop over: a new track is its folder and a name here."""
+The tracks are units of the pipeline, listed with the studies and the benchmarks in
+kernattn.units.UNITS: a new track is its folder and its entry there."""
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-TRACKS = ("char", "lm", "vision")  # also the order of their parts in the report
+from ..units import TRACKS, unit
+
+__all__ = ["TRACKS", "track_module"]
 
 
 def track_module(track: str, part: str) -> ModuleType:
     """kernattn.tracks.<track>.<part> (imported on demand: the DAG must not pay for torch)."""
     if track not in TRACKS:
         raise ValueError(f"unknown track {track!r}; the tracks are {', '.join(TRACKS)}")
-    return importlib.import_module(f"{__name__}.{track}.{part}")
+    return unit(track).module(part)

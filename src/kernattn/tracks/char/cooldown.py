@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...config import load_params
+from ...config import params_from_args
 from ...config.char import cooldown_start
 from ...engine.loop import keep_name
 from ...engine.options import add_run_options, run_track
@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ...config import find_run
 
-    params = load_params(args.params, args.scale)
+    params = params_from_args(args)
     if args.run not in budget_runs(params):
         known = ", ".join(budget_runs(params)[:6]) or "none: train.budgets is empty"
         raise UsageError(f"{params.path}: no budget branch {args.run!r} at scale {params.scale!r}; branches: {known}"

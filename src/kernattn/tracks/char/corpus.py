@@ -58,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config import DataParams, ParamsError, load_params
+from ...config import DataParams, ParamsError, params_from_args
 from ...datasets import Where, dataset, locate
 from ...io import atomic_dir, atomic_write_json
 from .data import VOCAB_FILE, META_FILE, SPLIT_FILES
@@ -365,7 +365,7 @@ def run(args: argparse.Namespace) -> int:
     from ...errors import UsageError
 
     try:
-        params = load_params(args.params, args.scale)
+        params = params_from_args(args)
         meta = prepare(params.data, params_path=params.path, scale=params.scale, where=Where.from_params(params))
     except (ParamsError, DataError) as exc:
         raise UsageError(str(exc)) from None

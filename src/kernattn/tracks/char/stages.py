@@ -63,6 +63,12 @@ RUNS = RunFolders("train")  # <train.out_dir>/<run id>/: the engine's run folder
 runs_root, run_dir, final_output = RUNS.root, RUNS.run_dir, RUNS.final_output
 
 
+def run_roots(p: Params) -> list[Path]:
+    """The folders its runs lie in (what `kernattn sync-mlflow` walks): the matrix's runs and
+    the budget sweep's cooldown branches."""
+    return [runs_root(p), runs_root(p) / BUDGETS]
+
+
 def budget_run_id(run_id: str, budget: int) -> str:
     """The id of a run's cooldown branched at `budget` steps (train.budgets)."""
     return f"{run_id}-b{budget}"

@@ -35,7 +35,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from ...config import Params, RunSpec, find_run, fingerprinted, load_params
+from ...config import Params, RunSpec, find_run, fingerprinted, params_from_args
 from ...config.char import cooldown_start
 from ...engine import Track, derive_seed, is_timing, train_run
 from ...engine.options import add_run_options, run_track
@@ -227,7 +227,7 @@ def train(params: Params, spec: RunSpec, *, fresh: bool = False, stop_after: int
 
 
 def run(args: argparse.Namespace) -> int:
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     return run_track(CharTrack(params, find_run(params, args.run)), args)
 
 

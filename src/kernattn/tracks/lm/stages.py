@@ -46,6 +46,11 @@ RUNS = RunFolders("lm")  # <lm.out_dir>/<run id>/: the engine's run folder (stag
 runs_root, run_dir, final_output = RUNS.root, RUNS.run_dir, RUNS.final_output
 
 
+def run_roots(p: Params) -> list[Path]:
+    """The folders its runs lie in (what `kernattn sync-mlflow` walks)."""
+    return [runs_root(p)]
+
+
 
 def eval_path(p: Params, run_id: str) -> Path:
     """One run's bits per byte and CORE (kernattn eval-lm)."""
@@ -85,7 +90,7 @@ def add_run_argument(parser) -> None:
 def load_stage(args, with_run: bool = True):
     """(params, RunSpec or None) from the stage's arguments; a bad params file or run id is a
     one-line error."""
-    from ...config import load_params
+    from ...config import params_from_args
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     return params, (find_lm_run(params, args.run) if with_run else None)

@@ -22,7 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ...io import atomic_write_json
 from .data import SHAPES
 from .model import SIZES, ViTSpec, attention_modules, build_vit, paper_spec, spec_from_params
-from ...config import load_params
+from ...config import params_from_args
 
 OUTPUT = "counts.json"
 
@@ -114,7 +114,7 @@ def configured_models(vp) -> list[Counts]:
 
 
 def run(args: argparse.Namespace) -> int:
-    vp = load_params(args.params, args.scale).vision
+    vp = params_from_args(args).vision
     doc = {"paper_models": [c.row() for c in paper_models()],
            "configured": [c.row() for c in configured_models(vp)],
            "configured_shape": {"dataset": vp.dataset, "img_size": vp.img_size, "patch_size": vp.patch_size,

@@ -29,7 +29,7 @@ from ...errors import UsageError
 from ...datasets import Where, dataset, locate_folder
 from ...fetch import DataError, read_local
 from ...io import atomic_dir
-from ...config import load_params
+from ...config import params_from_args
 
 
 # sha256 of each file's decompressed idx content (shared/data/README.md).
@@ -282,7 +282,7 @@ def stand_in(p, folder) -> tuple[dict, dict]:
 
 # ----------------------------------------------------------------------------- stage
 def run(args: argparse.Namespace) -> int:
-    params = load_params(args.params, args.scale)
+    params = params_from_args(args)
     try:
         out = prepare(params.vision, Where.from_params(params))
     except DataError as exc:

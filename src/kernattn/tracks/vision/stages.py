@@ -63,6 +63,11 @@ RUNS = RunFolders("vision")  # <vision.out_dir>/<run id>/: the engine's run fold
 runs_root, run_dir, final_output = RUNS.root, RUNS.run_dir, RUNS.final_output
 
 
+def run_roots(p: Params) -> list[Path]:
+    """The folders its runs lie in (what `kernattn sync-mlflow` walks)."""
+    return [runs_root(p)]
+
+
 
 def analysis_dir(p: Params, run_id: str) -> Path:
     """One run's section 7 figures (kernattn analyze-vision)."""

@@ -37,7 +37,7 @@ from ...engine.options import add_run_options, run_track
 from ...errors import UsageError
 from . import data as vdata
 from .model import attention_modules, build_vit, spec_from_params
-from ...config import load_params
+from ...config import params_from_args
 from .stages import attention_of, find_vision_run, run_dir
 
 
@@ -252,4 +252,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_track(VisionTrack(load_params(args.params, args.scale), args.run), args)
+    return run_track(VisionTrack(params_from_args(args), args.run), args)

@@ -35,7 +35,7 @@ from ...figures import new_figure
 from ...errors import UsageError
 from ...io import atomic_dir
 from . import data as vdata
-from ...config import load_params
+from ...config import params_from_args
 from .model import attention_modules, build_vit, spec_from_params
 from .rollout import cls_map, rollout
 from . import stages
@@ -264,7 +264,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    params = load_params(args.params, args.scale)
+    params = params_from_args(args)
     if params.vision.threads is not None:
         torch.set_num_threads(params.vision.threads)
     out = analyze(params, args.run)

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ....config import RunSpec, find_run, load_params
+from ....config import RunSpec, find_run, params_from_args
 from ..data import decode, load_vocab
 from ....io import atomic_dir
 from ..stages import SUMMARY, analysis_dir, run_dir
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ....errors import UsageError
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     spec = find_run(params, args.run)
     if spec.variant != "gpa":
         raise UsageError(f"run {spec.run_id} has attention {spec.variant!r}, not gpa: it has no kernel banks")

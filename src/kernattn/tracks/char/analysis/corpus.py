@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ....config import load_params
+from ....config import params_from_args
 from ..data import load_split, load_vocab
 from ....io import atomic_dir
 from ..stages import SUMMARY, corpus_dir
@@ -128,7 +128,7 @@ def analyze_corpus(params) -> Path:
 
 def run(args: argparse.Namespace) -> int:
 
-    params = load_params(args.params, args.scale)  # a ParamsError is one line (cli.main)
+    params = params_from_args(args)  # a ParamsError is one line (cli.main)
     path = analyze_corpus(params)
     s = json.loads(path.read_text())["splits"]["train"]
     print(f"kernattn analyze-corpus: {s['separations']:,} newline separations in the training split; "
