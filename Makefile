@@ -38,7 +38,7 @@ test: $(STAMP)
 
 # Unit and component tests, for the edit loop (under 3 minutes on two cores).
 test-fast: test-data
-	$(PY) -m pytest -q -m "not e2e" -n $(FAST_JOBS) --junitxml=results/unit-tests.xml
+	$(PY) -m pytest -q -m "not e2e" -n $(FAST_JOBS) --dist loadgroup --junitxml=results/unit-tests.xml
 
 # The pipeline's commands as processes: the micro DAG (trained once, locally and on a SLURM
 # test cluster), DVC, the MLflow server, the report in Chromium, ranks, kills and resumes.

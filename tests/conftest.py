@@ -41,12 +41,25 @@ def pytest_configure_node(node):
     shared.configure_node(node)
 
 
+@pytest.hookimpl(trylast=True)  # after xdist has ended its workers
 def pytest_sessionfinish(session, exitstatus):
-    """The controller stops the daemons any worker started, once every worker has ended."""
-    if shared.is_controller(session.config):
-        errors = shared.finish(session.config, services.STOPPERS, keep=exitstatus != 0)
-        if errors:
-            print(f"\nstopping the session's daemons failed: {'; '.join(errors)}", file=sys.stderr)
+    """The controller, once every worker has ended: the micro DAG's shared workspace must be as
+    the DAG left it (a test that wrote into it fails the session, named), then every daemon
+    any worker started is stopped."""
+    if not shared.is_controller(session.config):
+        return
+    changed = services.changed_shared_workspace(shared.folder(session.config))
+    if changed:
+        print(f"\nthe micro DAG's shared workspace was changed by a test (run commands in micro_dag.copy()): "
+              f"{', '.join(changed[:10])}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    errors = shared.finish(session.config, services.STOPPERS, keep=session.exitstatus != 0)
+    if errors:
+        print(f"\nstopping the session's daemons failed: {'; '.join(errors)}", file=sys.stderr)
+
+
+def pytest_unconfigure(config):
+    shared.unconfigure(config)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker

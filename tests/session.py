@@ -17,9 +17,13 @@ Only public APIs of pytest and xdist are used:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import signal
 import tempfile
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +34,7 @@ from filelock import FileLock
 from kernattn.io import atomic_write_json
 
 KEY = "kernattn_session"
+PREFIX = "kernattn-session-"
 _FOLDER = pytest.StashKey[Path]()
 STOPS = "stops.jsonl"
 
@@ -39,11 +44,35 @@ def is_controller(config) -> bool:
 
 
 def configure(config) -> None:
-    """The controller makes the folder; a worker reads its path from the controller."""
+    """The controller makes the folder (and turns SIGTERM into an interrupt, so that a CI
+    timeout still ends in pytest_sessionfinish, which stops the daemons); a worker reads its
+    path from the controller."""
     if is_controller(config):
-        config.stash[_FOLDER] = Path(tempfile.mkdtemp(prefix="kernattn-session-"))
+        _remove_stale()
+        config.stash[_FOLDER] = Path(tempfile.mkdtemp(prefix=PREFIX))
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _interrupt)
     else:
         config.stash[_FOLDER] = Path(config.workerinput[KEY])
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _remove_stale(max_age_s: float = 24 * 3600) -> None:
+    """Folders that failed sessions kept (to be read), once a day old."""
+    for old in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > max_age_s:
+                shutil.rmtree(old, ignore_errors=True)
+
+
+def unconfigure(config) -> None:
+    """A session that built nothing (`pytest --help`, the fast job) leaves no folder behind."""
+    root = config.stash.get(_FOLDER, None)
+    if is_controller(config) and root is not None and root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
 
 
 def configure_node(node) -> None:

@@ -335,6 +335,14 @@ def test_install_profile_sets_the_planned_stages_time_limits(tmp_path, monkeypat
                     "train_gka_init": 2 * 180 + pl.MARGIN_MIN}
     assert {s: resources[s]["runtime"] for s in want} == want
     assert resources["bench"] == {**shipped["bench"], "slurm_partition": "p", "gpu_model": "a100"}  # not planned: kept
+    # --overrides applies to the plan's params as to every command's: one char row left, 1 h
+    over = tmp_path / "over.yaml"
+    over.write_text("scales:\n  micro:\n    matrix:\n      only: [rope]\n")
+    assert main(["install-profile", "--partition", "p", "--gpu-model", "a100", "--source", str(REPO / "profiles/slurm"),
+                 "--dest", str(tmp_path / "one"), "--plan-scale", "micro", "--plan-params", str(PARAMS),
+                 "--plan-mfu", "0.4", "--safety", "3", "--overrides", str(over)]) == 0
+    one = yaml.safe_load((tmp_path / "one" / "config.yaml").read_text())["set-resources"]
+    assert one["train"]["runtime"] == 180 + pl.MARGIN_MIN and one["train_lm"] == resources["train_lm"]
 
 
 def test_paper_tables_of_a_row_and_their_hours():

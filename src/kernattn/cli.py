@@ -67,7 +67,7 @@ RENAMED: dict[str, str] = {"lm-import": "import-lm", "lm-export": "export-lm"}
 
 # The stages that read params.yaml differently: which of the shared options they take.
 OWN_PARAMS: dict[str, tuple[str, ...]] = {
-    "install-profile": (),        # writes a SLURM profile; reads no params
+    "install-profile": (),        # writes a SLURM profile; reads params only for --plan-scale (--plan-params)
     "results-table": (),          # reads a claims CSV and the README
     "bench-attention": (),        # times the attention kernels alone, at its own shapes
     "gpu-check": ("--params",),
@@ -93,7 +93,9 @@ def add_params_options(parser: argparse.ArgumentParser, stage: str) -> None:
     if "--scale" in options:
         parser.add_argument("--scale", default=None, metavar="NAME",
                             help="scale of the params file (default: its `scale` key, or KERNATTN_SCALE)")
-    if "--params" not in options:
+    if stage == "install-profile":  # its only params are the plan's, which sets the stages' runtimes
+        effect = "applied over --plan-params at --plan-scale"
+    elif "--params" not in options:
         effect = f"accepted as by every command; {stage} reads no params file, so they change nothing"
     elif stage in IGNORE_OVERRIDES:
         effect = f"accepted as by every command; {stage} {IGNORE_OVERRIDES[stage]}, so they change nothing"

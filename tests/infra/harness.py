@@ -207,6 +207,7 @@ class SlurmCluster:
         # the socket gets a folder of its own under /tmp, removed by stop().
         self.socket_dir = Path(tempfile.mkdtemp(prefix="kernattn-munge-", dir="/tmp"))
         self.socket_dir.chmod(0o755)
+        (self.socket_dir / ".root").write_text(str(self.root))  # whose it is (stop_in)
         self.munge_socket = self.socket_dir / "munge.socket"
         ctld_port, slurmd_port = free_port(), free_port()
         while slurmd_port == ctld_port:
@@ -273,6 +274,7 @@ class SlurmCluster:
     def _start(self, name: str, cmd: list[str]) -> Proc:
         proc = Proc(name, cmd, self.root / "log" / f"{name}.out", env=self.env())
         self.procs.append(proc)
+        (self.root / "run" / f"{name}.pgid").write_text(str(proc.pid))  # its process group (stop_in)
         return proc
 
     def _check_alive(self) -> None:
@@ -344,7 +346,7 @@ class SlurmCluster:
         return json.dumps(self.record())
 
     def record(self) -> dict:
-        """What another process needs to use this cluster (`attach`) and to stop it (`stop_recorded`)."""
+        """What another process needs to use this cluster (`attach`) and to stop it (`stop_in`: its root)."""
         return {"root": str(self.root), "conf": str(self.conf), "node": self.node,
                 "socket_dir": str(getattr(self, "socket_dir", "")), "pids": {p.name: p.pid for p in self.procs},
                 "start_s": round(self.timings.get("cluster_start_s", 0.0), 2)}
@@ -358,13 +360,17 @@ class SlurmCluster:
         return cluster
 
     @staticmethod
-    def stop_recorded(record: dict) -> None:
-        """Stop a cluster from its `record()`, as `stop()` does, from any process: cancel every
-        job and wait for them to end, then slurmd, slurmctld, munged, each by its process group."""
-        from kernattn.tracking_server import group_members, stop_group
+    def stop_in(info: dict) -> None:
+        """Stop the cluster under info["root"] from any process, as `stop()` does: cancel every
+        job and wait for them to end, then slurmd, slurmctld, munged, each by its process group
+        (their pid files: the cluster may have been left half-started)."""
+        from kernattn.tracking_server import group_members, read_pid, stop_group
 
+        root = Path(info["root"])
+        record = {"root": str(root), "conf": str(root / "etc" / "slurm.conf"), "node": "", "start_s": 0.0}
         cluster = SlurmCluster.attach(record)
-        pids = record["pids"]
+        pids = {name: read_pid(root / "run" / f"{name}.pgid") for name in ("munged", "slurmctld", "slurmd")}
+        pids = {name: pid for name, pid in pids.items() if pid}
         if pids and all(group_members(pid) for pid in pids.values()):
             with contextlib.suppress(Exception):
                 if cluster.running_jobs():
@@ -373,5 +379,6 @@ class SlurmCluster:
                     wait_for(lambda: not cluster.running_jobs(), 30, 0.5, "cancelled jobs to end")
         for pid in reversed(list(pids.values())):  # started as munged, slurmctld, slurmd
             stop_group(pid, grace=10)
-        if record.get("socket_dir"):
-            shutil.rmtree(record["socket_dir"], ignore_errors=True)
+        for socket_dir in Path("/tmp").glob("kernattn-munge-*"):  # this cluster's (.root names it)
+            if (socket_dir / ".root").is_file() and (socket_dir / ".root").read_text() == str(root):
+                shutil.rmtree(socket_dir, ignore_errors=True)

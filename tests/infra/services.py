@@ -8,6 +8,7 @@ every worker until the session ends; the controller then stops the daemons (`STO
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from kernattn.io import atomic_write_json
 
 from .. import paths, session
 from . import harness
@@ -78,14 +81,14 @@ def _start_slurm(config, own: Path) -> dict:
     if reason:
         pytest.skip(f"SLURM test cluster unavailable: {reason}")
     cluster = harness.SlurmCluster(own)
+    # registered before its daemons start: a worker killed half-way leaves their pid files
+    session.on_session_end(config, "slurm", {"root": str(own)})
     try:
         cluster.start()
     except BaseException:
         cluster.stop()
         raise
-    record = {**cluster.record(), "apt_install_s": round(seconds, 1)}
-    session.on_session_end(config, "slurm", record)
-    return record
+    return {**cluster.record(), "apt_install_s": round(seconds, 1)}
 
 
 # ============================================================================ MLflow
@@ -149,7 +152,7 @@ def _stop_mlflow(info: dict) -> None:
         stop_group(pid, grace=5)
 
 
-STOPPERS = {"slurm": harness.SlurmCluster.stop_recorded, "mlflow": _stop_mlflow}
+STOPPERS = {"slurm": harness.SlurmCluster.stop_in, "mlflow": _stop_mlflow}
 
 
 # ============================================================================ the micro DAG
@@ -184,6 +187,25 @@ class DagRun:
         return ws
 
 
+LISTING = "ws-listing.json"  # the shared workspace as the DAG left it: every test must leave it so
+
+
+def listing(ws: Path) -> dict[str, list[int]]:
+    """Every file of the workspace but Snakemake's own folder: path -> [size, mtime_ns]."""
+    return {str(p.relative_to(ws)): [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(ws.rglob("*"))
+            if p.is_file() and not p.is_symlink() and ".snakemake" not in p.relative_to(ws).parts}
+
+
+def changed_shared_workspace(folder: Path) -> list[str]:
+    """The files of the micro DAG's shared workspace that a test added, changed or removed
+    (it is read-only: tests run commands in micro_dag.copy()). [] when it was never built."""
+    before_path, ws = folder / "micro_dag" / LISTING, folder / "micro_dag" / "ws"
+    if not before_path.is_file():
+        return []
+    before, now = json.loads(before_path.read_text()), listing(ws)
+    return sorted(p for p in before.keys() | now.keys() if before.get(p) != now.get(p))
+
+
 def _transient(folder: str, names: list[str]) -> set[str]:
     return {n for n in names if Path(folder).name == ".snakemake" and n in ("locks", "incomplete")}
 
@@ -216,6 +238,7 @@ def _train_micro_dag(config, root: Path) -> dict:
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ws, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=DAG_TIMEOUT_S)
+    atomic_write_json(root / LISTING, listing(ws))
     return {"ws": str(ws), "via": "slurm" if cluster is not None else "local", "why": why, "cmd": cmd,
             "returncode": proc.returncode, "output": proc.stdout, "seconds": round(time.monotonic() - t0, 1),
             "mlflow_url": server.url, "xdg": str(xdg)}

@@ -179,9 +179,22 @@ def test_a_failing_rule_makes_snakemake_exit_nonzero(slurm_cluster, tmp_path):
     assert "Error in rule prepare" in out, out[-3000:]
     assert re.search(r"SLURM-job '\d+' failed", out), out[-3000:]
     assert not (bad / "results/micro/data/dickens/train.npy").exists()
-    # none of its jobs is left running (the cluster is the session's: other tests' jobs may run)
+    # both jobs were submitted, and each has ended (slurmctld lists ended jobs for MinJobAge):
+    # none is left running. The cluster is the session's, so other tests' jobs may run beside.
     submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", out))
-    assert submitted and not submitted & set(slurm_cluster.running_jobs()), (submitted, out[-3000:])
+    assert len(submitted) == 2, out[-3000:]
+    def states() -> dict[str, str]:
+        proc = subprocess.run([harness.which("squeue"), "-h", "-t", "all", "-j", ",".join(sorted(submitted)),
+                               "-o", "%i %T"], env=slurm_cluster.env(), capture_output=True, text=True, timeout=30)
+        return dict(line.split() for line in proc.stdout.splitlines())
+
+    final = ("COMPLETED", "FAILED", "CANCELLED")
+    try:  # a cancelled job may be COMPLETING for a moment after snakemake exits
+        harness.wait_for(lambda: all(state in final for state in states().values()), 30, 0.5, "the jobs to end")
+    except TimeoutError:
+        pass
+    ended = states()
+    assert set(ended) == submitted and all(state in final for state in ended.values()), ended
 
 
 def test_a_training_job_with_two_gpus_trains_as_two_ranks(slurm_cluster, tmp_path):

@@ -29,14 +29,15 @@ def plan_minutes(args: argparse.Namespace, profile_text: str) -> dict[str, int]:
     import yaml
 
     from ..bench import peaks
-    from ..config import load_params
+    from ..config import load_params, overrides_sources
     from .plan import make_plan, measured_loader, profile_gpus, resolve_device, stage_minutes
     from .stages import stage_table
 
     if not args.plan_scale:
         return {}
     kind = args.plan_gpu or (args.gpu_model.lower() if args.gpu_model.lower() in peaks.kinds() else "h100")
-    params = load_params(args.plan_params, args.plan_scale)
+    # the plan of the params the DAG will run: the --plan-params file with the command's --overrides
+    params = load_params(args.plan_params, args.plan_scale, overrides_sources(args.overrides))
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as fh:  # the GPUs per run of the profile installed
         fh.write(yaml.safe_dump(yaml.safe_load(profile_text)))
         fh.flush()

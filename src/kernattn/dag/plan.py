@@ -63,7 +63,7 @@ def job_graph(table: dict[str, Stage]) -> dict[str, tuple[str, str | None, tuple
     """job id -> (stage, run, ids of the jobs that write its inputs), over the whole table."""
     writer, jobs = {}, {}
     for stage in table.values():
-        for run in stage.runs or (None,):
+        for run in stage.runs if stage.per_run else (None,):  # a per-run stage may have no run (no GPA row)
             jid = f"{stage.name}@{run}" if run is not None else stage.name
             jobs[jid] = (stage, run)
             for out in stage.outputs(run):

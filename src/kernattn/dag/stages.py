@@ -70,7 +70,8 @@ def studies_outputs(stages: dict[str, Stage]) -> list[str]:
 
 
 def stage_table(params: Params) -> dict[str, Stage]:
-    """Every stage, in an order that runs (upstream first), by name; the studies last."""
+    """Every stage, in an order that runs (upstream first), by name: each unit's in UNITS order,
+    then the plan and the report."""
     stages = [*unit_stages(params), *page_stages(params)]
     return {s.name: with_plugin_inputs(s) for s in stages}
 

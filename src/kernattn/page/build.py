@@ -4,9 +4,9 @@
 
 This module is the page only, above every unit it assembles; the verdict library it judges
 the claims with is kernattn.report, below the units. Its parts are modules of one shape
-(report/part.py): each
-track's kernattn.tracks.<t>.report for t in tracks.TRACKS, then the parts that are no
-track's (PAGE_PARTS: the studies, the benchmarks). Each part reads its own inputs, writes its
+(report/part.py): each unit's
+parts (kernattn.units.UNITS: the tracks', the studies', the benchmarks'), then the page's own
+(PAGE_PARTS: the cost plan). Each part reads its own inputs, writes its
 figures and tables, returns its template's context and judges the claims of the kinds it
 owns; a track's part says what it reads (tracks.<t>.stages owns where its files live). A
 track's run that is missing or unreadable is an error naming the file and the command that
