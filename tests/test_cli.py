@@ -73,9 +73,12 @@ def test_overrides_is_an_option_of_every_command_before_or_after_its_name(capsys
     assert stop.value.code == 2 and err.count("\n") == 1 and "a.yaml" in err and "b.yaml" in err, err
     # nothing of it is left in the environment for another load_params or a child process
     assert not [k for k, v in os.environ.items() if v in ("a.yaml", "b.yaml")]
-    # a command that reads no params file says so, and so does one that measures fixed shapes
+    # a command that reads no params file says so, and so does one that measures fixed shapes;
+    # install-profile reads params only for its plan (--plan-params at --plan-scale)
+    help_text = " ".join(cli.build_parser("results-table").stages["results-table"].format_help().split())
+    assert "results-table reads no params file, so they change nothing" in help_text
     help_text = " ".join(cli.build_parser("install-profile").stages["install-profile"].format_help().split())
-    assert "install-profile reads no params file, so they change nothing" in help_text
+    assert "applied over --plan-params at --plan-scale" in help_text
     help_text = " ".join(cli.build_parser("gpu-check").stages["gpu-check"].format_help().split())
     assert "gpu-check measures fixed shapes at its own scales, so they change nothing" in help_text
 
