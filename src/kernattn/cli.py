@@ -74,11 +74,15 @@ OWN_PARAMS: dict[str, tuple[str, ...]] = {
     "check-variant": ("--params",),  # its training check runs at the micro scale, whatever the file's   # a part sets its own sizes (--tiny); the train part writes its own scale
 }
 
-# The commands that take --params but not --overrides' values, and why (said in their --help).
-IGNORE_OVERRIDES: dict[str, str] = {
+# What --overrides does to a command whose params are not "the params file at its scale" (said
+# in its --help); a command without --params otherwise reads none, so they change nothing.
+OVERRIDES_EFFECT: dict[str, str] = {
     # its records (results/gpu/<device>/, read by the report and by `kernattn plan`) are of
     # fixed shapes: the paper's, the micro scale's and its own gpucheck scale's
-    "gpu-check": "measures fixed shapes at its own scales",
+    "gpu-check": "accepted as by every command; gpu-check measures fixed shapes at its own scales, "
+                 "so they change nothing",
+    # its only params are the plan's, which sets the stages' runtimes
+    "install-profile": "applied over --plan-params at --plan-scale",
 }
 BEFORE_COMMAND = "overrides_before_command"  # the dest of `kernattn --overrides FILE COMMAND`
 OVERRIDES_HELP = "YAML file of params overrides (what the Snakefile writes for snakemake --config and --configfile)"
@@ -93,12 +97,10 @@ def add_params_options(parser: argparse.ArgumentParser, stage: str) -> None:
     if "--scale" in options:
         parser.add_argument("--scale", default=None, metavar="NAME",
                             help="scale of the params file (default: its `scale` key, or KERNATTN_SCALE)")
-    if stage == "install-profile":  # its only params are the plan's, which sets the stages' runtimes
-        effect = "applied over --plan-params at --plan-scale"
+    if stage in OVERRIDES_EFFECT:
+        effect = OVERRIDES_EFFECT[stage]
     elif "--params" not in options:
         effect = f"accepted as by every command; {stage} reads no params file, so they change nothing"
-    elif stage in IGNORE_OVERRIDES:
-        effect = f"accepted as by every command; {stage} {IGNORE_OVERRIDES[stage]}, so they change nothing"
     else:
         effect = "applied over the params file at its scale"
     parser.add_argument("--overrides", default=None, metavar="FILE", help=f"{OVERRIDES_HELP}, {effect}")

@@ -326,11 +326,7 @@ class SlurmCluster:
         (reverse order), each by pid."""
         errors = []
         if self.procs and all(p.alive() for p in self.procs):
-            with contextlib.suppress(Exception):
-                if self.running_jobs():
-                    subprocess.run([which("scancel"), "--full", "-u", "root"], env=self.env(), capture_output=True,
-                                   timeout=20)
-                    wait_for(lambda: not self.running_jobs(), 30, 0.5, "cancelled jobs to end")
+            self._cancel_jobs()
         for proc in reversed(self.procs):
             try:
                 proc.stop()
@@ -342,20 +338,26 @@ class SlurmCluster:
         if errors:
             raise RuntimeError("; ".join(errors))
 
+    def _cancel_jobs(self) -> None:
+        """Cancel every job and wait for them to end (best effort: the daemons stop next)."""
+        with contextlib.suppress(Exception):
+            if self.running_jobs():
+                subprocess.run([which("scancel"), "--full", "-u", "root"], env=self.env(), capture_output=True,
+                               timeout=20)
+                wait_for(lambda: not self.running_jobs(), 30, 0.5, "cancelled jobs to end")
+
     def describe(self) -> str:
-        return json.dumps(self.record())
+        return json.dumps({**self.record(), "pids": {p.name: p.pid for p in self.procs}})
 
     def record(self) -> dict:
-        """What another process needs to use this cluster (`attach`) and to stop it (`stop_in`: its root)."""
-        return {"root": str(self.root), "conf": str(self.conf), "node": self.node,
-                "socket_dir": str(getattr(self, "socket_dir", "")), "pids": {p.name: p.pid for p in self.procs},
-                "start_s": round(self.timings.get("cluster_start_s", 0.0), 2)}
+        """What another process needs to use this cluster (`attach`); everything else follows
+        from its root (the config, the daemons' process groups: `stop_in`)."""
+        return {"root": str(self.root), "start_s": round(self.timings.get("cluster_start_s", 0.0), 2)}
 
     @classmethod
     def attach(cls, record: dict) -> "SlurmCluster":
         """The cluster another process started (its `record()`): clients only, no daemons to stop."""
         cluster = cls(Path(record["root"]))
-        cluster.node, cluster.conf = record["node"], Path(record["conf"])
         cluster.timings["cluster_start_s"] = record["start_s"]
         return cluster
 
@@ -367,16 +369,11 @@ class SlurmCluster:
         from kernattn.tracking_server import group_members, read_pid, stop_group
 
         root = Path(info["root"])
-        record = {"root": str(root), "conf": str(root / "etc" / "slurm.conf"), "node": "", "start_s": 0.0}
-        cluster = SlurmCluster.attach(record)
+        cluster = SlurmCluster(root)
         pids = {name: read_pid(root / "run" / f"{name}.pgid") for name in ("munged", "slurmctld", "slurmd")}
         pids = {name: pid for name, pid in pids.items() if pid}
         if pids and all(group_members(pid) for pid in pids.values()):
-            with contextlib.suppress(Exception):
-                if cluster.running_jobs():
-                    subprocess.run([which("scancel"), "--full", "-u", "root"], env=cluster.env(),
-                                   capture_output=True, timeout=20)
-                    wait_for(lambda: not cluster.running_jobs(), 30, 0.5, "cancelled jobs to end")
+            cluster._cancel_jobs()
         for pid in reversed(list(pids.values())):  # started as munged, slurmctld, slurmd
             stop_group(pid, grace=10)
         for socket_dir in Path("/tmp").glob("kernattn-munge-*"):  # this cluster's (.root names it)

@@ -77,7 +77,7 @@ def slurm(config) -> harness.SlurmCluster:
 
 
 def _start_slurm(config, own: Path) -> dict:
-    reason, seconds = harness.ensure_packages(harness.SLURM_PACKAGES, harness.SLURM_BINARIES)
+    reason, _ = harness.ensure_packages(harness.SLURM_PACKAGES, harness.SLURM_BINARIES)
     if reason:
         pytest.skip(f"SLURM test cluster unavailable: {reason}")
     cluster = harness.SlurmCluster(own)
@@ -88,7 +88,7 @@ def _start_slurm(config, own: Path) -> dict:
     except BaseException:
         cluster.stop()
         raise
-    return {**cluster.record(), "apt_install_s": round(seconds, 1)}
+    return cluster.record()
 
 
 # ============================================================================ MLflow

@@ -60,7 +60,7 @@ def context_from_args(args: argparse.Namespace) -> Context:
         out_dir = Path(args.out_dir)
     else:
         out_dir = Path("results") / "gpu-check-tiny" / device_slug(device) if tiny else default_out_dir(device)
-    # args.overrides is not read (cli.IGNORE_OVERRIDES): every part loads the params file at a
+    # args.overrides is not read (cli.OVERRIDES_EFFECT): every part loads the params file at a
     # fixed scale (paper, micro, its own gpucheck), so that its records measure those shapes
     ctx = Context(device=device, tiny=tiny, out_dir=out_dir, force=args.force, params=args.params,
                   corpus=args.corpus, work_dir=args.work_dir)
