@@ -34,8 +34,8 @@ rule all:
 
 
 rule studies:
-    # The experiments the papers leave open (kernattn.studies.stages): each study's summary. The
-    # report shows them when it is built after them (it reads what exists).
+    # The experiments the papers leave open (the stages kernattn.units names in `targets`): each
+    # study's summary. The report shows them when it is built after them (it reads what exists).
     input:
         dag_stages.studies_outputs(STAGES),
 

@@ -14,7 +14,8 @@ import math
 
 import pytest
 
-from kernattn.studies import ARMS, SUMMARY
+from kernattn.studies.common import SUMMARY
+from kernattn.studies.prune.stages import ARMS
 from tests.ddp import launch, log_of, wait
 from tests.test_ddp import CHAR, argv, assert_close_weights, assert_same_lines
 from tests.test_engine import ckpt_of, read_metrics, write_params

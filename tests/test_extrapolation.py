@@ -1,4 +1,4 @@
-"""Length extrapolation (kernattn.studies.length / extrapolate / extrapolation_report): the same
+"""Length extrapolation (kernattn.studies.extrapolation.length / extrapolate / extrapolation_report): the same
 targets at every length, hand-computed losses, which variants are defined beyond their
 training context (from the model, never a clamp), the 1x number against the track's own
 validation loss, and the stages end to end on the micro DAG."""
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from kernattn.studies.length import (
+from kernattn.studies.extrapolation.length import (
     ShortText,
     behaviour,
     defined_limit,
@@ -80,7 +80,7 @@ def test_variants_defined_at_every_length_say_what_they_do(variant, options, wor
 def test_a_lag_table_is_not_defined_beyond_max_len_never_clamped():
     """max_len 16 at context 8: 2x is defined (entries 8..15 untrained), 4x and 8x are lines
     saying so; the library itself refuses a longer sequence rather than clamping it."""
-    from kernattn.studies.extrapolate import Loaded, sweep
+    from kernattn.studies.extrapolation.extrapolate import Loaded, sweep
 
     model = gpt({"position": "lag_table", "max_len": 16})
     assert defined_limit(model) == 16
@@ -125,7 +125,7 @@ def test_the_1x_number_is_the_tracks_validation_loss_when_both_see_the_same_wind
 
 
 def test_the_report_part_reads_a_constructed_table(tmp_path):
-    from kernattn.studies.extrapolation_report import flat_table, track_context
+    from kernattn.studies.extrapolation.report import flat_table, track_context
 
     lines = [{"track": "char", "run_id": f"{row}-s{s}", "row": row, "seed": s, "variant": "softmax", "label": row,
               "train_context": 8, "factor": f, "length": 8 * f, "defined": ok, "loss": (1.0 + s + f) if ok else None,

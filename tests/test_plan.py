@@ -212,11 +212,11 @@ def test_the_studies_trainings_are_planned_as_their_tracks_runs():
     work by hand: 3 arms x steps x batch samples of fwd + bwd, and evaluations of
     eval_batches x batch windows: the 2 x layers x heads ablations + their base (2), and each
     arm's start and end."""
-    from kernattn import studies
+    from kernattn.studies.wrap.stages import wrap_runs
 
     p = load_params(PARAMS, "micro")
     wrap = pf.stage_runs(p, "train_wrap")
-    assert set(wrap) == set(studies.wrap_runs(p)) and {r.track for r in wrap.values()} == {"char"}
+    assert set(wrap) == set(wrap_runs(p)) and {r.track for r in wrap.values()} == {"char"}
     spec = wrap["gpa_dp_m8-rewrapped-s0"].spec
     assert pf.char_work(p, spec) == pf.char_work(p, pf.stage_runs(p, "train")["gpa_dp_m8-s0"].spec)
     init = pf.stage_runs(p, "train_gka_init")

@@ -437,7 +437,8 @@ def check_summary_and_outline(page: Tables, html: str, folder: Path) -> None:
         for sid, _ in part[2]:
             assert f'href="#{sid}"' in html and f'id="{sid}"' in html
     order = [html.index(f'id="{x}"') for x in ("summary", "toc", "part-char", "part-lm", "part-vision",
-                                                "part-studies", "part-bench", "part-provenance")]
+                                                "part-study-wrap", "part-study-gka-init", "part-study-prune", "part-bench",
+                                                "part-provenance")]
     assert order == sorted(order)
 
 

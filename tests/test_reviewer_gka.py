@@ -21,7 +21,7 @@ from kernattn.bench import report_table4
 from kernattn.report.claims import ClaimResult
 from kernattn.report.part import ReportContext
 from kernattn.attention.gka_readings import gka_modules
-from kernattn.studies.report_gka import named_init_readings
+from kernattn.studies.gka_init.report import named_init_readings
 from kernattn.tracks.char.model import GPT
 from kernattn.tracks.lm import report as lm_report
 from kernattn.tracks.vision import report as vision_report

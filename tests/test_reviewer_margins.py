@@ -138,7 +138,7 @@ def test_the_prune_margin_is_relative_to_the_unpruned_reference():
     """Controls 1.50, 1.52, 1.51 (mean 1.51): margin 0.01 x 1.51 = 0.0151 nats/char. A removal
     costing ~0.002 passes; one costing ~0.03 (2% of the loss) is contradicted, where the old
     half-of-NoPE - RoPE margin (0.30 at small) let a cost of 0.25 through."""
-    from kernattn.studies.report_prune import _prune_claim, prune_context, prune_margin
+    from kernattn.studies.prune.report import _prune_claim, prune_context, prune_margin
 
     claim = {"id": "001-weak-head-removable", "margin": {"relative": 0.01}}
     rule, why = prune_margin(claim, params=None)   # a relative margin needs no char runs
@@ -163,7 +163,7 @@ def test_the_prune_margin_is_relative_to_the_unpruned_reference():
 
 
 def test_a_prune_margin_of_no_known_form_is_rejected():
-    from kernattn.studies.report_prune import prune_margin
+    from kernattn.studies.prune.report import prune_margin
 
     with pytest.raises(ReportError, match=r"paper_numbers\.yaml: claim 001-weak-head-removable: key 'margin'"):
         prune_margin({"id": "001-weak-head-removable", "margin": {"half_of": ["no_pos", "rope"]}}, params=None)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from kernattn import cli
-from kernattn.studies import bumpshift, wrap_text as wrap
+from kernattn.studies.wrap import bumpshift, text as wrap
 from kernattn.tracks.char.analysis import newlines
 from kernattn.tracks.char.corpus import (
     build_vocab,
@@ -264,7 +264,7 @@ def test_corpus_names_parse_and_bad_ones_are_refused():
 def test_the_planted_period_is_the_only_newline_structure():
     """Every newline of planted_<p> is p + 1 characters after the previous one (the last line
     may be shorter); every other character is the original's, its newlines as spaces."""
-    from kernattn.studies.wrap_layouts import planted, relayout
+    from kernattn.studies.wrap.layouts import planted, relayout
 
     text = hard_wrapped(6, 40, 5)
     out = planted(text, 37)
@@ -278,7 +278,7 @@ def test_the_planted_period_is_the_only_newline_structure():
 def test_the_paragraph_counterfactual_keeps_the_line_width():
     """paragraphs_<n>: paragraphs of at most n characters (words of 5 letters: 95 holds 16
     words), lines at most the original width, every word kept."""
-    from kernattn.studies.wrap_layouts import paragraphs
+    from kernattn.studies.wrap.layouts import paragraphs
 
     text = hard_wrapped(5, 50, 5, doubles=0.0)
     out = paragraphs(text, 95, 30)
@@ -289,7 +289,7 @@ def test_the_paragraph_counterfactual_keeps_the_line_width():
 
 
 def test_planted_corpora_are_controls_that_never_vote():
-    from kernattn.studies.wrap_study import split_controls
+    from kernattn.studies.wrap.study import split_controls
 
     corpora = [bumpshift.CorpusBumps(n, 68) for n in ("original", "rewrapped", "planted_40", "rewrapped_30")]
     voting, controls = split_controls(corpora, 50)
@@ -319,8 +319,8 @@ KNOWN = "ab cd\nef  gh\n\n\nij\nkl \nmn\n"  # a double space, a trailing space, 
 def test_each_layout_changes_only_its_whitespace(corpus, out, counts):
     """Hand-laid-out corpora of a known text, and what wrap_checks counts in each; the double
     space and the trailing space survive every layout but the planted one's cuts."""
-    from kernattn.studies.wrap_checks import whitespace_changes
-    from kernattn.studies.wrap_layouts import relayout
+    from kernattn.studies.wrap.checks import whitespace_changes
+    from kernattn.studies.wrap.layouts import relayout
 
     assert relayout(KNOWN, corpus, 50, 5) == out
     changes = whitespace_changes(KNOWN, out, corpus, 50)
@@ -338,7 +338,7 @@ def test_each_layout_changes_only_its_whitespace(corpus, out, counts):
     ("planted_4", "ab \ncd ef\n  gh\n   i\nj kl\n  mn\n ", "line 1 has 3 characters, not the planted period 4"),
 ])
 def test_a_change_beyond_the_layout_is_refused(corpus, out, words):
-    from kernattn.studies.wrap_checks import whitespace_changes
+    from kernattn.studies.wrap.checks import whitespace_changes
 
     with pytest.raises(ValueError) as err:
         whitespace_changes(KNOWN, out, corpus, 50)
@@ -353,7 +353,7 @@ def test_prepare_wrap_fails_loudly_on_a_layout_that_changes_more(tmp_path, monke
 
     from kernattn.config import load_params
     from kernattn.errors import UsageError
-    from kernattn.studies import wrap_data, wrap_layouts
+    from kernattn.studies.wrap import data as wrap_data, layouts as wrap_layouts
 
     text = hard_wrapped(4, 30, 4)
     ids, chars, _ = ids_of(text)

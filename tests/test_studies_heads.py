@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernattn.studies import prune_heads as prune
+from kernattn.studies.prune import heads as prune
 from kernattn.tracks.char.analysis import heads
 from tests.test_analysis import SMALL, V, _keep_torch_threads, gpa  # noqa: F401 (an autouse fixture)
 

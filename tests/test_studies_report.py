@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kernattn.studies import bumpshift
+from kernattn.studies.wrap import bumpshift
 from kernattn.cli import main
 from kernattn.config import load_params
 from kernattn.report import stats
-from kernattn.studies import summary_path
+from kernattn.studies.common import summary_path
 
 from .test_report import PNG, T975, check_summary_and_outline, parse, write_params, write_runs
 
@@ -226,7 +226,7 @@ def test_report_with_the_gka_init_study_of_three_tracks(tmp_path):
 
 # ----------------------------------------------------------------------------- the prune study's premise and controls
 def _prune_claim_of(runs: list[dict], margin: float = 0.02):
-    from kernattn.studies.report_prune import _prune_claim, prune_context
+    from kernattn.studies.prune.report import _prune_claim, prune_context
 
     part = prune_context({"threshold": 0.1, "runs": runs}, margin)
     return part, _prune_claim({"id": "001-weak-head-removable"}, part, "tiny")
@@ -273,7 +273,7 @@ def test_prune_with_two_seeds_is_not_judged():
 
 
 def test_the_random_heads_are_other_heads_drawn_by_seed():
-    from kernattn.studies.prune_run import premise, random_heads
+    from kernattn.studies.prune.run import premise, random_heads
 
     picks = {tuple(random_heads((2, 4), [(1, 2)], seed)) for seed in range(20)}
     assert all(len(p) == 1 and p[0] != (1, 2) for p in picks) and len(picks) > 3  # never the weak head; varies
@@ -285,7 +285,7 @@ def test_the_random_heads_are_other_heads_drawn_by_seed():
 
 
 def test_the_sign_test_hand_computed():
-    from kernattn.studies.report_gka import sign_test
+    from kernattn.studies.gka_init.report import sign_test
 
     six = sign_test([(1.0, 2.0)] * 6)  # 1/64 = 0.0156 < 0.025
     assert (six["k"], six["n"], six["verdict"]) == (6, 6, "supported") and six["p"] == pytest.approx(1 / 64)
@@ -311,7 +311,7 @@ def test_the_wrap_premise_needs_banks_that_stopped_moving(tmp_path, monkeypatch)
     step 5 -> 6 at micro)."""
     import torch
 
-    from kernattn.studies.wrap_study import bank_gate, bank_moved, premise
+    from kernattn.studies.wrap.study import bank_gate, bank_moved, premise
     from kernattn.tracks.char.report_bankgate import adam_travel, variant_lrs
     from kernattn.tracks.char.stages import run_dir
 
@@ -354,8 +354,8 @@ def test_the_wrap_premise_and_the_bank_at_initialisation():
     """The original bump (69, 71: mean 70) sits within 2 lags of the newline peak 68 and moved
     from the initial bank's (97, 95) by -26: premise met. A bump at 76.5 (the initial kernel's
     period caught in flight) is 8.5 lags from the peak: not met, and the claim says so."""
-    from kernattn.studies.report_wrap import _wrap_claim, wrap_context
-    from kernattn.studies.wrap_study import premise
+    from kernattn.studies.wrap.report import _wrap_claim, wrap_context
+    from kernattn.studies.wrap.study import premise
 
     assert premise({0: 69.0, 1: 71.0}, {0: 97.0, 1: 95.0}, 68, 2.0) == (
         True, "bump 70.0 vs newline peak 68 (tolerance 2); moved from initialisation by -26.0")
@@ -377,8 +377,8 @@ def test_a_row_without_the_wrap_premise_has_no_vote():
     row it did not judge."""
     import copy
 
-    from kernattn.studies.report_wrap import _wrap_claim, wrap_context
-    from kernattn.studies.wrap_study import overall_verdict
+    from kernattn.studies.wrap.report import _wrap_claim, wrap_context
+    from kernattn.studies.wrap.study import overall_verdict
 
     summary = wrap_summary("tiny")
     met = summary["rows"][0] | {"premise_met": True, "premise_why": "bump 70.0 vs newline peak 68"}
@@ -407,7 +407,7 @@ def test_a_prune_margin_from_the_nope_rope_gap_reads_its_end(tmp_path, monkeypat
     import json
 
     from kernattn.page.build import load_paper_numbers
-    from kernattn.studies.report_prune import _prune_claim, prune_context, prune_margin
+    from kernattn.studies.prune.report import _prune_claim, prune_context, prune_margin
     from kernattn.tracks.char import stages as char
 
     monkeypatch.chdir(tmp_path)

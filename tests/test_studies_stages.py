@@ -54,19 +54,21 @@ def test_bad_studies_params_are_one_line(tmp_path, studies, words):
 
 def test_rows_the_scale_does_not_train_are_left_out_of_the_studies(tmp_path):
     """A scale training a subset (matrix.only) runs the studies on the rows it has."""
-    from kernattn import studies
+    from kernattn.studies.gka_init import stages as gka_init
+    from kernattn.studies.prune import stages as prune
+    from kernattn.studies.wrap import stages as wrap
 
     doc = yaml.safe_load(PARAMS.read_text())
     doc["scales"]["tiny"]["matrix"]["only"] = ["rope", "gpa_m64"]
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     p = load_params(path, "tiny")
-    assert studies.wrap_original_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
-    assert studies.prune_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
+    assert wrap.wrap_original_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
+    assert prune.prune_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
     corpora = ("rewrapped", "unwrapped", "rewrapped_30", "rewrapped_100", "planted_40", "paragraphs_100")
-    assert sorted(studies.wrap_runs(p)) == sorted(f"gpa_m64-{c}-s{s}" for c in corpora for s in (0, 1))
+    assert sorted(wrap.wrap_runs(p)) == sorted(f"gpa_m64-{c}-s{s}" for c in corpora for s in (0, 1))
     # the study trains its own GKA runs, 4 inits x 2 seeds per track: not limited by matrix.only
-    assert [r.track for r in studies.gka_runs(p).values()] == ["char"] * 8 + ["lm"] * 8 + ["vision"] * 8
+    assert [r.track for r in gka_init.gka_runs(p).values()] == ["char"] * 8 + ["lm"] * 8 + ["vision"] * 8
 
 
 def test_the_gka_init_study_trains_its_char_row_at_its_own_seeds(tmp_path):
@@ -74,17 +76,18 @@ def test_the_gka_init_study_trains_its_char_row_at_its_own_seeds(tmp_path):
     each other), beyond the matrix's; the wrap and prune studies keep the studies' seeds; the
     small scale gives it 6 (the fewest a one-sided sign test at 2.5% can pass with); empty is
     a one-line error."""
-    from kernattn import studies
+    from kernattn.studies.gka_init import stages as gka_init
+    from kernattn.studies.prune import stages as prune
 
     small = load_params(PARAMS, "small")
-    char_runs = [r.spec.seed for r in studies.gka_runs(small).values() if r.track == "char"]
+    char_runs = [r.spec.seed for r in gka_init.gka_runs(small).values() if r.track == "char"]
     assert char_runs == [5, 6, 7, 8, 9, 10] * 4 and max(small.matrix.seeds) == 4  # every init the claim names
-    assert studies.prune_runs(small)[:5] == [f"gpa_dp_m8-s{s}" for s in range(5)]
+    assert prune.prune_runs(small)[:5] == [f"gpa_dp_m8-s{s}" for s in range(5)]
     doc = yaml.safe_load(PARAMS.read_text())
     doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": [7]}}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    runs = studies.gka_runs(load_params(path, "tiny"))
+    runs = gka_init.gka_runs(load_params(path, "tiny"))
     assert sorted(r for r, x in runs.items() if x.track == "char") == [f"gka-init_{i}-s7" for i in
                                                                         ("1", "median", "sqrt_d", "sqrt_d_half")]
     doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": []}}
@@ -99,7 +102,7 @@ def test_the_gka_init_study_trains_its_char_row_at_its_own_seeds(tmp_path):
 
 def test_an_lm_or_vision_scale_without_the_gka_row_leaves_it_out(tmp_path):
     """A scale whose own lm.rows leave out the study's LM row trains the other tracks' and says so."""
-    from kernattn import studies
+    from kernattn.studies.gka_init import stages as gka_init
     from kernattn.config.studies import init_rows_not_trained
 
     doc = yaml.safe_load(PARAMS.read_text())
@@ -108,7 +111,7 @@ def test_an_lm_or_vision_scale_without_the_gka_row_leaves_it_out(tmp_path):
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     p = load_params(path, "tiny")
     assert init_rows_not_trained(p) == ["lm:gka_tokens"]
-    assert {r.track for r in studies.gka_runs(p).values()} == {"char", "vision"}
+    assert {r.track for r in gka_init.gka_runs(p).values()} == {"char", "vision"}
 
 
 # ----------------------------------------------------------------------------- the target
@@ -192,7 +195,7 @@ def check_studies(ws: Path) -> None:
     # 6 steps cannot settle a bank: the converged gate fails and the premise says so
     assert "; bank not converged: bank log-parameters moved up to" in row["premise_why"] and not row["premise_met"]
     assert "gpa_dp_m8,initialisation,0," in (ws / "results/micro/studies/wrap/bumps.csv").read_text()
-    # the unwrapped corpus votes (kernattn.studies.wrap_votes), though one seed reads nothing yet
+    # the unwrapped corpus votes (kernattn.studies.wrap.votes), though one seed reads nothing yet
     unwrapped = {c["corpus"]: c for c in row["corpora"]}["unwrapped"]
     assert unwrapped["votes"] is True and unwrapped["verdict"] == "inconclusive" and "seed(s)" in unwrapped["reason"]
     assert wrap["vanish_fraction"] == 0.5 and wrap["max_lag"] == 32
@@ -200,7 +203,7 @@ def check_studies(ws: Path) -> None:
         data = ws / "results/micro/studies/wrap/data" / corpus
         assert (data / "vocab.json").read_text() == (ws / "results/micro/data/dickens/vocab.json").read_text()
         assert _json(ws / f"results/micro/studies/wrap/runs/gpa_dp_m8-{corpus}-s0/final.json")["steps"] == 6
-        # prepare-wrap checked that only the layout's whitespace changed (kernattn.studies.wrap_checks)
+        # prepare-wrap checked that only the layout's whitespace changed (kernattn.studies.wrap.checks)
         changes = _json(data / "meta.json")["whitespace_changes"]
         for split in ("train", "val"):
             c = changes[split]
@@ -244,7 +247,7 @@ def test_studies_target_end_to_end_at_micro(micro_dag, tmp_path):
 
 def test_init_labels_name_the_runs():
     from kernattn.config.studies import init_label
-    from kernattn.studies import gka_runs
+    from kernattn.studies.gka_init.stages import gka_runs
 
     assert [init_label(v) for v in (1.0, 1, 0.5, 2.25, "median")] == ["1", "1", "0p5", "2p25", "median"]
     runs = gka_runs(load_params(PARAMS, "tiny"))

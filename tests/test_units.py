@@ -72,8 +72,9 @@ def test_the_page_has_every_units_parts_in_order():
 
 def test_sync_walks_every_units_run_folders(micro):
     roots = run_roots(micro)
-    studies = unit("studies").module("stages").run_roots(micro)
-    assert studies and set(map(Path, studies)) <= set(roots)  # the studies' runs are uploaded too
+    for name in ("wrap", "gka_init", "prune"):  # the studies' runs are uploaded too
+        studies = unit(name).module("stages").run_roots(micro)
+        assert studies and set(map(Path, studies)) <= set(roots), name
     for t in TRACKS:
         assert Path(unit(t).module("stages").runs_root(micro)) in roots
     char = unit("char").module("stages")
@@ -81,5 +82,5 @@ def test_sync_walks_every_units_run_folders(micro):
 
 
 def test_an_unknown_unit_names_the_units():
-    with pytest.raises(ValueError, match="the units are char, lm, vision, studies, bench"):
+    with pytest.raises(ValueError, match="the units are char, lm, vision, extrapolation, wrap, gka_init, prune, bench"):
         unit("nope")

@@ -1,4 +1,4 @@
-"""Issue 25: the unwrapped corpus and the paragraph counterfactual vote (kernattn.studies.wrap_votes),
+"""Issue 25: the unwrapped corpus and the paragraph counterfactual vote (kernattn.studies.wrap.votes),
 on constructed bump readings with hand-computed intervals and known verdicts; the pre-registered
 vanish_fraction; and the wrap claim's words for each vote."""
 
@@ -8,8 +8,7 @@ import math
 
 import pytest
 
-from kernattn.studies import wrap_votes
-from kernattn.studies import bumpshift
+from kernattn.studies.wrap import bumpshift, votes as wrap_votes
 
 T975_2 = 4.302653  # t_{0.975, 2}: three seeds
 HALF = T975_2 * 1.0 / math.sqrt(3)  # shifts with standard deviation 1 over three seeds: +-2.484
@@ -119,7 +118,7 @@ def test_the_claim_reads_every_vote():
     """The wrap claim names each voting corpus: a shift with both predictions, or why it has
     none (the bump disappeared); a disappearance and a line-width paragraph vote -> inconsistent."""
     from kernattn.report import stats
-    from kernattn.studies.report_wrap import _wrap_claim, wrap_context
+    from kernattn.studies.wrap.report import _wrap_claim, wrap_context
 
     kinds = {"unwrapped": "unwrapped", "paragraphs_100": "paragraphs"}
     corpora = [ORIGINAL, cb("unwrapped", (None, None, None), None), cb("paragraphs_100", (69.0, 71.0, 70.0))]

@@ -1,4 +1,4 @@
-"""The pipeline's units in one list: the three tracks, the studies and the benchmarks.
+"""The pipeline's units in one list: the three tracks, each study and the benchmarks.
 
 Every unit is a package of the same shape:
 
@@ -13,7 +13,8 @@ Every unit is a package of the same shape:
 UNITS is what the DAG (kernattn.dag.stages), the CLI (kernattn.cli), the page
 (kernattn.page.build) and the MLflow sync (kernattn.sync_mlflow) loop over: a new track or
 study is its folder and its entry here. This module imports nothing of the package (the CLI
-reads it at start-up, before it knows which command runs).
+reads it at start-up, before it knows which command runs). The Snakefile's `studies` target is
+the stages the units name in `targets`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Unit:
     commands: dict[str, tuple[str, str]]       # command -> (module in the package, one-line help)
     parts: tuple[Part, ...]
     track: bool = False                        # a track: the main experiment's runs, with provenance
+    targets: tuple[str, ...] = ()              # a study outside `all`: its stages `snakemake studies` asks for
 
     def module(self, name: str) -> ModuleType:
         """<package>.<name>, imported on demand (the DAG must not pay for torch)."""
@@ -72,19 +74,25 @@ UNITS: tuple[Unit, ...] = (
         "count-vision": ("counts", "Tables 2/3/5: parameters, sigma scalars, FLOPs, checkpoint size of the paper's ViTs"),
         "analyze-vision": ("viz", "section 7 figures of one vision run: sigma, rollout, CLS and patch maps"),
     }),
-    # Length extrapolation is in the main DAG (every trained run scored at 1x..8x its context);
-    # the other studies are outside it (`snakemake --cores all studies`).
-    Unit("studies", "kernattn.studies", "studies", {
+    # The studies (kernattn.studies): length extrapolation is in the main DAG (every trained run
+    # scored at 1x..8x its context); the others are outside it (`snakemake --cores all studies`).
+    Unit("extrapolation", "kernattn.studies.extrapolation", "length extrapolation", {
         "extrapolate-char": ("extrapolate", "char track: every run's validation loss at 1x, 2x, 4x, 8x its training context, not retrained"),
         "extrapolate-lm": ("extrapolate", "LM track: every run's validation loss and BPB at 1x, 2x, 4x, 8x its training context, not retrained"),
-        "prepare-wrap": ("wrap_data", "line-wrap study: rewrapped and unwrapped corpora (same split and vocabulary), their histograms"),
+    }, (Part("extrapolation"),)),
+    Unit("wrap", "kernattn.studies.wrap", "line-wrap study", {
+        "prepare-wrap": ("data", "line-wrap study: rewrapped and unwrapped corpora (same split and vocabulary), their histograms"),
         "train-wrap": ("train", "line-wrap study: train one GPA run on a counterfactual corpus (engine, resumable)"),
-        "wrap-study": ("wrap_study", "line-wrap study: first-layer bump per corpus and seed, newline peaks, verdict"),
+        "wrap-study": ("study", "line-wrap study: first-layer bump per corpus and seed, newline peaks, verdict"),
+    }, (Part("study_wrap"),), targets=("wrap_study",)),
+    Unit("gka_init", "kernattn.studies.gka_init", "GKA init study", {
         "train-gka-init": ("train", "GKA init study: train one GKA run with an init_sigma of the ablation (engine, resumable)"),
-        "gka-init-study": ("gka_study", "GKA init study: final loss per init, sigma over training, diagonal weight at start and end"),
-        "prune": ("prune_run", "prune study: remove one GPA run's weak heads, fine-tune beside a no-removal control"),
-        "prune-study": ("prune_study", "prune study: every pruned run's losses and savings in one table"),
-    }, (Part("extrapolation", "extrapolation_report", "extrapolation.html.j2"), Part("studies"))),
+        "gka-init-study": ("study", "GKA init study: final loss per init, sigma over training, diagonal weight at start and end"),
+    }, (Part("study_gka_init"),), targets=("gka_init_study",)),
+    Unit("prune", "kernattn.studies.prune", "prune study", {
+        "prune": ("run", "prune study: remove one GPA run's weak heads, fine-tune beside a no-removal control"),
+        "prune-study": ("study", "prune study: every pruned run's losses and savings in one table"),
+    }, (Part("study_prune"),), targets=("prune_study",)),
     Unit("bench", "kernattn.bench", "benchmarks", {
         "bench": ("stage", "throughput, peak memory and MFU of whole models per attention variant (Table 4)"),
         "bench-attention": ("attention", "time forward+backward and peak memory of every attention variant"),

@@ -11,7 +11,7 @@ run by `snakemake --cores all studies` (not by the main DAG).
       out_dir: results/{scale}/studies
 
 - wrap (gpa-long, 3.2): the matrix's GPA `rows` trained again on each counterfactual corpus
-  of `corpora` (kernattn.studies.wrap_layouts: rewrapped at `width`, rewrapped_<w>, unwrapped,
+  of `corpora` (kernattn.studies.wrap.layouts: rewrapped at `width`, rewrapped_<w>, unwrapped,
   the positive control planted_<p>, the paragraph counterfactual paragraphs_<n> at
   `original_width`); the bump verdict's tolerance `tol` in lags.
 - gka_init (gka-paper): each row of `rows` (a track, char / lm / vision, and one of that
@@ -32,7 +32,7 @@ run by `snakemake --cores all studies` (not by the main DAG).
   validation text: `windows` non-overlapping windows of the longest length (so windows x
   max(factors) x context targets, the same at every length), `batch` windows per forward pass
   at the training context (fewer at longer lengths: the same tokens per pass). Part of the
-  main DAG (kernattn.studies.extrapolation), not of the `studies` target.
+  main DAG (kernattn.studies.extrapolation.stages), not of the `studies` target.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ..errors import ParamsError
 from .schema import nonneg, positive
 
 WRAP_CORPORA = ("rewrapped", "unwrapped")  # the two that vote on gpa-long's reading (by name)
-# every corpus name the wrap study takes (kernattn.studies.wrap_layouts): the two above, other
+# every corpus name the wrap study takes (kernattn.studies.wrap.layouts): the two above, other
 # widths, the planted-period positive control, the paragraph counterfactual at a fixed line width
 CORPUS_NAME = re.compile(r"(rewrapped)(?:_([1-9][0-9]*))?|(unwrapped)|(planted|paragraphs)_([1-9][0-9]*)")
 CONTROL_KINDS = ("planted",)  # positive controls: they must move, and never vote

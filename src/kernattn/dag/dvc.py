@@ -45,7 +45,7 @@ import yaml
 from ..config import Params, params_from_args, run_matrix
 from ..io import atomic_write_text
 from ..stage import DVC_ITEM, Stage
-from ..studies import extrapolation
+from ..studies.extrapolation import stages as extrapolation
 from .snakemake import scale_args
 from .stages import run_plugin_files, stage_table
 

@@ -193,10 +193,10 @@ def vision_work(p: Params, run: RunSpec) -> Work:
 
 def prune_work(p: Params, run: RunSpec) -> Work:
     """prune@<run>: the zero- and mean-ablation of every head on the validation windows
-    (2 x layers x heads + 2 evaluations), then three fine-tunings (studies.ARMS: pruned,
+    (2 x layers x heads + 2 evaluations), then three fine-tunings (studies.prune.stages.ARMS: pruned,
     control, random) of studies.prune.steps steps, each evaluated at its start and end.
     Removing a head saves its share of the pruned arm's FLOPs: not subtracted (an upper bound)."""
-    from ..studies import ARMS
+    from ..studies.prune.stages import ARMS
 
     full = char_work(p, run)
     tp, steps = p.train, p.studies.prune.steps
@@ -231,16 +231,18 @@ class PlannedRun:
 
 def stage_runs(p: Params, stage: str) -> dict[str, PlannedRun]:
     """The runs of a planned stage by run id."""
-    from .. import studies
     from ..config import find_run
+    from ..studies.gka_init.stages import gka_runs
+    from ..studies.prune.stages import prune_runs
+    from ..studies.wrap.stages import wrap_runs
     from ..tracks import track_module
 
     study = STUDY_OF.get(stage, "")
     if stage == "train_wrap":
-        return {r: PlannedRun("char", spec, study) for r, (_corpus, spec) in studies.wrap_runs(p).items()}
+        return {r: PlannedRun("char", spec, study) for r, (_corpus, spec) in wrap_runs(p).items()}
     if stage == "train_gka_init":
-        return {r: PlannedRun(run.track, run.spec, study) for r, run in studies.gka_runs(p).items()}
+        return {r: PlannedRun(run.track, run.spec, study) for r, run in gka_runs(p).items()}
     if stage == "prune":
-        return {r: PlannedRun("char", find_run(p, r), study) for r in studies.prune_runs(p)}
+        return {r: PlannedRun("char", find_run(p, r), study) for r in prune_runs(p)}
     track = WORK[stage][0]
     return {r.run_id: PlannedRun(track, r) for r in track_module(track, "stages").runs(p)}

@@ -3,7 +3,8 @@
     each unit's stages (<unit>.stages.stages, for the units of kernattn.units.UNITS): the
     tracks' data, training and analyses; length extrapolation and the studies; the benchmark
     plan (the scale's cost: kernattn plan);  report (what each unit says the page reads)
-    the studies but extrapolation are outside `all` (the Snakefile's `studies` target)
+    the studies but extrapolation are outside `all` (the Snakefile's `studies` target: the
+    stages the units name in `targets`)
 
 The Snakefile's rules (one per stage, made in a loop) and dvc.yaml (dag.dvc) both read this table, so the
 two DAGs have the same stages, files and params sections. Training stages do not read
@@ -18,12 +19,11 @@ from pathlib import Path
 
 from ..config import Params
 from ..stage import Stage
-from ..studies import stages as studies
 from ..tracks import track_module
 from ..units import UNITS
 from ..plan_files import plan_arguments, plan_csv, summary_path
 
-STUDY_TARGETS = studies.TARGETS
+STUDY_TARGETS = tuple(t for u in UNITS for t in u.targets)  # the Snakefile's `studies` target
 
 
 def report_output(params: Params) -> str:

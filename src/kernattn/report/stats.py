@@ -570,7 +570,7 @@ def centered_diff_statistic(baselines: Sequence[float]):
 # ----------------------------------------------------------------------------- the studies (issue 17)
 def reading_verdict(outcome: str, supports: str, contradicts: str) -> str:
     """A study whose own rule returns one of two outcomes, one supporting the paper's reading
-    and one contradicting it (the line-wrap study: kernattn.studies.bumpshift), as a claim's
+    and one contradicting it (the line-wrap study: kernattn.studies.wrap.bumpshift), as a claim's
     verdict: reproduced, contradicted, or inconclusive for anything else."""
     if outcome == supports:
         return REPRODUCED

@@ -1,5 +1,10 @@
-"""What the studies' report modules share: a study's summary.json read, and a mean's 95%
-interval as a dict (and as CSV columns)."""
+"""What the studies' report parts share: a study's context read from its summary.json (or the
+command that makes it), its claims "not run" without one, its tables written, and a mean's 95%
+interval as a dict (and as CSV columns).
+
+A study outside the main DAG is read where it ran: `snakemake --cores all studies` writes each
+summary.json, and the report reads what exists, so the main DAG's report builds without them. A
+missing study is a section saying how to produce it, and its claims read "not run"."""
 
 from __future__ import annotations
 
@@ -7,6 +12,36 @@ import json
 from pathlib import Path
 
 from ..report import stats
+from ..report.claims import ClaimResult
+from .common import command, summary_path
+
+
+def study_section(ctx, study: str, build) -> dict:
+    """The context of `study`'s part: build(summary) (with "present": True), or {"present":
+    False} when its summary.json is missing or of another scale; both with the summary's path,
+    the command that produces it and the study's params (studies.<study>)."""
+    params = ctx.params
+    path = summary_path(params, study)
+    summary = read_summary(path)
+    own = {"path": str(path), "command": command(), "params": getattr(params.studies, study)}
+    if summary is None or summary.get("scale") != params.scale:
+        return {"present": False, **own}
+    return {**build(summary), **own}
+
+
+def study_claims(ctx, kinds, section: dict, judge) -> list[ClaimResult]:
+    """The claims of `kinds`: judge(claim, section, scale), or "not run" (naming the command)
+    when the study's summary is missing."""
+    if not section["present"]:
+        return [ClaimResult(claim, stats.NOT_RUN, scale=ctx.scale, ours="—", detail=f"produce it with: {command()}")
+                for claim in ctx.claims_of(kinds)]
+    return [judge(claim, section, ctx.scale) for claim in ctx.claims_of(kinds)]
+
+
+def write_tables(ctx, frames: dict) -> None:
+    """A part's tables as CSV under the report's tables/ (every number the page shows)."""
+    for name, frame in frames.items():
+        frame.to_csv(ctx.tables / name, index=False)
 
 
 def read_summary(path: Path) -> dict | None:

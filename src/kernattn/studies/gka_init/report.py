@@ -1,5 +1,9 @@
-"""The GKA bandwidth-init study in the report (gka-paper gives no init): its context, the
-sign test, the sigma figure and its claim (the studies' part, studies/report.py, calls them)."""
+"""The GKA bandwidth-init study's part of the report (gka-paper gives no init; the shape of
+every part: report/part.py): its context, the sign test, the sigma figure and its claim, read
+from <studies.out_dir>/gka_init/summary.json where the study ran (report_common.study_section).
+Intervals (report/stats.py): a mean over seeds is Student t (mean_ci); a difference from
+sigma = 1 is paired by seed (paired_diff_ci), Holm across the inits of every track together
+(stats.init_family_comparisons). Claim kind study_gka_init (paper_numbers.yaml)."""
 
 from __future__ import annotations
 
@@ -8,10 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..report import stats
-from ..report.claims import ClaimResult, fmt_diff
-from .report_common import ci_of
+from ...report import stats
+from ...report.claims import ClaimResult, fmt_diff
+from ...report.part import ClaimKind, ReportContext
+from ..report_common import ci_cols, ci_of, study_claims, study_section, write_tables
 
+OUTLINE = ("part-study-gka-init", "Study: GKA's bandwidth at initialisation (gka-paper gives none)", (
+    ("study-gka-init", "Every track's GKA row per init_sigma"),))
+CLAIM_KINDS = {"study_gka_init": ClaimKind("study-gka-init")}
 BASELINE_INIT = "1"  # sigma = 1: what gka-paper's code starts from
 
 
@@ -122,7 +130,7 @@ def gka_context(summary: dict, sign_init: str = "sqrt_d") -> dict:
 def sigma_figure(path: Path, summary: dict, scale: str) -> None:
     """Sigma per head over training: one row of panels per track, one panel per init (every
     seed; one colour per head)."""
-    from ..tracks.char.analysis import plots
+    from ...tracks.char.analysis import plots
 
     by_track = _by_track(summary)
     inits = list(dict.fromkeys(r["init"] for r in summary["runs"]))
@@ -195,3 +203,37 @@ def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
         res.estimate, res.lo, res.hi = own[0].ci.diff, own[0].ci.lo, own[0].ci.hi
         res.interval = "95% paired t over seeds (beside the sign test)"
     return res
+
+
+# ----------------------------------------------------------------------------- the part
+def section(ctx: ReportContext) -> dict:
+    """The study's context ({"present": False, ...} without its summary), its sigma figure into
+    ctx.assets and its table into ctx.tables."""
+    out = study_section(ctx, "gka_init", lambda s: gka_context(s, ctx.params.studies.gka_init.sign_test))
+    if out["present"] and out["summary"]["runs"]:
+        sigma_figure(ctx.assets / "study-gka-sigma.png", out["summary"], ctx.params.scale)
+        out["figure"] = "assets/study-gka-sigma.png"
+    write_tables(ctx, tables(out, ctx.params.scale))
+    return out
+
+
+def tables(part: dict, scale: str) -> dict:
+    """Every init of every track: its metric, its paired difference from sigma = 1 and the test
+    (worded for the scale as the page words it: stats.at_scale), sigma and diagonal weight."""
+    import pandas as pd
+
+    if not part["present"]:
+        return {}
+    return {"study-gka-init.csv": pd.DataFrame([
+        {"track": t["track"], "row": t["row"], "metric": t["metric_label"], "init": r["init"], "n": r["n"],
+         **ci_cols("value", r["metric"]), **ci_cols("diff_vs_baseline", r["diff"]), "p_holm": r["p_holm"],
+         "test": stats.at_scale(r["verdict"], scale), **ci_cols("val_loss", r["loss"]), **ci_cols("top1_ema", r["top1"]),
+         "sigma_start": " ".join(f"{v:.4g}" for v in r["sigma_start"]),
+         "sigma_end": " ".join(f"{v:.4g}" for v in r["sigma_end"]),
+         "diag_start": " ".join(f"{v:.4g}" for v in r["diag_start"]),
+         "diag_end": " ".join(f"{v:.4g}" for v in r["diag_end"]), "grad_ratio_start": r["grad_ratio"]}
+        for t in part["tracks"] for r in t["table"]])}
+
+
+def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
+    return study_claims(ctx, CLAIM_KINDS, section, _gka_claim)

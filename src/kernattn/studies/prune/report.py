@@ -1,5 +1,9 @@
-"""The weak-head removal study in the report (gpa-long, Sections 3.1 and 4): its context, its
-non-inferiority margin, its table columns and its claim (the studies' part calls them)."""
+"""The weak-head removal study's part of the report (gpa-long, Sections 3.1 and 4; the shape of
+every part: report/part.py): its context, its non-inferiority margin, its tables and its claim,
+read from <studies.out_dir>/prune/summary.json where the study ran (report_common.study_section).
+Intervals (report/stats.py): the pruned minus the control fine-tuning is paired by seed (same
+batches: paired_diff_ci); claim kind study_prune (paper_numbers.yaml), judged per architecture
+by stats.compare_noninferior."""
 
 from __future__ import annotations
 
@@ -7,9 +11,20 @@ import json
 import statistics
 from pathlib import Path
 
-from ..report import stats
-from ..report.claims import ClaimResult, fmt_diff, margin_rule
-from .report_common import ci_cols, ci_of
+from ...report import stats
+from ...report.claims import ClaimResult, fmt_diff, margin_rule
+from ...report.part import ClaimKind, ReportContext
+from ..report_common import ci_cols, ci_of, study_claims, study_section, write_tables
+
+OUTLINE = ("part-study-prune", "Study: removing a weak head, then fine-tuning (gpa-long, Sections 3.1 and 4)", (
+    ("study-prune", "Each trained GPA run with its weakest heads removed"),))
+CLAIM_KINDS = {"study_prune": ClaimKind("study-prune", ("margin",))}
+# the run table's columns as the summary holds them (tables: the rest are lists, joined)
+RUN_COLUMNS = ("run_id", "row", "seed", "flagged_weak", "premise_met", "premise_why", "loss_before",
+               "loss_after_removal", "loss_after_fine_tune", "loss_control_fine_tune", "cost_after_removal",
+               "cost_after_fine_tune", "loss_random_after_removal", "loss_random_after_fine_tune",
+               "cost_random_after_removal", "cost_random_after_fine_tune", "params_saved", "params_saved_fraction",
+               "flops_saved_per_token", "flops_saved_fraction")
 
 
 def relative_margin(row: str, reference: list[float], r: float) -> tuple[float, str]:
@@ -27,7 +42,7 @@ def _arch(row: str, runs: list[dict], threshold: float, margin: float | dict | N
     "without any loss of performance in inference") and after it (against the control), each
     non-inferior at `margin` ({"relative": r}: relative_margin of this architecture's control),
     and the random-head control (weak cost < random cost)."""
-    from .prune_study import row_premise
+    from .study import row_premise
 
     met, why = row_premise(runs, threshold)
     col = {k: [r.get(k) for r in runs] for k in ("loss_before", "loss_after_removal", "loss_after_fine_tune",
@@ -93,7 +108,7 @@ def prune_margin(claim: dict | None, params) -> tuple[float | dict | None, str]:
     if "relative" in m:
         return m, (f"margin {m['relative']:g} × each architecture's unpruned reference (control fine-tuned "
                    f"without removal) validation loss")
-    from ..tracks.char import stages as char
+    from ...tracks.char import stages as char
 
     losses: dict[str, dict[int, float]] = {row: {} for row in m["of"]}
     for spec in char.runs(params):
@@ -160,3 +175,32 @@ def _prune_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     if len(judged) == 1 and first is not None and first.ci is not None:  # the paper's "in inference" cost
         res.estimate, res.lo, res.hi = first.ci.diff, first.ci.lo, first.ci.hi
     return res
+
+
+# ----------------------------------------------------------------------------- the part
+def section(ctx: ReportContext) -> dict:
+    """The study's context ({"present": False, ...} without its summary) with the margin its
+    claim is judged at and why; its tables into ctx.tables."""
+    margin, why = prune_margin(next(iter(ctx.claims_of(CLAIM_KINDS)), None), ctx.params)
+    out = study_section(ctx, "prune", lambda s: prune_context(s, margin) | {"margin_why": why})
+    write_tables(ctx, tables(out, ctx.params.scale))
+    return out
+
+
+def tables(part: dict, scale: str) -> dict:
+    """Every pruned run, and every architecture's tests."""
+    import pandas as pd
+
+    if not part["present"]:
+        return {}
+    return {"study-prune.csv": pd.DataFrame([
+                {**{k: r.get(k) for k in RUN_COLUMNS}, "removed": _heads(r["removed"]),
+                 "random_removed": _heads(r.get("random_removed", [])),
+                 "strength": " ".join(f"{v:.4g}" for v in r["strength"]),
+                 "zero_ablation": " ".join(f"{v:.6g}" for v in r["zero_ablation"]),
+                 "mean_ablation": " ".join(f"{v:.6g}" for v in r["mean_ablation"])} for r in part["runs"]]),
+            "study-prune-rows.csv": pd.DataFrame([_arch_columns(a, scale) for a in part["architectures"]])}
+
+
+def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
+    return study_claims(ctx, CLAIM_KINDS, section, _prune_claim)

@@ -7,7 +7,7 @@ and writes <studies.out_dir>/prune/summary.json ({"runs": [...]}), prune.csv (on
 run: gpa-long's premise, the removed heads, the losses with and without fine-tuning, the
 random-head control's, params and FLOPs saved) and prune_rows.csv (one row per architecture:
 its premise, met when every run has a bank below analysis.strength_threshold, and its mean
-costs), atomically. The report judges per architecture (kernattn.studies.report).
+costs), atomically. The report judges per architecture (kernattn.studies.prune.report).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..config import params_from_args
-from ..io import atomic_write_json, atomic_write_text
-from . import SUMMARY, prune_output, prune_runs, root
+from ...config import params_from_args
+from ...io import atomic_write_json, atomic_write_text
+from ..common import SUMMARY, root
+from .stages import prune_output, prune_runs
 
 COLUMNS = ("run_id", "row", "seed", "premise_met", "premise_why", "weakest_strength", "removed", "loss_before",
            "loss_after_removal", "loss_after_fine_tune", "loss_control_fine_tune", "cost_after_removal",
@@ -55,7 +56,7 @@ def by_row(summary: dict) -> list[dict]:
 
 
 def read_study(params) -> dict:
-    from ..errors import UsageError
+    from ...errors import UsageError
 
     runs = []
     for run_id in prune_runs(params):

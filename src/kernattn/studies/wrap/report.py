@@ -1,12 +1,45 @@
-"""The line-wrap study in the report (gpa-long, Section 3.2): its context and its claim (the
-studies' part, studies/report.py, calls both)."""
+"""The line-wrap study's part of the report (gpa-long, Section 3.2; the shape of every part:
+report/part.py), read from <studies.out_dir>/wrap/summary.json where the study ran
+(report_common.study_section). Intervals (report/stats.py): a bump's mean over seeds is
+Student t (mean_ci); a shift from the original corpus is paired by seed. Claim kind study_wrap
+(paper_numbers.yaml), judged by stats.reading_verdict over the corpora's votes."""
 
 from __future__ import annotations
 
-from ..report import stats
-from ..report.claims import ClaimResult
+from ...report import stats
+from ...report.claims import ClaimResult
+from ...report.part import ClaimKind, ReportContext
+from ..report_common import ci_cols, ci_of, study_claims, study_section, write_tables
 from . import bumpshift
-from .report_common import ci_of
+
+OUTLINE = ("part-study-wrap", "Study: does the bump follow the line width? (gpa-long, Section 3.2)", (
+    ("study-wrap", "The line-wrap counterfactual"),))
+CLAIM_KINDS = {"study_wrap": ClaimKind("study-wrap")}
+
+
+def section(ctx: ReportContext) -> dict:
+    """The study's context ({"present": False, ...} without its summary); its tables into ctx.tables."""
+    out = study_section(ctx, "wrap", wrap_context)
+    write_tables(ctx, tables(out))
+    return out
+
+
+def tables(part: dict) -> dict:
+    """The newline peaks per corpus, and the bump per row and corpus with its verdict."""
+    import pandas as pd
+
+    if not part["present"]:
+        return {}
+    return {"study-wrap-peaks.csv": pd.DataFrame(part["peaks"]),
+            "study-wrap.csv": pd.DataFrame([
+                {"row": r["row"], "corpus": r["corpus"], "newline_peak": r["newline_peak"], **ci_cols("bump", r["bump"]),
+                 "bumps": " ".join(map(str, r["bumps"])), "predicted_shift": r["predicted"],
+                 **ci_cols("shift", r["shift"]), "verdict": r["verdict"], "reason": r["reason"]}
+                for r in part["table"]])}
+
+
+def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
+    return study_claims(ctx, CLAIM_KINDS, section, _wrap_claim)
 
 
 def wrap_context(summary: dict) -> dict:
@@ -56,7 +89,7 @@ def _wrap_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
 
 def _vote_words(r: dict) -> str:
     """One voting corpus of the wrap claim: its shift against the readings' predictions (the
-    paragraph prediction where the corpus has its own: kernattn.studies.wrap_votes), or why it
+    paragraph prediction where the corpus has its own: kernattn.studies.wrap.votes), or why it
     has no interval (e.g. the bump disappeared)."""
     if r["shift"] is None:
         return r["reason"]

@@ -1,7 +1,7 @@
 """Does the first-layer bump follow the line width? The verdict of the line-wrap study (issue 17).
 
 The same GPA rows are trained, with the same seeds, on the original corpus and on its
-counterfactuals (kernattn.studies.wrap_text). Per run, the first-layer bump is read the way the
+counterfactuals (kernattn.studies.wrap.text). Per run, the first-layer bump is read the way the
 report reads it: the median over the first layer's heads of each bank's bump lag
 (kernattn.tracks.char.analysis.banks.find_bump; heads without a bump are left out; no bump in any head:
 None). Per corpus, the bump over seeds is the mean with its Student t interval.
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from ..tracks.char.analysis import banks
+from ...tracks.char.analysis import banks
 
 TRACKS = "the bump tracks the line width"
 STAYS = "the bump stays at paragraph scale"

@@ -1,5 +1,5 @@
 """No whitespace change beyond the rewrap (issue 25): what a wrap-study corpus may differ from
-the original in, checked on the text prepare-wrap writes (kernattn.studies.wrap_data) and
+the original in, checked on the text prepare-wrap writes (kernattn.studies.wrap.data) and
 counted into its meta.json.
 
 Every corpus keeps the original's non-whitespace characters in the same order. Writing the
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from ..config.studies import wrap_layout
+from ...config.studies import wrap_layout
 
 _WORDS = re.compile(r"(\S+)")
 PARAGRAPH_BREAK = "\n\n"

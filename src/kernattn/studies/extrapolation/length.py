@@ -1,5 +1,5 @@
 """Scoring one trained model at lengths beyond its training context (no files: the stage is
-kernattn.studies.extrapolate).
+kernattn.studies.extrapolation.extrapolate).
 
 The same validation text at every length: the first windows x max(factors) x context targets
 of the validation split, cut into non-overlapping windows of `length` tokens (the window's
@@ -19,8 +19,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..attention import KernelAttention
-from ..attention.positions import FreeLagBias
+from ...attention import KernelAttention
+from ...attention.positions import FreeLagBias
 
 
 class ShortText(ValueError):

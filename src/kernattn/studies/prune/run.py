@@ -5,7 +5,7 @@
 Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corpus, and:
 1. picks the heads: those whose bank strength (logit span over the lags the model uses,
    kernattn.tracks.char.analysis.banks.strength) is below analysis.strength_threshold, or when none is,
-   the studies.prune.k weakest (kernattn.studies.prune_heads.heads_to_remove);
+   the studies.prune.k weakest (kernattn.studies.prune.heads.heads_to_remove);
 2. measures every head's zero- and mean-ablation cost on the fixed validation windows
    (kernattn.tracks.char.analysis.analyze_gpa.removal_costs, as analyze-gpa does);
 3. fine-tunes copies of the trained model through the engine (data-parallel on --nproc ranks, as
@@ -13,7 +13,7 @@ Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corp
    studies.prune.steps steps at the constant rate studies.prune.lr (null: train.lr x
    train.min_lr_ratio), the same batches for both (a generator seeded from the run's seed and
    "prune", not the training order): `pruned` with the heads removed (their output zeroed before
-   W_O for the whole run, kernattn.studies.prune_heads.removed) and `control` without
+   W_O for the whole run, kernattn.studies.prune.heads.removed) and `control` without
    removal. Their folders are <studies.out_dir>/prune/<run>/{pruned,control}/ (resumable, MLflow
    runs <run>-pruned and <run>-control). The engine's step-0 evaluation of `control` is the loss
    before removal, of `pruned` the loss right after it; their final ones are after fine-tuning;
@@ -21,7 +21,7 @@ Reads the main DAG's run train.out_dir/<run>/ (final.json, ckpt.pt) and the corp
    run's seed): the control that shows whether bank strength predicts removability;
 4. records gpa-long's premise (`premise_met`, `premise_why`: is any bank below the threshold,
    and the weakest strength);
-5. writes <studies.out_dir>/prune/<run>/summary.json (kernattn.studies.prune_heads.removal_record,
+5. writes <studies.out_dir>/prune/<run>/summary.json (kernattn.studies.prune.heads.removal_record,
    the ablation costs, params and FLOPs saved), atomically, last.
 """
 
@@ -32,13 +32,13 @@ import contextlib
 import dataclasses
 import json
 
-from ..config import Params, find_run, params_from_args
-from ..engine import derive_seed, train_run
-from ..engine.options import add_world_options
-from ..io import atomic_write_json, read_lines
-from ..tracks.char.track import CharTrack
-from . import ARMS, SUMMARY, prune_dir, prune_runs
-from .train import study_params, trained_model
+from ...config import Params, find_run, params_from_args
+from ...engine import derive_seed, train_run
+from ...engine.options import add_world_options
+from ...io import atomic_write_json, read_lines
+from ...tracks.char.track import CharTrack
+from ..common import SUMMARY, study_params, trained_model
+from .stages import ARMS, prune_dir, prune_runs
 
 
 
@@ -74,7 +74,7 @@ class PruneTrack(CharTrack):
         return {**super().identity(), "arm": self.arm, "removed": [list(h) for h in self.remove]}
 
     def build(self, device) -> None:
-        from .prune_heads import removed
+        from .heads import removed
 
         super().build(device)
         self.model.load_state_dict(self.base_state)
@@ -130,8 +130,8 @@ def _fine_tune(params: Params, spec, final: dict, state: dict, arms: dict, progr
     serves the three, each rank training its share of every arm's batches. A SIGTERM that
     arrives as an arm ends (after its last step) stops the command before the next arm: 143,
     and the rerun finds the arms done so far finished."""
-    from ..engine import EXIT_SIGTERM, dist
-    from ..engine.signals import StopSignal
+    from ...engine import EXIT_SIGTERM, dist
+    from ...engine.signals import StopSignal
 
     tracked = study_params(params, None, str(prune_dir(params, spec.run_id)))  # the studies' MLflow experiment
     with dist.process_group(world, device, params.train.dist_timeout_s), StopSignal() as stop:
@@ -150,10 +150,10 @@ def _fine_tune(params: Params, spec, final: dict, state: dict, arms: dict, progr
 
 def prune_one(params: Params, run_id: str, params_file: str = "params.yaml", progress: bool = False) -> int:
     """The stage for one run (module docstring); returns the exit status."""
-    from ..engine import dist, resolve_device
-    from ..tracks.char.analysis import banks, heads
-    from . import prune_heads as prune
-    from ..tracks.char.analysis.analyze_gpa import removal_costs
+    from ...engine import dist, resolve_device
+    from ...tracks.char.analysis import banks, heads
+    from . import heads as prune
+    from ...tracks.char.analysis.analyze_gpa import removal_costs
 
     spec = find_run(params, run_id)
     world = dist.world_from_env()  # torchrun's ranks (kernattn prune --nproc N), else one process
@@ -210,7 +210,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
+    from ...errors import UsageError
 
     params = params_from_args(args)  # a ParamsError is one line (cli.main)
     if args.run not in prune_runs(params):

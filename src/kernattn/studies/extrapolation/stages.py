@@ -1,12 +1,13 @@
-"""Length extrapolation: where its files live and its stages (no torch: the stage table imports this).
+"""Length extrapolation's stages: where its files live and its part of the DAG (no torch: the
+stage table imports this).
 
     train@<run> (char)    -> extrapolate_char -> results/<scale>/extrapolation/char.csv -+
     train_lm@<run> (LM)   -> extrapolate_lm   -> results/<scale>/extrapolation/lm.csv   -+-> report
 
 Every trained run of the track is scored, without retraining, at each of
 studies.extrapolation.factors times its training context on the same validation text
-(kernattn.studies.extrapolate). Unlike the other studies these stages are in the main DAG
-(`snakemake --cores all`): they train nothing and take seconds per track at tiny scale, and
+(extrapolate.py). Unlike the other studies these stages are in the main DAG (`snakemake
+--cores all`): they train nothing and take seconds per track at tiny scale, and
 the report's extrapolation part reads their CSVs. Their folder sits beside studies.out_dir
 (results/<scale>/extrapolation/ by default), not in it: the studies' outputs are never the
 report's inputs, these are.
@@ -16,14 +17,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Params
-from ..stage import Stage
-from ..tracks.char import stages as char
-from ..tracks.lm import stages as lm
-from . import root
+from ...config import Params
+from ...stage import Stage
+from ...tracks.char import stages as char
+from ...tracks.lm import stages as lm
+from ..common import root
 
 TRACKS = ("char", "lm")
 COMMAND = {"char": "extrapolate-char", "lm": "extrapolate-lm"}
+REPORT_SECTIONS = ()  # the page reads only the tables below
 
 
 def out_dir(p: Params) -> Path:
@@ -31,7 +33,7 @@ def out_dir(p: Params) -> Path:
 
 
 def output(p: Params, track: str) -> str:
-    """The track's table: one line per run and length (kernattn.studies.extrapolate.COLUMNS)."""
+    """The track's table: one line per run and length (extrapolate.COLUMNS)."""
     return str(out_dir(p) / f"{track}.csv")
 
 
@@ -54,3 +56,13 @@ def stages(p: Params) -> list[Stage]:
         Stage("extrapolate_lm", ("lm", "studies"), ("",), lambda _: [output(p, "lm")],
               inputs=lambda _: [*lm.data_outputs(p), *lm_finals]),
     ]
+
+
+def report_inputs(p: Params) -> list[str]:
+    """The page's extrapolation part reads both tables: they are the report's inputs."""
+    return outputs(p)
+
+
+def run_roots(p: Params) -> list:
+    """None: the study trains nothing (it scores the tracks' runs)."""
+    return []

@@ -18,7 +18,7 @@ Definitions:
   separator where a new line starts back into a newline (the separator's other spaces, e.g. a
   double space after a sentence, stay at the end of the line, as the mirror has them). So a
   counterfactual has the original's length and characters, encoded with the original vocabulary
-  (same ids, same vocab.json); kernattn.studies.wrap_checks checks this on every corpus it writes.
+  (same ids, same vocab.json); kernattn.studies.wrap.checks checks this on every corpus it writes.
 - "same split": the train and validation parts of the original are transformed separately
   (`transform_split`), so a counterfactual's validation text is the original validation text
   re-laid out and no paragraph crosses the boundary.
@@ -103,6 +103,6 @@ def transform_split(train_ids, val_ids, chars: list[str], kind: str,
                     width: int = DEFAULT_WIDTH) -> tuple[np.ndarray, np.ndarray]:
     """The prepared splits (uint8 ids into `chars`) re-laid out, each split on its own, and
     encoded with the same vocabulary: what a prepare stage writes for a counterfactual."""
-    from ..tracks.char.data import decode
+    from ...tracks.char.data import decode
 
     return tuple(encode_with(relayout(decode(ids, chars), kind, width), chars) for ids in (train_ids, val_ids))

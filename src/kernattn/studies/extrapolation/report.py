@@ -1,7 +1,6 @@
 """The report's length-extrapolation part (the shape of every part: report/part.py): per track,
 every row's validation loss at each multiple of its training context, over seeds, as a table
-and a figure, read from results/<scale>/extrapolation/<track>.csv (kernattn.studies.extrapolate,
-main-DAG stages extrapolate_char and extrapolate_lm). No claim of the four documents is about
+and a figure, read from results/<scale>/extrapolation/<track>.csv (extrapolate.py, main-DAG stages extrapolate_char and extrapolate_lm). No claim of the four documents is about
 lengths beyond training, so the part judges none: it describes.
 """
 
@@ -9,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..report.palette import PALETTE, row_colors
-from ..report.part import ReportContext, num
-from . import extrapolation as paths
-from .report_common import ci_of
+from ...report.palette import PALETTE, row_colors
+from ...report.part import ReportContext, num
+from . import stages as paths
+from ..report_common import ci_of
 
 OUTLINE = ("part-extrapolation", "Length extrapolation: every run at 1x-8x its training context, not retrained", (
     ("extrapolation-char", "Char track"),
@@ -55,7 +54,7 @@ def track_context(table) -> dict:
 def figure(path: Path, track: str, ctx: dict, colors: dict[str, str], scale: str) -> None:
     """Two panels: the mean loss over every target, and over the targets beyond the training
     context, against the length (log 2); one line per row, markers where it is defined."""
-    from ..figures import new_figure
+    from ...figures import new_figure
 
     fig = new_figure(9.5, 3.6)
     axes = fig.subplots(1, 2)

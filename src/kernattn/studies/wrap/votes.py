@@ -1,5 +1,5 @@
 """The votes of the unwrapped corpus and of the paragraph counterfactuals (issue 25), beside the
-rewrapped corpora's (kernattn.studies.bumpshift.shift_verdict).
+rewrapped corpora's (kernattn.studies.wrap.bumpshift.shift_verdict).
 
 Each corpus c is read on the seed-paired shift of the first-layer bump, bump_c - bump_o (o: the
 original; Student t interval over the seeds with a bump in both, each end widened by `tol`

@@ -17,7 +17,7 @@ Writes <studies.out_dir>/gka_init/summary.json (atomically). The report makes th
 and the verdict (kernattn.report.stats).
 
 The claim 003-gka-init-sigma is held to every initialisation its statement names by the
-report (kernattn.studies.report_gka.named_init_readings).
+report (kernattn.studies.gka_init.report.named_init_readings).
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ import json
 import re
 from pathlib import Path
 
-from ..config import params_from_args
-from ..io import atomic_write_json, read_lines
-from . import SUMMARY, gka_run_dir, gka_runs, root
+from ...config import params_from_args
+from ...io import atomic_write_json, read_lines
+from ..common import SUMMARY, root
+from .stages import gka_run_dir, gka_runs
 from .train import gka_init_track
 
 SIGMA_KEY = re.compile(r"^sigma_L(\d+)H(\d+)$")
@@ -56,8 +57,8 @@ def start_readings(track, device) -> dict:
     and the probe input the diagonal weight was measured on (`probe`)."""
     import torch
 
-    from ..attention import gka_readings as gka_init
-    from ..engine import seed_everything
+    from ...attention import gka_readings as gka_init
+    from ...engine import seed_everything
 
     seed_everything(track.seed)  # as the engine does before build: the same initial weights
     track.build(device)
@@ -73,7 +74,7 @@ def start_readings(track, device) -> dict:
 
 
 def _diag(model, x) -> list[list[float]]:
-    from ..attention import gka_readings as gka_init
+    from ...attention import gka_readings as gka_init
 
     model.eval()
     return gka_init.mean_diagonal_weight(model, lambda: model(x)).tolist()
@@ -83,8 +84,8 @@ def trained_gka_model(track, device, params_file: str, scale: str):
     """(the finished run's trained model in eval mode, final.json): the track's model rebuilt (a
     fresh build, whatever the track did before) and its last checkpoint loaded; a missing or
     mismatched run is one line naming the command."""
-    from ..engine import seed_everything
-    from ..engine.rundir import load_finished
+    from ...engine import seed_everything
+    from ...engine.rundir import load_finished
 
     final, ckpt = load_finished(track.run_dir, f"kernattn train-gka-init --params {params_file} --scale {scale} "
                                                f"--run {track.run_id}")
@@ -104,7 +105,7 @@ def track_metrics(track_name: str, final: dict) -> dict:
 
 
 def read_run(params, run_id: str, run, device, params_file: str) -> dict:
-    from ..attention.gka_readings import gka_modules, sigmas
+    from ...attention.gka_readings import gka_modules, sigmas
 
     track = gka_init_track(params, run)
     start = start_readings(track, device)
@@ -121,8 +122,8 @@ def read_run(params, run_id: str, run, device, params_file: str) -> dict:
 
 
 def read_study(params, params_file: str = "params.yaml") -> dict:
-    from ..config.studies import init_label, init_rows_not_trained
-    from ..engine import resolve_device
+    from ...config.studies import init_label, init_rows_not_trained
+    from ...engine import resolve_device
 
     device = resolve_device("cpu")
     runs = [read_run(params, run_id, run, device, params_file) for run_id, run in gka_runs(params).items()]

@@ -2,7 +2,7 @@
 counterfactual does to the text, every word kept.
 
     rewrapped, rewrapped_<w>   every paragraph greedily wrapped at studies.wrap.width / at w
-                               (kernattn.studies.wrap_text.rewrap)
+                               (kernattn.studies.wrap.text.rewrap)
     unwrapped                  every paragraph on one line (wrap.unwrap)
     planted_<p>                the positive control: every newline a space (paragraph breaks too)
                                and the text cut into lines of exactly p characters, so the
@@ -16,7 +16,7 @@ counterfactual does to the text, every word kept.
 
 Each split is re-laid out on its own (same split) and encoded with the original vocabulary:
 every character a layout writes (letters of the words, spaces, newlines) is the original's.
-What each may change and nothing more (kernattn.studies.wrap_checks, run on every corpus
+What each may change and nothing more (kernattn.studies.wrap.checks, run on every corpus
 prepare-wrap writes): rewrapped and unwrapped trade newlines and spaces one for one inside
 paragraphs and keep every paragraph break; paragraphs_<n> trades them anywhere and makes some
 separators exactly a blank line; planted_<p> makes every newline a space and inserts its own.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config.studies import wrap_layout
+from ...config.studies import wrap_layout
 
 
 def planted(text: str, period: int) -> str:
@@ -40,7 +40,7 @@ def paragraphs(text: str, length: int, width: int) -> str:
     """`text` with every newline a space, regrouped into paragraphs of at most `length`
     characters (a longer word alone; the separator between two becomes exactly a blank line,
     "\n\n"), each greedily wrapped at `width` (wrap.rewrap's rule)."""
-    from . import wrap_text as wrap
+    from . import text as wrap
 
     flat = text.replace("\n", " ")
     cuts = wrap.line_starts(flat, length)
@@ -53,7 +53,7 @@ def paragraphs(text: str, length: int, width: int) -> str:
 
 def relayout(text: str, name: str, width: int, original_width: int) -> str:
     """`text` laid out as the corpus `name` (module docstring)."""
-    from . import wrap_text as wrap
+    from . import text as wrap
 
     kind, value = wrap_layout(name, width)
     if kind == "planted":
@@ -68,9 +68,9 @@ def transform_split(train_ids, val_ids, chars: list[str], name: str, width: int,
     """The prepared splits (uint8 ids into `chars`) re-laid out as `name`, each on its own, and
     per split what the layout changed (wrap_checks.whitespace_changes: ValueError for a change
     beyond the layout)."""
-    from .wrap_text import encode_with
-    from ..tracks.char.data import decode
-    from .wrap_checks import whitespace_changes
+    from .text import encode_with
+    from ...tracks.char.data import decode
+    from .checks import whitespace_changes
 
     out, changes = [], {}
     for split, ids in (("train", train_ids), ("val", val_ids)):

@@ -3,7 +3,7 @@
     kernattn wrap-study --params params.yaml [--scale S]
 
 For every row of studies.wrap.rows and every corpus (the original, then studies.wrap.corpora):
-the first-layer bump of each seed's trained run (kernattn.studies.bumpshift.run_bump: the
+the first-layer bump of each seed's trained run (kernattn.studies.wrap.bumpshift.run_bump: the
 median over the first layer's heads of the bank bumps at lags >= analysis.bump_min_lag, the
 banks read at lags 0..context as kernattn analyze-gpa reads them), the corpus's newline peak
 (its training split's sharp peak, kernattn analyze-corpus; None without line structure), and
@@ -16,7 +16,7 @@ newline peak, moved from its initial position, on banks that stopped moving (gat
 as the report's bank readings), and, with a planted_<p> corpus, the positive control found:
 its bump moved with the planted period). The planted corpora never vote: their
 shift verdicts are the row's `controls`. The unwrapped corpus and the paragraph counterfactuals
-vote by kernattn.studies.wrap_votes' rules (the bump disappearing, or moving to the paragraph
+vote by kernattn.studies.wrap.votes' rules (the bump disappearing, or moving to the paragraph
 lag; vanish_fraction pre-registered in paper_numbers.yaml), the rewrapped ones by bumpshift's.
 
 Writes <studies.out_dir>/wrap/summary.json (and bumps.csv: row, corpus, seed, bump), atomically.
@@ -29,11 +29,11 @@ import argparse
 import json
 from pathlib import Path
 
-from ..config import find_run, params_from_args
-from ..config.studies import wrap_rows
-from ..io import atomic_write_json, atomic_write_text
-from . import SUMMARY, root, wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wrap_runs
-from .train import study_params, trained_model
+from ...config import find_run, params_from_args
+from ...config.studies import wrap_rows
+from ...io import atomic_write_json, atomic_write_text
+from ..common import SUMMARY, root, study_params, trained_model
+from .stages import wrap_analysis_dir, wrap_data_dir, wrap_run_dir, wrap_runs
 
 REFERENCE = "original"
 INIT = "initialisation"  # bumps.csv's "corpus" of the banks at initialisation (same seed, same constructor)
@@ -41,7 +41,7 @@ INIT = "initialisation"  # bumps.csv's "corpus" of the banks at initialisation (
 
 def newline_peak(summary_file: Path) -> dict:
     """The training split's newline peak of a corpus analysis: (sharp peak or None, peak, contrast)."""
-    from ..errors import UsageError
+    from ...errors import UsageError
 
     try:
         train = json.loads(Path(summary_file).read_text())["splits"]["train"]
@@ -54,7 +54,7 @@ def newline_peak(summary_file: Path) -> dict:
 
 def model_bump(params, model) -> float | None:
     """The first-layer bump of one model (bumpshift.run_bump on its banks at lags 0..context)."""
-    from ..tracks.char.analysis import banks
+    from ...tracks.char.analysis import banks
     from . import bumpshift
 
     shapes = banks.bank_shapes(model, params.model.context + 1)
@@ -71,9 +71,9 @@ def init_and_trained_bumps(params, spec, device, params_file: str) -> tuple[floa
     parameter moved) of a main-DAG run: the reference a trained bump is read against (a bump
     that is where the initial bank put it, e.g. an initial kernel's period pi x tau, says
     nothing about the corpus), and what the converged gate reads (bank_gate)."""
-    from ..tracks.char.analysis.analyze_gpa import load_models
-    from ..tracks.char.data import load_data
-    from ..tracks.char.stages import data_dir
+    from ...tracks.char.analysis.analyze_gpa import load_models
+    from ...tracks.char.data import load_data
+    from ...tracks.char.stages import data_dir
 
     init, model, _ = load_models(params, spec, load_data(data_dir(params), params.model.context), device, params_file)
     return model_bump(params, init), model_bump(params, model), bank_moved(init, model)
@@ -91,10 +91,10 @@ def bank_gate(moved: dict, params, row: str) -> tuple[bool, str]:
     seed's bank moved less than gates.max_param_travel (paper_numbers.yaml) of Adam's travel
     limit over its schedule, and over the last part of training (its param_trace.npz). A bank
     still moving puts its bump wherever training stopped it."""
-    from ..report import gates
-    from ..tracks.char.report_bankgate import adam_travel, bank_settled
-    from ..tracks.char.stages import run_dir
-    from .wrap_votes import shipped_paper_numbers
+    from ...report import gates
+    from ...tracks.char.report_bankgate import adam_travel, bank_settled
+    from ...tracks.char.stages import run_dir
+    from .votes import shipped_paper_numbers
 
     th = gates.thresholds(shipped_paper_numbers())
     lacking = [f"{row}-s{seed}" for seed in sorted(moved) if gates.run_rates(run_dir(params, f"{row}-s{seed}")) is None]
@@ -115,7 +115,7 @@ def bank_gate(moved: dict, params, row: str) -> tuple[bool, str]:
 
 def split_controls(corpora: list, width: int) -> tuple[list, list]:
     """(the original and the corpora that vote, the positive controls: planted_<p>), in order."""
-    from ..config.studies import CONTROL_KINDS, wrap_layout
+    from ...config.studies import CONTROL_KINDS, wrap_layout
 
     def is_control(c) -> bool:
         return c.name != REFERENCE and wrap_layout(c.name, width)[0] in CONTROL_KINDS
@@ -158,12 +158,12 @@ def overall_verdict(rows: list[dict]) -> str:
 
 def read_study(params, params_file: str = "params.yaml") -> dict:
     """summary.json's content (module docstring)."""
-    from ..config.studies import wrap_layout
-    from ..engine import resolve_device
-    from ..errors import UsageError
+    from ...config.studies import wrap_layout
+    from ...engine import resolve_device
+    from ...errors import UsageError
     from . import bumpshift
-    from ..tracks.char.stages import corpus_dir
-    from . import wrap_votes
+    from ...tracks.char.stages import corpus_dir
+    from . import votes as wrap_votes
 
     w = params.studies.wrap
     device = resolve_device("cpu")  # a bank's shape is a few hundred numbers

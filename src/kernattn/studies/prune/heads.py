@@ -22,7 +22,7 @@ fine-tuning with the head removed, and, because N more steps lower the loss of a
 trained tiny model anyway, after the same N steps (same batches) without removal: the
 removal's cost after fine-tuning is the difference of the last two.
 
-The fine-tuning runs on the training engine (kernattn.studies.prune_run: the char track with
+The fine-tuning runs on the training engine (kernattn.studies.prune.run: the char track with
 the trained weights loaded, the heads removed by hooks for the whole run, a constant learning
 rate), so it resumes, stops on SIGTERM and is tracked in MLflow like every run; this module
 holds the choice of heads, the costs and the record (`removal_record`).
@@ -49,7 +49,7 @@ def heads_to_remove(strengths, threshold: float, k: int = 1) -> list[tuple[int, 
 @contextlib.contextmanager
 def removed(model, remove: list[tuple[int, int]]):
     """Within the block the heads `remove` output zeros (before W_O), for training too."""
-    from ..tracks.char.analysis.heads import ablate_head
+    from ...tracks.char.analysis.heads import ablate_head
 
     with contextlib.ExitStack() as stack:
         for layer, head in remove:

@@ -6,7 +6,7 @@ without retraining, at each of studies.extrapolation.factors times its training 
 
 Each finished run is loaded through its track (the char track's CharTrack and its checkpoint,
 the LM's LMTrack and model.pt), rebuilt for longer sequences with the same weights, and
-scored on the same validation text at every length (kernattn.studies.length: non-overlapping
+scored on the same validation text at every length (length.py: non-overlapping
 windows; the mean over every target and over the targets beyond the training context; bits
 per byte too for the LM). A variant that is not defined at a length (a free lag table beyond
 its max_len) gets a line saying so instead of a number. The LM keeps each layer's trained
@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config import Params, params_from_args
-from ..io import atomic_write_text, load_torch
-from . import extrapolation as paths
+from ...config import Params, params_from_args
+from ...io import atomic_write_text, load_torch
+from . import stages as paths
 from .length import ShortText, behaviour, defined_limit, text_targets, window_losses
 
 COLUMNS = ("track", "run_id", "row", "seed", "variant", "label", "train_context", "factor", "length", "defined",
@@ -66,11 +66,11 @@ def _first(tokens, n: int) -> torch.Tensor:
 
 
 def char_run(params: Params, spec, device) -> Loaded:
-    from ..engine.rundir import load_finished
-    from ..engine.runtime import autocast_factory
-    from ..tracks.char.model import GPT
-    from ..tracks.char.stages import run_dir
-    from ..tracks.char.track import CharTrack
+    from ...engine.rundir import load_finished
+    from ...engine.runtime import autocast_factory
+    from ...tracks.char.model import GPT
+    from ...tracks.char.stages import run_dir
+    from ...tracks.char.track import CharTrack
 
     track = CharTrack(params, spec)
     track.build(device)
@@ -90,10 +90,10 @@ def char_run(params: Params, spec, device) -> Loaded:
 
 
 def lm_run(params: Params, spec, device) -> Loaded:
-    from ..engine.runtime import autocast_factory
-    from ..tracks.lm.model import GPT
-    from ..tracks.lm.stages import run_dir
-    from ..tracks.lm.track import LMTrack, row_config
+    from ...engine.runtime import autocast_factory
+    from ...tracks.lm.model import GPT
+    from ...tracks.lm.stages import run_dir
+    from ...tracks.lm.track import LMTrack, row_config
 
     track = LMTrack(params, spec)
     track.build(device)
@@ -121,7 +121,7 @@ def lm_run(params: Params, spec, device) -> Loaded:
 
 def sweep(run: Loaded, factors, windows: int, batch: int, token_bytes: torch.Tensor | None = None) -> list[dict]:
     """One line per factor (COLUMNS): the run scored at factor x its context, or why not."""
-    from ..tracks.lm.bpb import bits_per_byte
+    from ...tracks.lm.bpb import bits_per_byte
 
     ctx = run.context
     n_targets = text_targets(len(run.tokens), factors, ctx, windows)
@@ -150,9 +150,9 @@ def sweep(run: Loaded, factors, windows: int, batch: int, token_bytes: torch.Ten
 
 
 def track_lines(params: Params, track: str) -> list[dict]:
-    from ..engine import resolve_device
-    from ..tracks.char import stages as char_stages
-    from ..tracks.lm import stages as lm_stages
+    from ...engine import resolve_device
+    from ...tracks.char import stages as char_stages
+    from ...tracks.lm import stages as lm_stages
 
     e = params.studies.extrapolation
     section = params.train if track == "char" else params.lm
@@ -161,7 +161,7 @@ def track_lines(params: Params, track: str) -> list[dict]:
         torch.set_num_threads(section.threads)
     token_bytes, lines = None, []
     if track == "lm":
-        from ..tracks.lm.tokenizer import load_token_bytes
+        from ...tracks.lm.tokenizer import load_token_bytes
 
         data_dir = Path(lm_stages.data_outputs(params)[0]).parent
         token_bytes = torch.from_numpy(load_token_bytes(data_dir)).long()
@@ -179,7 +179,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ..errors import UsageError
+    from ...errors import UsageError
 
     params = params_from_args(args)  # a ParamsError is one line (cli.main)
     track = next(t for t, cmd in paths.COMMAND.items() if cmd == args.command)

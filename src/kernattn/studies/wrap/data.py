@@ -5,7 +5,7 @@
 Reads the prepared corpus (data.out_dir: train.npy, val.npy, vocab.json, meta.json, as
 `kernattn prepare` writes them) and writes, per corpus of studies.wrap.corpora, the same four
 files under <studies.out_dir>/wrap/data/<corpus>/ (one atomic folder each): the text re-laid
-out by kernattn.studies.wrap_layouts (rewrapped at studies.wrap.width or another width, one line
+out by kernattn.studies.wrap.layouts (rewrapped at studies.wrap.width or another width, one line
 per paragraph, the planted-period control, the paragraph counterfactual),
 each split on its own, encoded with the original vocabulary (vocab.json copied unchanged).
 Then each corpus's newline, line and paragraph histograms (kernattn analyze-corpus's
@@ -22,10 +22,11 @@ import time
 
 import numpy as np
 
-from ..config import params_from_args
-from ..config.studies import wrap_layout
-from ..io import atomic_dir
-from . import wrap_analysis_dir, wrap_data_dir, wrap_layouts
+from ...config import params_from_args
+from ...config.studies import wrap_layout
+from ...io import atomic_dir
+from . import layouts as wrap_layouts
+from .stages import wrap_analysis_dir, wrap_data_dir
 
 
 def corpus_params(params, corpus: str):
@@ -38,9 +39,9 @@ def corpus_params(params, corpus: str):
 
 def write_corpus(params, corpus: str) -> dict:
     """One counterfactual corpus's folder; returns its meta.json content."""
-    from ..errors import UsageError
-    from ..tracks.char.data import load_meta, load_split, load_vocab
-    from ..tracks.char.stages import data_dir
+    from ...errors import UsageError
+    from ...tracks.char.data import load_meta, load_split, load_vocab
+    from ...tracks.char.stages import data_dir
 
     src = data_dir(params)
     try:
@@ -56,7 +57,7 @@ def write_corpus(params, corpus: str) -> dict:
                                                                    w.original_width)
     except ValueError as exc:  # a corpus that changed more than its layout would test more than it says
         raise UsageError(f"{wrap_data_dir(params, corpus)}: corpus {corpus!r} of studies.wrap.corpora changes "
-                         f"{src} beyond its layout ({exc}); a bug in kernattn.studies.wrap_layouts: fix the "
+                         f"{src} beyond its layout ({exc}); a bug in kernattn.studies.wrap.layouts: fix the "
                          f"layout, or leave {corpus!r} out of studies.wrap.corpora meanwhile") from None
     meta = {"corpus": corpus, "layout": {"kind": kind, "value": value,
                                          "line_width": w.original_width if kind == "paragraphs" else None},
@@ -65,7 +66,7 @@ def write_corpus(params, corpus: str) -> dict:
             "n_chars": int(new_train.size + new_val.size),
             "newlines": int(sum(np.count_nonzero(a == chars.index("\n")) for a in (new_train, new_val))),
             "original": {"n_train": int(train.size), "n_val": int(val.size)},
-            "whitespace_changes": changes,  # kernattn.studies.wrap_checks: what the layout changed, per split
+            "whitespace_changes": changes,  # kernattn.studies.wrap.checks: what the layout changed, per split
             "seconds": round(time.perf_counter() - t0, 3)}
     with atomic_dir(wrap_data_dir(params, corpus)) as tmp:
         np.save(tmp / "train.npy", new_train)
@@ -76,7 +77,7 @@ def write_corpus(params, corpus: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tracks.char.analysis.corpus import analyze_corpus
+    from ...tracks.char.analysis.corpus import analyze_corpus
 
     params = params_from_args(args)  # a ParamsError is one line (cli.main)
     for corpus in params.studies.wrap.corpora:
