@@ -11,7 +11,6 @@ tests/test_downloads.py.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import shutil
 import subprocess
@@ -26,17 +25,10 @@ import yaml
 
 from kernattn import cli
 from tests import paths
+from tests.workspace import command_env
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = paths.DICKENS
-
-
-def env() -> dict:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{e.get('PYTHONPATH', '')}"
-    for key in ("KERNATTN_SCALE", "KERNATTN_DEBUG_HOLD_AT_STEP"):
-        e.pop(key, None)
-    return e
 
 
 def micro_doc(tmp: Path, **data) -> dict:
@@ -268,7 +260,7 @@ def test_bad_input_is_one_line_nonzero_and_leaves_no_output(case: Case, tmp_path
     trained = request.getfixturevalue("trained") if case.needs_trained else None
     argv = case.setup(tmp_path, trained)
     before = {name: snapshot(tmp_path / name) for name in case.outputs}
-    proc = subprocess.run([sys.executable, "-m", "kernattn.cli", *argv], cwd=tmp_path, env=env(),
+    proc = subprocess.run([sys.executable, "-m", "kernattn.cli", *argv], cwd=tmp_path, env=command_env(),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     lines = proc.stderr.splitlines()

@@ -12,7 +12,7 @@ import pytest
 
 from kernattn.config import load_params
 from kernattn.bench import report as bench_models, report_table4 as bench_table4
-from kernattn.report import gates, stability, stats
+from kernattn.report import stability, stats
 from kernattn.page import build
 from kernattn.tracks.vision import report_gka
 from kernattn.tracks.vision import stages as vision_stages

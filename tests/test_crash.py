@@ -16,8 +16,9 @@ import subprocess
 import pytest
 import yaml
 
+from tests.workspace import command_env
 from tests.test_engine import (BIN, CASES, REPO, SHARED, _keep_torch_threads, assert_same_run, ckpt_of,  # noqa: F401
-                               corpus, env, prepared, start_held, wait_for, whole)
+                               corpus, prepared, start_held, wait_for, whole)
 
 CASE = CASES["char"]
 
@@ -53,9 +54,9 @@ def test_snakemake_rerun_incomplete_after_a_sigkill(tmp_path, corpus, whole):  #
     assert ckpt_of(run_dir)["step"] == 3 and not (run_dir / "final.json").exists()
 
     # A SIGKILLed snakemake leaves its lock: what a user does then is --unlock, then rerun.
-    unlock = subprocess.run([*cmd, "--unlock"], cwd=ws, env=env(), capture_output=True, text=True, timeout=300)
+    unlock = subprocess.run([*cmd, "--unlock"], cwd=ws, env=command_env(), capture_output=True, text=True, timeout=300)
     assert unlock.returncode == 0, unlock.stderr[-3000:]
-    again = subprocess.run([*cmd, "--rerun-incomplete"], cwd=ws, env=env(), capture_output=True, text=True,
+    again = subprocess.run([*cmd, "--rerun-incomplete"], cwd=ws, env=command_env(), capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "rule prepare" not in again.stdout + again.stderr  # the copied corpus was used

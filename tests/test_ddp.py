@@ -30,13 +30,13 @@ from kernattn.engine.launch import take_options
 from kernattn.engine.signals import NONFINITE_ENV
 from kernattn.errors import UsageError
 from tests.ddp import launch, log_of, wait, wait_for_text
+from tests.workspace import command_env
 from tests.test_engine import (
     TIMED_FINAL,
     Case,
     assert_equal_tree,
     ckpt_of,
     command,
-    env,
     read_metrics,
     untimed,
     write_params,
@@ -190,7 +190,7 @@ def test_a_global_batch_the_ranks_do_not_divide_is_one_line(tmp_path, corpus):  
 def test_nproc_starts_torchrun_whose_ranks_train_the_same_run(tmp_path, corpus, whole2):  # noqa: F811
     """`kernattn train --nproc 2`: torchrun --standalone starts 2 ranks: the 2-rank run, bit for bit."""
     params = write_params(CHAR, tmp_path, corpus)
-    done = subprocess.run(command(CHAR, params) + ["--nproc", "2"], env=env(), capture_output=True, text=True,
+    done = subprocess.run(command(CHAR, params) + ["--nproc", "2"], env=command_env(), capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert_same_run(CHAR, whole2[1], tmp_path / "runs" / CHAR.run)

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from kernattn.cli import main
-from tests.test_pipeline import REPO, dry_run_jobs, make_workspace
+from tests.test_pipeline import dry_run_jobs
+from tests.workspace import REPO, make_workspace
 
 
 def test_a_profiles_ranks_reach_the_training_command_and_nothing_else(tmp_path):

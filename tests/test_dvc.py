@@ -25,7 +25,8 @@ import yaml
 
 from kernattn.cli import main
 
-from .test_pipeline import BIN, check_outputs, run
+from .test_pipeline import check_outputs, run
+from .workspace import BIN
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dvc")]  # one worker: the module's workspace
 # What `dvc repro` must rebuild once deleted: each track's data or a training run of it, and

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from kernattn.engine import HOLD_ENV, is_timing, metric_dict, mlflow_params
 from kernattn.engine import trace as param_trace
 from tests.test_train import _keep_torch_threads, corpus  # noqa: F401 (fixtures)
 from tests import paths
+from tests.workspace import command_env
 
 REPO = Path(__file__).resolve().parents[1]
 # The shared data beside the checkout (a worktree's parent may not hold it: then the workspace's).
@@ -123,16 +123,6 @@ def command(case: Case, params: Path) -> list[str]:
             "--no-progress"]
 
 
-def env(**extra: str) -> dict:
-    e = dict(os.environ)
-    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
-    e["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{e.get('PYTHONPATH', '')}"
-    e["MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"] = "false"
-    for key in (HOLD_ENV, "KERNATTN_SCALE"):
-        e.pop(key, None)
-    return e | extra
-
-
 def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
@@ -214,7 +204,7 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float = 120
 
 def start_held(cmd: list[str], log: Path, step: int, **kw) -> subprocess.Popen:
     with open(log, "w") as fh:
-        return subprocess.Popen(cmd, env=env(**{HOLD_ENV: str(step)}), stdout=fh, stderr=subprocess.STDOUT, **kw)
+        return subprocess.Popen(cmd, env=command_env(**{HOLD_ENV: str(step)}), stdout=fh, stderr=subprocess.STDOUT, **kw)
 
 
 def interrupt(case: Case, params: Path, log: Path, step: int, sig: int) -> int:
@@ -246,7 +236,7 @@ def test_sigkill_sigterm_sigkill_then_the_same_command_ends_bit_exact(tmp_path, 
 
     assert interrupt(case, params, tmp_path / "3.log", 8, signal.SIGKILL) == -signal.SIGKILL
     assert "resuming at step 5" in (tmp_path / "3.log").read_text() and ckpt_of(run_dir)["step"] == 6
-    again = subprocess.run(command(case, params), env=env(), capture_output=True, text=True, timeout=300)
+    again = subprocess.run(command(case, params), env=command_env(), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert "resuming at step 6" in again.stdout
     assert_same_run(case, whole(track), run_dir)

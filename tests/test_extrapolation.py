@@ -148,7 +148,7 @@ def test_the_stages_read_every_run_and_feed_the_report():
     from kernattn.config import load_params
     from kernattn.dag.stages import stage_table
 
-    from .test_pipeline import REPO
+    from .workspace import REPO
 
     table = stage_table(load_params(REPO / "params.yaml", "tiny"))
     char, lm = table["extrapolate_char"], table["extrapolate_lm"]

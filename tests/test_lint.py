@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from .test_pipeline import BIN, make_workspace, run
+from .test_pipeline import run
+from .workspace import BIN, make_workspace
 
 pytestmark = pytest.mark.e2e  # runs snakemake as a process (tests/conftest.py)
 

@@ -163,7 +163,8 @@ def test_the_snakefile_helpers():
 def test_snakemake_takes_a_full_copy_as_configfile(tmp_path):
     """The real parse (about 3 s a dry run): a full copy schedules what no configfile does,
     with no --overrides; a copy with one micro value changed passes that value to the jobs."""
-    from tests.test_pipeline import dry_run_jobs, make_workspace
+    from tests.test_pipeline import dry_run_jobs
+    from tests.workspace import make_workspace
 
     ws = make_workspace(tmp_path / "ws")
     doc = yaml.safe_load((ws / "params.yaml").read_text())

@@ -4,9 +4,7 @@ Snakemake and the real DVC, in a scratch workspace; and the generated dvc.yaml i
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,23 +16,11 @@ from kernattn.cli import main
 from kernattn.config import load_params
 from kernattn.dag.snakemake import OPTIONS
 from tests import paths
+from tests.workspace import BIN, REPO, command_env, make_workspace
 
-REPO = Path(__file__).resolve().parents[1]
 MIRROR = paths.DICKENS
-BIN = Path(sys.executable).parent
 FASHION = paths.FASHION
 LM_MIRROR = paths.C4
-
-
-def env() -> dict:
-    e = dict(os.environ)
-    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
-    e.pop("KERNATTN_SCALE", None)
-    e["MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"] = "false"
-    # a workspace's `dvc init` turns analytics on: each dvc command would start a daemon that
-    # reports to the network (offline here), a process per command for nothing tested
-    e["DVC_NO_ANALYTICS"] = "1"
-    return e
 
 
 @pytest.fixture()
@@ -42,21 +28,8 @@ def workspace(tmp_path: Path) -> Path:
     return make_workspace(tmp_path / "ws")
 
 
-def make_workspace(ws: Path) -> Path:
-    """A copy of the pipeline's top level with params.yaml set to the micro scale."""
-    assert MIRROR.is_file(), f"{MIRROR} is missing: set KERNATTN_DATA_MIRROR (tests/paths.py)"
-    ws.mkdir()
-    shutil.copy(REPO / "Snakefile", ws / "Snakefile")
-    (ws / "src").symlink_to(REPO / "src")  # the code DVC stages depend on
-    doc = yaml.safe_load((REPO / "params.yaml").read_text())
-    doc["scale"] = "micro"
-    doc["report"]["mlflow_ui"] = None
-    (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return ws
-
-
 def run(cmd, cwd, timeout=600) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, cwd=cwd, env=command_env(), capture_output=True, text=True, timeout=timeout)
     return proc
 
 

@@ -19,7 +19,7 @@ from kernattn.dag import plan as pl
 from kernattn.dag import plan_flops as pf
 from kernattn.stage import Stage
 
-from .paths import DICKENS, FASHION, REPO
+from .paths import DICKENS, REPO
 
 PARAMS = REPO / "params.yaml"
 

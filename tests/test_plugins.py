@@ -107,7 +107,7 @@ def test_a_broken_copy_fails_the_check_that_catches_it(tmp_path, check):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     failed = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
     assert any(line.split()[1] == check for line in failed), proc.stdout
-    assert f"FAILED" in proc.stdout.splitlines()[-1] and check in proc.stdout.splitlines()[-1]
+    assert "FAILED" in proc.stdout.splitlines()[-1] and check in proc.stdout.splitlines()[-1]
 
 
 @pytest.mark.e2e

@@ -25,7 +25,6 @@ from kernattn.studies.gka_init.report import named_init_readings
 from kernattn.tracks.char.model import GPT
 from kernattn.tracks.lm import report as lm_report
 from kernattn.tracks.vision import report as vision_report
-from kernattn.tracks.vision import report_gka
 from kernattn.tracks.vision import stages as vision_stages
 
 PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"

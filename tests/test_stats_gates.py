@@ -4,7 +4,6 @@ printed 95% interval, the minimum detectable effect, the NoPE-anchored margin, a
 
 from __future__ import annotations
 
-import json
 
 import math
 

@@ -16,7 +16,8 @@ import yaml
 from kernattn.config import ParamsError, load_params
 from kernattn.io import load_torch
 
-from .test_pipeline import BIN, dry_run_jobs, run
+from .test_pipeline import dry_run_jobs, run
+from .workspace import BIN
 from .test_report import PARAMS
 
 

@@ -12,7 +12,7 @@ import timm
 import torch
 
 from kernattn.tracks.vision import counts
-from kernattn.tracks.vision.model import ViTSpec, attention_modules, build_vit, paper_spec
+from kernattn.tracks.vision.model import ViTSpec, attention_modules, build_vit
 from kernattn.config.vision import VARIANTS
 from kernattn.tracks.vision.rollout import cls_map, layer_matrix, rollout
 from kernattn.tracks.vision.track import make_optimizer

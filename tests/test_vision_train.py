@@ -145,7 +145,6 @@ def _training_claims(report, section: dict, final: dict) -> None:
     learning rates for the sigma gate) and final.json's sigma."""
     import dataclasses
 
-    from kernattn.report import stats
     from kernattn.page import build
     from kernattn.tracks.vision import report as rv
 

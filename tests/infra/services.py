@@ -9,10 +9,8 @@ every worker until the session ends; the controller then stops the daemons (`STO
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,43 +20,11 @@ import yaml
 
 from kernattn.io import atomic_write_json
 
-from .. import paths, session
+from .. import session
+from ..workspace import BIN, REPO, command_env, make_workspace
 from . import harness
 
-REPO = paths.REPO
-BIN = Path(sys.executable).parent
 DAG_TIMEOUT_S = 900
-
-
-def base_env(**extra) -> dict:
-    """The environment of every command a test runs: the venv first on PATH (SLURM jobs
-    inherit it: sbatch exports the environment), no system-metrics thread (seconds-long runs)."""
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env.pop("KERNATTN_SCALE", None)
-    env["MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"] = "false"
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
-
-
-def make_workspace(root: Path, *, tracking: dict | None = None, mlflow_ui: str | None = None,
-                   mirror: Path | None = None) -> Path:
-    """`root`/ws: a copy of the pipeline's top level (Snakefile, src link, params.yaml at micro
-    scale); its data sets come from the catalogue, through the data mirror the environment names
-    (`mirror`: the char corpus from that local file instead)."""
-    assert paths.DICKENS.is_file(), f"{paths.DICKENS} is missing: set KERNATTN_DATA_MIRROR (tests/paths.py)"
-    ws = root / "ws"
-    ws.mkdir(parents=True)
-    shutil.copy(REPO / "Snakefile", ws / "Snakefile")
-    (ws / "src").symlink_to(REPO / "src")
-    doc = yaml.safe_load((REPO / "params.yaml").read_text())
-    doc["scale"] = "micro"
-    if mirror is not None:
-        doc["scales"]["micro"].setdefault("data", {})["mirror"] = str(mirror)
-    doc["tracking"].update(tracking or {"enabled": False})
-    doc["report"]["mlflow_ui"] = mlflow_ui
-    (ws / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return ws
 
 
 def install_test_profile(env: dict, *extra: str) -> subprocess.CompletedProcess:
@@ -133,7 +99,7 @@ def _start_mlflow(config, root: Path) -> dict:
     t0 = time.monotonic()
     proc = subprocess.run([*_mlflow_command(db, pid_file), "--artifact-root", str(artifacts), "--port", str(port),
                            "--log-file", str(root / "server.log"), "--detach", "--timeout", "240"],
-                          cwd=root, env=base_env(), capture_output=True, text=True, timeout=300)
+                          cwd=root, env=command_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"kernattn mlflow-server failed:\n{proc.stdout}\n{proc.stderr}"
     return {"url": f"http://127.0.0.1:{port}", "port": port, "root": str(root), "db": str(db),
             "artifacts": str(artifacts), "pid_file": str(pid_file), "pid": read_pid(pid_file),
@@ -146,7 +112,7 @@ def _stop_mlflow(info: dict) -> None:
 
     pid_file = Path(info["pid_file"])
     pid = read_pid(pid_file)
-    subprocess.run([*_mlflow_command(Path(info["db"]), pid_file), "--stop"], cwd=info["root"], env=base_env(),
+    subprocess.run([*_mlflow_command(Path(info["db"]), pid_file), "--stop"], cwd=info["root"], env=command_env(),
                    capture_output=True, text=True, timeout=120)
     if pid and group_members(pid):
         stop_group(pid, grace=5)
@@ -171,7 +137,7 @@ class DagRun:
     xdg: Path           # the XDG_CONFIG_HOME the test profile is installed in
 
     def env(self, cluster: harness.SlurmCluster | None = None) -> dict:
-        env = base_env(XDG_CONFIG_HOME=self.xdg)
+        env = command_env(XDG_CONFIG_HOME=self.xdg)
         return cluster.env(env) if cluster is not None else env
 
     def copy(self, dest: Path, *, tracking_as_params_yaml: bool = True) -> Path:
@@ -224,10 +190,10 @@ def _train_micro_dag(config, root: Path) -> dict:
         cluster, why = slurm(config), ""
     except pytest.skip.Exception as exc:
         cluster, why = None, str(exc)
-    ws = make_workspace(root, tracking={"enabled": True, "uri": server.url, "experiment": "infra-pipeline-{scale}"},
+    ws = make_workspace(root / "ws", tracking={"enabled": True, "uri": server.url, "experiment": "infra-pipeline-{scale}"},
                         mlflow_ui=server.url)
     xdg = root / "xdg"
-    env = base_env(XDG_CONFIG_HOME=xdg)
+    env = command_env(XDG_CONFIG_HOME=xdg)
     if cluster is not None:
         env = cluster.env(env)
         installed = install_test_profile(env)

@@ -24,7 +24,7 @@ from kernattn.engine import metric_dict, mlflow_params
 from kernattn.tracking_server import group_members, health
 
 from . import harness
-from .services import BIN, REPO, base_env
+from ..workspace import BIN, REPO, command_env
 
 pytestmark = [pytest.mark.infra, pytest.mark.e2e]
 RUNS = ("rope-s0", "gpa_dp_m8-s0")
@@ -46,7 +46,7 @@ def make_params(folder: Path, corpus: Path, tracking: dict) -> Path:
 
 def train_concurrently(params: Path, run_ids=RUNS, timeout: float = 300) -> list[str]:
     """`kernattn train` for each run at once, as separate processes; returns their output."""
-    env = base_env(OMP_NUM_THREADS=1)
+    env = command_env(OMP_NUM_THREADS=1)
     procs = [subprocess.Popen([str(BIN / "kernattn"), "train", "--params", str(params), "--run", run_id,
                                "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, start_new_session=True)
@@ -98,7 +98,7 @@ def test_server_answers_on_loopback_with_a_pid_file(mlflow_server):
     again = subprocess.run([str(BIN / "kernattn"), "mlflow-server", "--backend-store-uri",
                             f"sqlite:///{mlflow_server.root}/other.db", "--port", str(mlflow_server.port),
                             "--pid-file", str(mlflow_server.root / "other.pid")],
-                           env=base_env(), capture_output=True, text=True, timeout=60)
+                           env=command_env(), capture_output=True, text=True, timeout=60)
     assert again.returncode == 2 and "in use" in again.stderr and len(again.stderr.strip().splitlines()) == 1
 
 
@@ -128,7 +128,7 @@ def test_unreachable_server_training_goes_on_and_sync_uploads_later(mlflow_serve
 
     # the server is up now (the params still name the dead one: --tracking-uri)
     sync = [str(BIN / "kernattn"), "sync-mlflow", "--params", str(params), "--tracking-uri", mlflow_server.url]
-    first = subprocess.run(sync, env=base_env(), capture_output=True, text=True, timeout=300)
+    first = subprocess.run(sync, env=command_env(), capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
     assert first.stdout.count(": uploaded ") == len(RUNS), first.stdout
     client = mlflow_server.client()
@@ -144,7 +144,7 @@ def test_unreachable_server_training_goes_on_and_sync_uploads_later(mlflow_serve
         local = client.download_artifacts(final["mlflow_run_id"], "final.json", str(tmp_path / "downloads" / run_id))
         assert json.loads(Path(local).read_text()) == final  # the artifact is the updated final.json
     # idempotent: nothing uploaded, nothing rewritten
-    second = subprocess.run(sync, env=base_env(), capture_output=True, text=True, timeout=300)
+    second = subprocess.run(sync, env=command_env(), capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stdout + second.stderr
     assert second.stdout.count("complete in the store") == len(RUNS), second.stdout
     for run_id in RUNS:
@@ -157,7 +157,7 @@ def test_unreachable_server_training_goes_on_and_sync_uploads_later(mlflow_serve
     path = tmp_path / "runs" / RUNS[0] / "final.json"
     uploaded_id = json.loads(path.read_text())["mlflow_run_id"]
     path.write_text(json.dumps({**json.loads(path.read_text()), "mlflow_run_id": None}, indent=2))
-    third = subprocess.run(sync, env=base_env(), capture_output=True, text=True, timeout=300)
+    third = subprocess.run(sync, env=command_env(), capture_output=True, text=True, timeout=300)
     assert third.returncode == 0 and "resumed an interrupted sync" in third.stdout, third.stdout + third.stderr
     assert json.loads(path.read_text())["mlflow_run_id"] == uploaded_id
     assert len(client.search_runs([experiment.experiment_id])) == len(RUNS)
@@ -187,7 +187,7 @@ def test_sync_completes_a_run_the_server_lost_half_of(mlflow_server, corpus, tmp
     mtime = (run_dir / "final.json").stat().st_mtime_ns
 
     proc = subprocess.run([str(BIN / "kernattn"), "sync-mlflow", "--params", str(params), "--tracking-uri",
-                           mlflow_server.url], env=base_env(), capture_output=True, text=True, timeout=300)
+                           mlflow_server.url], env=command_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"completed {partial.info.run_id}" in proc.stdout, proc.stdout
     assert assert_complete(client, run_dir) == partial.info.run_id
@@ -221,7 +221,7 @@ def test_sync_without_a_server_is_one_line_error(corpus, tmp_path):
     params = make_params(tmp_path, corpus, {"enabled": True, "uri": f"http://127.0.0.1:{harness.free_port()}"})
     (tmp_path / "runs" / "rope-s0").mkdir(parents=True)
     (tmp_path / "runs" / "rope-s0" / "final.json").write_text("{}")
-    proc = subprocess.run([str(BIN / "kernattn"), "sync-mlflow", "--params", str(params)], env=base_env(),
+    proc = subprocess.run([str(BIN / "kernattn"), "sync-mlflow", "--params", str(params)], env=command_env(),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "cannot connect" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -234,7 +234,7 @@ def test_foreground_server_stops_its_whole_process_group_on_sigterm(tmp_path, ti
         proc = subprocess.Popen([sys.executable, "-m", "kernattn.cli", "mlflow-server", "--backend-store-uri",
                                  f"sqlite:///{tmp_path}/mlflow.db", "--artifact-root", str(tmp_path / "artifacts"),
                                  "--port", str(port), "--pid-file", str(pid_file), "--timeout", "240"],
-                                env=base_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                env=command_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     server_pid = None
     try:
         t0 = time.monotonic()

@@ -17,7 +17,8 @@ import yaml
 
 from . import harness
 from .conftest import LM_RUNS, MICRO_RUNS
-from .services import BIN, REPO, base_env, install_test_profile, make_workspace
+from ..workspace import BIN, REPO, command_env, make_workspace
+from .services import install_test_profile
 
 pytestmark = [pytest.mark.infra, pytest.mark.e2e]
 
@@ -167,8 +168,8 @@ def test_a_failing_rule_makes_snakemake_exit_nonzero(slurm_cluster, tmp_path):
     independent job (prepare_lm) that must not be left running. Only these two targets: with
     `all`, the LM and vision branches, which do not read the corpus, would go on for about ten
     more SLURM jobs that this test does not look at."""
-    bad = make_workspace(tmp_path, mirror=tmp_path / "no-such-corpus.txt.gz")
-    env = slurm_cluster.env(base_env(XDG_CONFIG_HOME=tmp_path / "xdg"))
+    bad = make_workspace(tmp_path / "ws", tracking={"enabled": False}, mirror=tmp_path / "no-such-corpus.txt.gz")
+    env = slurm_cluster.env(command_env(XDG_CONFIG_HOME=tmp_path / "xdg"))
     installed = install_test_profile(env)
     assert installed.returncode == 0, installed.stderr
     proc = subprocess.run([str(BIN / "snakemake"), "--profile", "slurm", "prepare", "prepare_lm", "--retries", "0"],
@@ -204,8 +205,8 @@ def test_a_training_job_with_two_gpus_trains_as_two_ranks(slurm_cluster, tmp_pat
     from kernattn.config import load_params
     from kernattn.dag.stages import stage_table
 
-    ws = make_workspace(tmp_path)
-    env = slurm_cluster.env(base_env(XDG_CONFIG_HOME=tmp_path / "xdg"))
+    ws = make_workspace(tmp_path / "ws", tracking={"enabled": False})
+    env = slurm_cluster.env(command_env(XDG_CONFIG_HOME=tmp_path / "xdg"))
     installed = install_test_profile(env, "--gpus", "train=2")
     assert installed.returncode == 0, installed.stderr
     [target] = stage_table(load_params(ws / "params.yaml", "micro"))["train"].outputs(MICRO_RUNS[0])
