@@ -205,6 +205,31 @@ def test_plan_command_prints_and_writes_the_micro_plan(tmp_path, capsys):
     assert "on 4 x a100" in text and "MFU 0.50: --mfu" in text and "critical path" in text
 
 
+# ----------------------------------------------------------------------------- what is planned
+@pytest.mark.parametrize("scale", ["micro", "tiny", "paper"])
+def test_every_stage_that_trains_is_planned(scale):
+    """A stage that keeps checkpoints across reruns (persist: it trains) has its work counted: a
+    unit's new training stage left out of plan_flops.WORK would leave its GPU-hours out of the
+    plan and its time limit out of the profile."""
+    from kernattn.dag.stages import stage_table
+
+    training = {s.name for s in stage_table(load_params(PARAMS, scale)).values() if s.persist}
+    assert training and training <= set(pf.WORK), training - set(pf.WORK)
+
+
+def test_a_cooldown_branch_is_planned_from_its_branch_point():
+    """micro: train.budgets [4] at cooldown_fraction 0.2, so a branch starts at 4 - round(0.8) = 3
+    and trains 1 step of the row's char model; evaluated at its start and end (2 x eval_batches 2
+    x batch 4 = 16 windows). One count per (row, budget) in the plan."""
+    p = load_params(PARAMS, "micro")
+    branches = pf.stage_runs(p, "cooldown")
+    assert set(branches) == {"rope-s0-b4", "gpa_dp_m8-s0-b4"} and {b.budget for b in branches.values()} == {4}
+    work = branches["rope-s0-b4"].work(p, "cooldown")
+    full = pf.char_work(p, pf.stage_runs(p, "train")["rope-s0"].spec)
+    assert (work.steps, work.samples_per_step, work.eval_samples) == (1, 4, 16)
+    assert work.total == pytest.approx(4 * full.train_per_sample + 16 * full.eval_per_sample)
+
+
 # ----------------------------------------------------------------------------- the studies' trainings
 def test_the_studies_trainings_are_planned_as_their_tracks_runs():
     """train_wrap repeats a char run on another corpus (its work); train_gka_init trains each
@@ -330,6 +355,7 @@ def test_install_profile_sets_the_planned_stages_time_limits(tmp_path, monkeypat
     want = pl.stage_minutes(plan, safety=3)
     assert want == {"train": 2 * 180 + pl.MARGIN_MIN, "train_lm": 3 * 180 + pl.MARGIN_MIN,  # 2 and 3 rows: x 3
                     "eval_lm": 3 * 180 + pl.MARGIN_MIN, "train_vision": 3 * 180 + pl.MARGIN_MIN,
+                    "cooldown": 2 * 180 + pl.MARGIN_MIN,  # the budget sweep: a branch per row of train
                     # the studies' trainings: one wrap row, one prune row; GKA init: rows gka, gka_tokens
                     "train_wrap": 180 + pl.MARGIN_MIN, "prune": 180 + pl.MARGIN_MIN,
                     "train_gka_init": 2 * 180 + pl.MARGIN_MIN}

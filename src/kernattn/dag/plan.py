@@ -87,7 +87,7 @@ def plan_jobs(p: Params, table: dict[str, Stage], gpus_of) -> list[Job]:
             continue
         planned = specs.setdefault(stage, pf.stage_runs(p, stage))[run]
         spec = planned.spec
-        key = (stage, planned.track, spec.row)
+        key = (stage, planned.track, spec.row, planned.budget)
         if key not in cache:
             cache[key] = planned.work(p, stage)
         work = cache[key]

@@ -206,14 +206,30 @@ def prune_work(p: Params, run: RunSpec) -> Work:
                 ablations + len(ARMS) * evaluations(steps, steps) * window)
 
 
+def cooldown_work(p: Params, run: RunSpec) -> Work:
+    """cooldown@<run>-b<budget> (the budget sweep): the branch trains from its long run's kept
+    checkpoint at cooldown_start(budget) to the budget; the steps before it are the long run's,
+    counted there. Its evaluations are counted as a run of that many steps' (an upper bound by
+    one: the branch starts from the long run's evaluation at its branch point)."""
+    from ..config.char import cooldown_start
+    from ..tracks.char.stages import split_budget_run_id
+
+    _, budget = split_budget_run_id(run.run_id)
+    tp = p.train
+    full = char_work(p, run)
+    steps = budget - cooldown_start(budget, tp.cooldown_fraction)
+    return Work(full.train_per_sample, full.eval_per_sample, tp.batch_size, steps,
+                evaluations(steps, tp.eval_every) * tp.eval_batches * tp.batch_size)
+
+
 TRAINING = {"char": char_work, "lm": lm_work, "vision": vision_work}  # a track's training run
 
 # The planned stages: name -> (track, how its work is counted); track None: each run's own
 # (the GKA-init study trains a row of each track, counted as that track's training run).
 # Not planned: the benchmark and the extrapolation stages (forward passes of a few windows per
 # run: at paper scale under 1e-5 of the DAG's FLOPs) and every stage that trains nothing.
-WORK = {"train": ("char", char_work), "train_lm": ("lm", lm_work), "train_vision": ("vision", vision_work),
-        "eval_lm": ("lm", lm_eval_work),
+WORK = {"train": ("char", char_work), "cooldown": ("char", cooldown_work), "train_lm": ("lm", lm_work),
+        "train_vision": ("vision", vision_work), "eval_lm": ("lm", lm_eval_work),
         "train_wrap": ("char", char_work), "train_gka_init": (None, None), "prune": ("char", prune_work)}
 STUDY_OF = {"train_wrap": "wrap", "train_gka_init": "gka_init", "prune": "prune"}  # the studies' planned stages
 
@@ -223,6 +239,7 @@ class PlannedRun:
     track: str      # whose model it trains (its MFU, its input pipeline)
     spec: RunSpec
     study: str = ""  # the study it belongs to ("" for the main DAG)
+    budget: int | None = None  # a cooldown branch's budget: its work differs from its row's other branches'
 
     def work(self, p: Params, stage: str) -> Work:
         fn = WORK[stage][1] or TRAINING[self.track]
@@ -238,6 +255,12 @@ def stage_runs(p: Params, stage: str) -> dict[str, PlannedRun]:
     from ..tracks import track_module
 
     study = STUDY_OF.get(stage, "")
+    if stage == "cooldown":
+        from ..tracks.char.stages import budget_runs, split_budget_run_id
+
+        branches = {b: split_budget_run_id(b) for b in budget_runs(p)}
+        return {b: PlannedRun("char", dataclasses.replace(find_run(p, run_id), run_id=b), budget=budget)
+                for b, (run_id, budget) in branches.items()}
     if stage == "train_wrap":
         return {r: PlannedRun("char", spec, study) for r, (_corpus, spec) in wrap_runs(p).items()}
     if stage == "train_gka_init":
