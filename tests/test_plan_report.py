@@ -1,4 +1,4 @@
-"""The report's cost-plan part (kernattn.report.plan) on a plan written as `kernattn plan --out`
+"""The report's cost-plan part (kernattn.page.plan) on a plan written as `kernattn plan --out`
 writes it, from constructed jobs with hand-computed hours; and its note when no plan exists."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from kernattn.config import load_params
 from kernattn.dag import plan as pl
 from kernattn.dag import plan_flops as pf
-from kernattn.report import plan as part
+from kernattn.page import plan as part
 from kernattn.report.part import ReportContext
 from kernattn.stage import Stage
 

@@ -59,7 +59,7 @@ from ..report.part import ClaimKind, ReportContext, ReportError, merge, num
 
 DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
 # the page's own parts, after the units': (key, module, template)
-PAGE_PARTS = (("plan", "kernattn.report.plan", "plan.html.j2"),)
+PAGE_PARTS = (("plan", "kernattn.page.plan", "plan.html.j2"),)
 # The page's own claims: kr-blog's and gpa-short's properties of the attention library that the
 # test suite checks (report/unit_tests.py reads its record; their note sits under the summary,
 # section "blog"); no part has results for them.

@@ -1,4 +1,4 @@
-"""The report's cost-plan part (the shape of every part: report/part.py): what the DAG of this
+"""The page's own cost-plan part (the shape of every part: report/part.py): what the DAG of this
 scale and of the paper scale cost, from `kernattn plan --out` (kernattn.dag.plan): per stage
 its jobs, FLOPs, GPU-hours, longest wall time and SLURM time limit, and the whole DAG's
 GPU-hours (per track and per source document), critical path and wall time on the cluster
@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..plan_files import plan_arguments, plan_csv, summary_path
-from .claims import ClaimResult
-from .part import ClaimKind, ReportContext
+from ..report.claims import ClaimResult
+from ..report.part import ClaimKind, ReportContext
 
 OUTLINE = ("part-plan", "Cost plan", (("plan", "The plan before launch: FLOPs, GPU-hours and wall time"),))
 CLAIM_KINDS: dict[str, ClaimKind] = {}
