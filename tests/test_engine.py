@@ -215,6 +215,14 @@ def interrupt(case: Case, params: Path, log: Path, step: int, sig: int) -> int:
     return proc.wait(timeout=60)
 
 
+def test_the_command_environment_drops_the_engines_debug_hold():
+    """tests/workspace.py names the hold variable without importing the engine (torch): one name."""
+    from tests import workspace
+
+    assert workspace.HOLD_ENV == HOLD_ENV
+    assert HOLD_ENV not in command_env() and command_env(**{HOLD_ENV: 3})[HOLD_ENV] == "3"
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("track", TRACKS)
 def test_sigkill_sigterm_sigkill_then_the_same_command_ends_bit_exact(tmp_path, prepared, whole, track):

@@ -1,4 +1,4 @@
-"""Length extrapolation (kernattn.studies.extrapolation.length / extrapolate / extrapolation_report): the same
+"""Length extrapolation (kernattn.studies.extrapolation.length / extrapolate / report): the same
 targets at every length, hand-computed losses, which variants are defined beyond their
 training context (from the model, never a clamp), the 1x number against the track's own
 validation loss, and the stages end to end on the micro DAG."""

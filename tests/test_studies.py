@@ -316,7 +316,7 @@ KNOWN = "ab cd\nef  gh\n\n\nij\nkl \nmn\n"  # a double space, a trailing space, 
      {"newlines_to_spaces": 7, "newlines_inserted": 6, "characters_changed": 13}),
 ])
 def test_each_layout_changes_only_its_whitespace(corpus, out, counts):
-    """Hand-laid-out corpora of a known text, and what wrap_checks counts in each; the double
+    """Hand-laid-out corpora of a known text, and what wrap.checks counts in each; the double
     space and the trailing space survive every layout but the planted one's cuts."""
     from kernattn.studies.wrap.checks import whitespace_changes
     from kernattn.studies.wrap.layouts import relayout

@@ -15,6 +15,9 @@ from . import paths
 
 REPO = paths.REPO
 BIN = Path(sys.executable).parent
+# kernattn.engine.HOLD_ENV, not imported: the engine package loads torch, which the infra
+# controller need not (tests/test_engine.py checks the two are one name)
+HOLD_ENV = "KERNATTN_DEBUG_HOLD_AT_STEP"
 
 
 def command_env(**extra) -> dict:
@@ -23,8 +26,6 @@ def command_env(**extra) -> dict:
     hold inherited from the caller's shell; no MLflow system-metrics thread (seconds-long runs);
     no DVC analytics (a workspace's `dvc init` turns them on: each dvc command would start a
     daemon reporting to the network, offline here). `extra` last, so a test may set any of them."""
-    from kernattn.engine import HOLD_ENV
-
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = f"{REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}"

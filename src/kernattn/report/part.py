@@ -17,8 +17,8 @@ A report part is a module with
 and a template. Each unit of kernattn.units.UNITS names its parts: a track's is
 kernattn.tracks.<t>.report with `report.html.j2` next to it (rendered as "<t>/report.html.j2",
 its context under the name <t>) and `provenance.html.j2` (its lines at the end of the page's
-provenance section); the studies' are their extrapolation part and their report part, the
-benchmarks' is kernattn.bench.report. The parts stand on the page in UNITS order, then the
+provenance section); each study's is kernattn.studies.<study>.report, the benchmarks' is
+kernattn.bench.report. The parts stand on the page in UNITS order, then the
 page's own (build.PAGE_PARTS: the cost plan).
 
 Besides its own context a part's template sees the page's: scale, params, params_file,

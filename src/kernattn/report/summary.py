@@ -29,7 +29,7 @@ BADGES = (
     (stats.HOLDS, "holds", "ok"),
     (stats.REPRODUCED, "reproduced", "ok"),
     ("consistent at ", "consistent", "ok"),
-    ("supported", "supported", "ok"),               # studies.report.SUPPORTED: the sign test passed
+    ("supported", "supported", "ok"),               # studies.gka_init.report.SUPPORTED: the sign test passed
     (stats.CONTRADICTED, "contradicted", "bad"),
     ("inconsistent at ", "inconsistent", "bad"),
     (unit_tests.FAILS, "fails", "bad"),

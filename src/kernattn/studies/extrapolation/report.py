@@ -1,7 +1,8 @@
 """The report's length-extrapolation part (the shape of every part: report/part.py): per track,
 every row's validation loss at each multiple of its training context, over seeds, as a table
-and a figure, read from results/<scale>/extrapolation/<track>.csv (extrapolate.py, main-DAG stages extrapolate_char and extrapolate_lm). No claim of the four documents is about
-lengths beyond training, so the part judges none: it describes.
+and a figure, read from results/<scale>/extrapolation/<track>.csv (extrapolate.py, main-DAG
+stages extrapolate_char and extrapolate_lm). No claim of the four documents is about lengths
+beyond training, so the part judges none: it describes.
 """
 
 from __future__ import annotations

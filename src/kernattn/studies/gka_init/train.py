@@ -44,7 +44,7 @@ class GKAInitTrack(SigmaLog, CharTrack):
 
 
 def gka_init_track(params: Params, run):
-    """The track of one GKA-init run (a studies.InitRun) with its folder in the study's, and
+    """The track of one GKA-init run (a stages.InitRun) with its folder in the study's, and
     its MLflow experiment the track's own + '-studies'."""
     from ...engine.mlrun import experiment_name
 

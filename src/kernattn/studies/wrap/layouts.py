@@ -66,7 +66,7 @@ def relayout(text: str, name: str, width: int, original_width: int) -> str:
 def transform_split(train_ids, val_ids, chars: list[str], name: str, width: int,
                     original_width: int) -> tuple[np.ndarray, np.ndarray, dict]:
     """The prepared splits (uint8 ids into `chars`) re-laid out as `name`, each on its own, and
-    per split what the layout changed (wrap_checks.whitespace_changes: ValueError for a change
+    per split what the layout changed (checks.whitespace_changes: ValueError for a change
     beyond the layout)."""
     from .text import encode_with
     from ...tracks.char.data import decode

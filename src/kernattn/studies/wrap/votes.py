@@ -3,7 +3,7 @@ rewrapped corpora's (kernattn.studies.wrap.bumpshift.shift_verdict).
 
 Each corpus c is read on the seed-paired shift of the first-layer bump, bump_c - bump_o (o: the
 original; Student t interval over the seeds with a bump in both, each end widened by `tol`
-lags), against what each reading predicts. The premise (wrap_study.premise) puts the original
+lags), against what each reading predicts. The premise (study.premise) puts the original
 bump at the original's newline peak n_o, so "the bump goes to lag L" is a shift of L - n_o.
 The paragraph lag of a corpus is its median paragraph length + 1 (a paragraph and the newline
 after it, as the newline peak is a line and its newline): P_c.
@@ -27,7 +27,7 @@ paragraphs_<n> (lines kept at the original's width, paragraphs of about n charac
 
 Both vote like the rewrapped corpora: the row's verdict is "tracks" when every vote tracks,
 "stays" when every vote stays, else inconclusive; a row whose premise fails is left out of the
-study's verdict (wrap_study.overall_verdict).
+study's verdict (study.overall_verdict).
 """
 
 from __future__ import annotations
