@@ -263,3 +263,13 @@ def test_init_labels_name_the_runs():
     assert (lm.track, lm.spec.row, lm.spec.compute.match, lm.spec.compute.row) == ("lm", "gka_tokens", "tokens", "base")
     assert lm.spec.options == {"init_sigma": "median"} and lm.spec.run_id == "lm_gka_tokens-init_median-s0"
     assert runs["vision_gka-init_1-s1"].spec.variant == "gka"
+
+
+@pytest.mark.parametrize("command", ["train-wrap", "train-gka-init", "prune"])
+def test_a_study_command_names_its_runs_for_an_unknown_one(command, capsys):
+    """Every study's training command refuses a run id it does not have with one line listing its runs."""
+    from kernattn.cli import main
+
+    assert main([command, "--params", str(PARAMS), "--scale", "micro", "--run", "nope-s0"]) == 2
+    err = capsys.readouterr().err
+    assert f"no run 'nope-s0' in the {command} study of scale 'micro'; runs: " in err

@@ -37,7 +37,7 @@ from ...engine import derive_seed, train_run
 from ...engine.options import add_world_options
 from ...io import atomic_write_json, read_lines
 from ...tracks.char.track import CharTrack
-from ..common import SUMMARY, study_params, trained_model
+from ..common import SUMMARY, study_params, study_run, trained_model
 from .stages import ARMS, prune_dir, prune_runs
 
 
@@ -210,10 +210,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...errors import UsageError
-
     params = params_from_args(args)  # a ParamsError is one line (cli.main)
-    if args.run not in prune_runs(params):
-        raise UsageError(f"{params.path}: {args.run!r} is not a run of the prune study at scale {params.scale!r}; "
-                         f"runs: {', '.join(prune_runs(params))}")
-    return prune_one(params, args.run, args.params, progress=not args.no_progress)
+    run_id = study_run(params, {r: r for r in prune_runs(params)}, "prune", args.run)
+    return prune_one(params, run_id, args.params, progress=not args.no_progress)
