@@ -76,6 +76,9 @@ for stage in STAGES.values():
             options=dag_smk.command_options(ARGS),
         log:
             stage.log(job),
+        benchmark:
+            # wall, CPU, max RSS and I/O of each job: the report's "Where the time went"
+            dag_smk.benchmark_of(stage, P.scale, job)
         threads: threads_of(stage)
         resources:
             # a training run's world (ranks per node, nodes): the profile's set-resources override it

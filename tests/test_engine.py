@@ -17,6 +17,8 @@ after that step and waits to be killed. Each track trains 10-12 steps with a che
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import dataclasses
 import json
 import math
@@ -371,6 +373,41 @@ def test_mlflow_logging_and_sync_into_a_store_that_lacks_the_run(tmp_path, prepa
     before = (run_dir / "final.json").read_bytes()
     assert cli.main(["sync-mlflow", "--params", str(params), "--tracking-uri", other]) == 0
     assert "(0 changed now)" in capsys.readouterr().out and (run_dir / "final.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("track", ["char"])
+def test_a_run_not_tracked_live_reaches_mlflow_through_the_recorded_sync(tmp_path, prepared, track, capsys):
+    """tracking.live false: training opens no MLflow run (no MLflow start-up in the job); the DAG's
+    sync_mlflow job (`sync-mlflow --record`) uploads it complete and records its ids beside the run,
+    leaving final.json (the training's output) byte for byte as it was; a second sync changes nothing."""
+    from mlflow import MlflowClient
+
+    from kernattn.report.part import ReportContext
+    from kernattn.tracking import read_synced
+
+    case = CASES[track]
+    store = f"sqlite:///{tmp_path}/mlflow.db"
+    params = write_params(case, tmp_path, prepared(track), tracking={"enabled": True, "live": False, "uri": store})
+    run_dir = tmp_path / "runs" / case.run
+    assert train(case, params) == 0
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["mlflow_run_id"] is None and not (tmp_path / "mlflow.db").exists()
+    before = (run_dir / "final.json").read_bytes()
+    record = tmp_path / "results" / "synced.json"
+    capsys.readouterr()
+    assert cli.main(["sync-mlflow", "--params", str(params), "--record", str(record)]) == 0
+    assert f"{case.run}: uploaded" in capsys.readouterr().out
+    assert (run_dir / "final.json").read_bytes() == before
+    ids = json.loads(record.read_text())[str(run_dir)]
+    client = MlflowClient(store)
+    assert_complete_in(client, client.get_run(ids["mlflow_run_id"]), run_dir, case)
+    assert cli.main(["sync-mlflow", "--params", str(params), "--record", str(record)]) == 0
+    assert "(0 changed now)" in capsys.readouterr().out and json.loads(record.read_text())[str(run_dir)] == ids
+    # the report finds the ids where final.json has none
+    ctx = ReportContext(SimpleNamespace(scale="micro"), str(params), tmp_path, papers={})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("kernattn.tracking.SYNCED_RECORD", str(record))
+        assert read_synced("micro")[str(run_dir)] == ids and ctx.mlflow_ids(final, run_dir) == ids
 
 
 def test_every_track_checkpoints_one_vocabulary(whole):

@@ -66,7 +66,7 @@ def test_the_dag_is_every_units_stages_then_the_page(micro):
 
 def test_the_page_has_every_units_parts_in_order():
     keys = [p.key for p in page_parts()]
-    assert keys == [part.key for u in UNITS for part in u.parts] + ["plan"]
+    assert keys == [part.key for u in UNITS for part in u.parts] + ["plan", "timing"]
     assert keys[:len(TRACKS)] == list(TRACKS)
 
 

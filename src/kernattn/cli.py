@@ -42,6 +42,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "gpu-check": ("kernattn.gpu_check.stage", "prove and measure every GPU path in parts (tests, kernels, models, train) -> results/gpu/<device>/"),
     "dvc-yaml": ("kernattn.dag.dvc", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),
     "plan": ("kernattn.dag.plan_cli", "FLOPs, GPU-hours and wall time of every training and evaluation job, and of the DAG on a cluster"),
+    "timing": ("kernattn.dag.timing_cli", "each rule's measured cost (its jobs' Snakemake benchmark files) beside the plan's prediction, with date, commit and machine"),
     "install-profile": ("kernattn.profiles", "install the SLURM snakemake profile with your site's values"),
     "mlflow-server": ("kernattn.tracking_server", "start a local MLflow server (SQLite store) on 127.0.0.1; --stop stops it"),
     "sync-mlflow": ("kernattn.sync_mlflow", "upload finished runs missing from the MLflow store (params, metrics, artifacts)"),
@@ -54,7 +55,7 @@ STAGES: dict[str, tuple[str, str]] = {**TOOLS, **units.commands()}
 GROUPS: dict[str, tuple[str, ...]] = {
     "set-up and data": ("data", "preflight"),
     **{u.title: tuple(u.commands) for u in units.UNITS},
-    "pipeline and cluster": ("dvc-yaml", "plan", "install-profile"),
+    "pipeline and cluster": ("dvc-yaml", "plan", "timing", "install-profile"),
     "tracking": ("mlflow-server", "sync-mlflow"),
     "checks": ("gpu-check", "check-variant"),
     "report": ("report", "results-table"),

@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tracking-uri", default=None,
                         help="store to sync into (default: tracking.uri of params.yaml)")
     parser.add_argument("--dry-run", action="store_true", help="say what would be uploaded; change nothing")
+    parser.add_argument("--record", default=None, metavar="JSON",
+                        help="write each run folder's MLflow run id here instead of into its final.json (the "
+                             "DAG's sync_mlflow stage: a training's output is not rewritten by a later job)")
 
 
 def sync_key(final: dict[str, Any]) -> str:
@@ -79,11 +82,13 @@ def experiment_of(run_dir: Path, default: str) -> str:
 
 
 class Syncer:
-    def __init__(self, tracking_params, dry_run: bool = False):
+    def __init__(self, tracking_params, dry_run: bool = False, rewrite_final: bool = True):
         from .tracking import Tracker
 
         self.tracking = tracking_params
         self.dry_run = dry_run
+        self.rewrite_final = rewrite_final  # False: the caller records the ids (--record)
+        self.synced: dict[str, dict] = {}   # run folder -> its MLflow ids, after sync()
         tracker = Tracker(tracking_params)
         if urlparse(tracking_params.uri).scheme in ("http", "https"):
             problem = tracker._probe_http()
@@ -192,9 +197,10 @@ class Syncer:
         artifacts = {a.path for a in self.client.list_artifacts(run_id)}
         missing_artifacts = [a for a in (*ARTIFACTS, "final.json") if a not in artifacts]
 
-        final_new = {**final, "mlflow_run_id": run_id, "mlflow_experiment_id": self.experiment_id,
-                     "tracking_uri": self.tracking.uri}
-        rewrite = final_new != final
+        ids = {"mlflow_run_id": run_id, "mlflow_experiment_id": self.experiment_id, "tracking_uri": self.tracking.uri}
+        self.synced[str(run_dir)] = ids
+        final_new = {**final, **ids}
+        rewrite = self.rewrite_final and final_new != final
         finished = run.info.status == "FINISHED"
         changes = bool(params or metrics or missing_artifacts or not finished or rewrite)
         if self.dry_run:
@@ -215,11 +221,11 @@ class Syncer:
         return f"{name}: {run_id} complete in the store", False
 
 
-def _open_syncer(tracking, dry_run: bool) -> Syncer:
+def _open_syncer(tracking, dry_run: bool, rewrite_final: bool = True) -> Syncer:
     from .errors import UsageError
 
     try:
-        return Syncer(tracking, dry_run=dry_run)
+        return Syncer(tracking, dry_run=dry_run, rewrite_final=rewrite_final)
     except Exception as exc:  # noqa: BLE001 (one line: which store, what failed)
         text = str(exc).strip().splitlines()
         raise UsageError(f"cannot open the MLflow store {tracking.uri}: {type(exc).__name__}: "
@@ -240,13 +246,18 @@ def run(args: argparse.Namespace) -> int:
     folders = [f for root in roots for f in run_folders(root)]
     if not folders:
         print(f"kernattn sync-mlflow: no finished runs under {', '.join(map(str, roots))}")
+        if args.record and not args.dry_run:
+            from .io import atomic_write_json
+
+            atomic_write_json(args.record, {})
         return 0
     syncers: dict[str, Syncer] = {}
     failed = changed = 0
     for folder in folders:
         experiment = experiment_of(folder, tracking.experiment)
         if experiment not in syncers:
-            syncers[experiment] = _open_syncer(dataclasses.replace(tracking, experiment=experiment), args.dry_run)
+            syncers[experiment] = _open_syncer(dataclasses.replace(tracking, experiment=experiment), args.dry_run,
+                                               rewrite_final=not args.record)
         try:
             message, did = syncers[experiment].sync(folder)
             changed += did
@@ -256,6 +267,10 @@ def run(args: argparse.Namespace) -> int:
             text = str(exc).strip().splitlines()
             print(f"kernattn sync-mlflow: {folder.name}: failed: {type(exc).__name__}: {text[0] if text else ''}",
                   file=sys.stderr, flush=True)
+    if args.record and not args.dry_run:
+        from .io import atomic_write_json
+
+        atomic_write_json(args.record, {k: v for s in syncers.values() for k, v in sorted(s.synced.items())})
     if args.dry_run:
         print(f"kernattn sync-mlflow: dry run: {changed} of {len(folders)} runs would change in {tracking.uri}")
     else:

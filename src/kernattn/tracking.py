@@ -77,6 +77,39 @@ def experiment_runs_url(ui_base: str, experiment_id: str) -> str:
     return f"{ui_base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType={UI_WORKFLOW}"
 
 
+# Where the DAG's sync_mlflow stage (tracking.live false) records the MLflow run of every run folder
+# it uploaded, instead of rewriting the trainings' final.json (another job's output).
+SYNCED_RECORD = "results/{scale}/mlflow/synced.json"
+
+
+def synced_record(scale: str) -> Path:
+    return Path(SYNCED_RECORD.format(scale=scale))
+
+
+def read_synced(scale: str) -> dict[str, dict]:
+    """{run folder: {mlflow_run_id, mlflow_experiment_id, tracking_uri}} of the scale's last
+    sync_mlflow stage; {} when there was none (live tracking, or not synced yet)."""
+    import json
+
+    try:
+        return json.loads(synced_record(scale).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def live_view(tracking_params):
+    """The tracking params a training uses: tracking.live false switches its own MLflow run off (the
+    DAG's sync_mlflow stage uploads the run folder afterwards)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    if getattr(tracking_params, "live", True):
+        return tracking_params
+    if dataclasses.is_dataclass(tracking_params):
+        return dataclasses.replace(tracking_params, enabled=False)
+    return SimpleNamespace(**{**vars(tracking_params), "enabled": False})
+
+
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a sqlite:/// URI (relative to the current folder), else None."""
     if not uri.startswith("sqlite:///"):
@@ -250,8 +283,10 @@ class Tracker:
 
     def _start_system_metrics(self, resume: bool) -> None:
         """CPU/GPU/memory/disk every SYSTEM_METRICS_INTERVAL s, by MLflow's own monitor thread
-        (system/* metrics). Off when MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=false or psutil is
-        missing; a failure here only costs the system metrics."""
+        (system/* metrics), where tracking.system_metrics asks for them. Off when
+        MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=false or psutil is missing; a failure here only costs the system metrics."""
+        if not getattr(self.params, "system_metrics", False):
+            return  # tracking.system_metrics: only where asked
         if os.environ.get("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "").lower() in ("false", "0"):
             return
         try:

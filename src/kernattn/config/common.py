@@ -86,6 +86,15 @@ class TrackingParams:
     experiment: str = "kernattn-char-{corpus}-{scale}"
     # false: no MLflow call at all (metrics.jsonl in each run folder is the record).
     enabled: bool = True
+    # true: each training opens its MLflow run and logs as it trains (a cluster's runs, watched live).
+    # false: a training writes its run folder only, and the DAG's `sync_mlflow` stage uploads every
+    # finished run of the scale once they are all done, in one process (`kernattn sync-mlflow
+    # --record`): a CPU scale's short jobs are spared MLflow's start-up (about 3 s of imports each).
+    live: bool = True
+    # Sample CPU/GPU/memory/disk into each run (system/* metrics, MLflow's monitor thread, every 10 s).
+    # Off unless asked: a thread and psutil in every job cost a CPU scale's short runs more than they
+    # tell; the paper scale asks (GPU memory and utilisation over hours of training).
+    system_metrics: bool = False
 
 
 @dataclass(frozen=True)

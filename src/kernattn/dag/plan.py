@@ -190,10 +190,15 @@ class Device:
     peak: float          # FLOP/s per GPU (a CPU: per process)
     mfu: float
     mfu_source: str
-    track_mfu: dict[str, float] = field(default_factory=dict)  # stated per-track defaults
+    track_mfu: dict[str, float] = field(default_factory=dict)  # per track (or evaluation stage) defaults
+    startup_s: float = 0.0   # a CPU job's fixed cost around its loop (a GPU job's is the SLURM margin)
 
-    def mfu_for(self, track: str) -> float:
-        return self.track_mfu.get(track, self.mfu)
+    def mfu_for(self, track: str, stage: str | None = None) -> float:
+        """An evaluation stage's own efficiency where one is stated (calibrate.efficiency_key), else
+        the track's, else the device's."""
+        from .calibrate import efficiency_key
+
+        return self.track_mfu.get(efficiency_key(stage, track) if stage else track, self.track_mfu.get(track, self.mfu))
 
 
 def measured_mfu(kind: str, root: str | Path = MEASURED) -> tuple[float, str] | None:
@@ -215,10 +220,14 @@ def cpu_defaults() -> dict:
 
 def resolve_device(kind: str, mfu: float | None, threads: int = 1, measured_root: str | Path = MEASURED) -> Device:
     """The peak and MFU of a planned GPU kind (or `cpu`), the MFU's source named."""
-    if kind == peaks.CPU:
+    if kind == peaks.CPU:  # the calibrated model (dag/calibrate.py): start-up + FLOPs / (peak x efficiency)
         peak = peaks.measure_cpu_peak(threads)
         default = cpu_defaults()
-        return Device(kind, peak, mfu or default["mfu"], "--mfu" if mfu else f"stated default ({default['source']})")
+        if mfu:
+            return Device(kind, peak, mfu, "--mfu", startup_s=float(default.get("startup_s", 0.0)))
+        return Device(kind, peak, default["mfu"], f"calibrated ({default['source']})",
+                      {k: float(v) for k, v in (default.get("efficiency") or {}).items()},
+                      float(default.get("startup_s", 0.0)))
     k = peaks.get_kind(kind)
     if mfu:
         return Device(kind, k.bf16, mfu, "--mfu")
@@ -307,7 +316,7 @@ def make_plan(p: Params, table: dict[str, Stage], device: Device, n_gpus: int, g
                          f"(raise --gpus-per-node / --nodes or lower the profile's ranks/nodes)")
     wall, hours, bound = {}, {}, {}
     for j in (j for j in jobs if j.gpus):
-        compute = gpu_hours(j.flops, device.peak, device.mfu_for(j.info["track"])) / j.gpus
+        compute = gpu_hours(j.flops, device.peak, device.mfu_for(j.info["track"], j.stage)) / j.gpus + device.startup_s / 3600
         feed = input_hours(p, j, loader)
         wall[j.id], bound[j.id] = (feed, INPUT) if feed > compute else (compute, COMPUTE)
         hours[j.id] = wall[j.id] * j.gpus
@@ -336,7 +345,7 @@ def table(plan: Plan, safety: float = SAFETY):
     rows = [{"stage": j.stage, "run": j.info["run"], "track": j.info["track"], "source": j.info["source"],
              "study": j.info.get("study", ""), "paper": j.info.get("paper", ""),
              "steps": j.info["steps"], "flops_per_step": j.info["flops_per_step"], "flops": j.flops,
-             "gpus": j.gpus, "mfu": plan.device.mfu_for(j.info["track"]), "gpu_hours": plan.hours[j.id], "wall_h": plan.wall[j.id],
+             "gpus": j.gpus, "mfu": plan.device.mfu_for(j.info["track"], j.stage), "gpu_hours": plan.hours[j.id], "wall_h": plan.wall[j.id],
              "bound": plan.bound.get(j.id, COMPUTE),
              "slurm_minutes": slurm_minutes(plan.wall[j.id], safety)} for j in plan.jobs if j.id in plan.wall]
     return pd.DataFrame(rows)

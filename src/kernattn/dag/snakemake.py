@@ -123,6 +123,17 @@ def run_constraint(stage: Stage) -> str:
     return "|".join(stage.runs) or f"no-{stage.name}-run"
 
 
+# Each job's Snakemake benchmark file (a TSV: wall s, max RSS, I/O, CPU time), per scale so that
+# the page of a scale reads its own jobs' costs (kernattn.page.timing).
+BENCHMARKS = "results/{scale}/benchmarks"
+
+
+def benchmark_of(stage: Stage, scale: str, run: str | None = None) -> str:
+    """The benchmark file of the stage's job (of `run`, a wildcard pattern or an id)."""
+    name = f"{stage.name}-{run}" if stage.per_run else stage.name
+    return f"{BENCHMARKS.format(scale=scale)}/{name}.tsv"
+
+
 def threads_of(stage: Stage, cores: int) -> int:
     """The stage's threads; `all` is the local core count `cores`."""
     return cores if stage.threads == "all" else stage.threads

@@ -42,11 +42,27 @@ def page_stages(p: Params) -> list[Stage]:
                  inputs=lambda _: plan_inputs(p),
                  extra=plan_arguments(p, p.scale))
     report_inputs = [*(f for m in modules for f in m.report_inputs(p)), *plan_outputs(p)]
+    sync = sync_stage(p, report_inputs)
+    report_inputs += sync.outputs(None) if sync else []
     report = Stage("report", ("report", *(s for m in modules for s in m.REPORT_SECTIONS)),
                    ("report", "page", *dict.fromkeys(u.package.split(".")[1] for u in UNITS)),
                    lambda _: [report_output(p)], inputs=lambda _: report_inputs,
                    dvc_outs=lambda _: [p.report.out_dir])
-    return [plan, report]
+    return [plan, *([sync] if sync else []), report]
+
+
+def sync_stage(p: Params, report_inputs: list[str]) -> Stage | None:
+    """tracking.live false: one job uploads every finished run the report reads to MLflow once they
+    are all done (`kernattn sync-mlflow --record`), recording their MLflow ids beside them rather than
+    in their final.json. None where each training logs its own run (live) or tracking is off."""
+    if p.tracking.live or not p.tracking.enabled:
+        return None
+    from ..tracking import synced_record
+
+    record = str(synced_record(p.scale))
+    finals = [f for f in report_inputs if f.endswith("/final.json")]
+    return Stage("sync_mlflow", ("tracking",), ("sync_mlflow.py", "tracking.py", "engine/mlrun.py"),
+                 lambda _: [record], inputs=lambda _: finals, extra=f"--record {record}")
 
 
 # What `kernattn plan` reads: every model, schedule and run list of the main DAG and the studies.

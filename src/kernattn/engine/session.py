@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..io import atomic_write_json
-from ..tracking import Tracker
+from ..tracking import Tracker, live_view
 from .metrics import MetricsLog
 from .mlrun import TAG_KEYS, experiment_name, mlflow_params, source_tags, tracking_for
 from .rundir import CONFIG, FINAL, METRICS
@@ -49,7 +49,7 @@ class Session:
                       **({"plugin": f"{plugins[0]['source']} sha256:{plugins[0]['sha256']}"} if plugins else {})}
         experiment = experiment_name(track.experiment_section, track.name, params.scale)
         self.tracking = tracking_for(params.tracking, experiment)
-        self.tracker = Tracker(self.tracking)
+        self.tracker = Tracker(live_view(self.tracking))  # tracking.live false: sync_mlflow uploads it later
         self.log = MetricsLog(self.run_dir / METRICS, st.metrics_lines if loop.resumed else 0, self.tracker)
         config = {"track": track.name, "command": track.command, "scale": params.scale, "params_path": str(params.path),
                   "params_digest": self.ident["params_digest"], "fingerprint": loop.fingerprint,
@@ -66,7 +66,8 @@ class Session:
         if rid is not None:
             st.mlflow_run_id = rid
             self.log.replay_to_tracker()
-        config["tracking"] = {"enabled": self.tracking.enabled, "uri": self.tracking.uri,
+        config["tracking"] = {"enabled": self.tracking.enabled, "live": getattr(self.tracking, "live", True),
+                              "uri": self.tracking.uri,
                               "experiment": experiment, "mlflow_run_id": st.mlflow_run_id}
         atomic_write_json(self.run_dir / CONFIG, config, sort_keys=False)
         where = f"resuming at step {st.step}" if loop.resumed else "from scratch"

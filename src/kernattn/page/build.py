@@ -58,8 +58,8 @@ from ..report.claims import ClaimResult, pairs_frame, summary_frame
 from ..report.part import ClaimKind, ReportContext, ReportError, merge, num
 
 DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
-# the page's own parts, after the units': (key, module, template)
-PAGE_PARTS = (("plan", "kernattn.page.plan", "plan.html.j2"),)
+# the page's own parts, after the units': (key, module, template): the cost plan, then what it cost
+PAGE_PARTS = (("plan", "kernattn.page.plan", "plan.html.j2"), ("timing", "kernattn.page.timing", "timing.html.j2"))
 # The page's own claims: kr-blog's and gpa-short's properties of the attention library that the
 # test suite checks (report/unit_tests.py reads its record; their note sits under the summary,
 # section "blog"); no part has results for them.
@@ -292,7 +292,7 @@ def experiment_links(ctx: ReportContext) -> list[dict]:
         for run in stages.runs(ctx.params):
             path = Path(stages.final_output(ctx.params, run.run_id))
             try:
-                exp = json.loads(path.read_text()).get("mlflow_experiment_id")
+                exp = ctx.mlflow_ids(json.loads(path.read_text()), path.parent).get("mlflow_experiment_id")
             except (OSError, ValueError):
                 continue  # a missing run is the track's part to report, with its command
             if exp:

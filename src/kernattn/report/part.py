@@ -80,6 +80,15 @@ class ReportContext:
             return None
         return f"{self.mlflow_ui.rstrip('/')}/#/runs/{mlflow_run_id}"
 
+    def mlflow_ids(self, final: dict, run_dir: str | Path) -> dict:
+        """A finished run's MLflow ids: final.json's (live tracking), else what the DAG's sync_mlflow
+        stage recorded for its folder (tracking.live false), else none."""
+        from ..tracking import read_synced
+
+        if final.get("mlflow_run_id"):
+            return {k: final.get(k) for k in ("mlflow_run_id", "mlflow_experiment_id", "tracking_uri")}
+        return read_synced(self.scale).get(str(run_dir), {})
+
     def claims_of(self, kinds: Iterable[str]) -> list[dict]:
         """The claims of paper_numbers.yaml of these kinds, in file order."""
         kinds = set(kinds)
