@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernattn import hardware
 from kernattn.bench import attention as bench
 from kernattn.bench import attention_configs as configs
 from kernattn.bench import attention_ratios as ratios_mod
@@ -68,7 +69,7 @@ def test_in_process_run_writes_documented_schema(quick_run):
         assert r["causal"] is True and r["window"] is None
         assert (r["B"], r["H"], r["d_head"], r["dtype"]) == (2, 4, 32, "float32")
         assert r["torch_version"] == torch.__version__
-        assert r["device"]
+        assert r["device"] == timing.device_name(torch.device("cpu"))
         assert r["threads"] == 1 and r["repeats"] == 2
         assert 0 < r["min_ms"] <= r["median_ms"] < 60_000
         assert r["tokens_per_s"] == pytest.approx(r["B"] * r["N"] / (r["median_ms"] / 1e3), rel=1e-9)
@@ -236,6 +237,12 @@ def test_compute_ratios_from_rows():
     th = next(r for r in cuda if r["metric"] == "throughput_over_baseline")
     assert (th["target"], th["meets_target"]) == (">=1.0", "no")
     assert ratios_mod.compute_ratios([]) == []
+
+
+def test_a_cpu_device_label_says_what_its_kernels_run_at():
+    """Every bench CSV's `device`: the CPU model, then ATen's level and bf16 where native."""
+    native = " bf16" if hardware.cpu_has_native_bf16() else ""
+    assert timing.device_name(torch.device("cpu")) == f"{timing.cpu_model()} [{hardware.cpu_capability()}{native}]"
 
 
 def test_cpu_peak_bytes_of_a_known_allocation_pattern():

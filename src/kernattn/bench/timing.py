@@ -41,11 +41,11 @@ from typing import Any, Callable
 
 import torch
 
+from .. import hardware
 
-def device_name(device: torch.device) -> str:
-    """The GPU's name, or the CPU model (from /proc/cpuinfo where there is one)."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
+
+def cpu_model() -> str:
+    """The CPU model (from /proc/cpuinfo where there is one)."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -54,6 +54,18 @@ def device_name(device: torch.device) -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "cpu"
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU model with what its kernels run at, e.g. "AMD EPYC [AVX2]" or
+    "Intel(R) Xeon(R) Processor [AVX512 bf16]": ATen's kernel level, and bf16 where its
+    matmuls are native (hardware.py). One model times differently at another level (a capped
+    ATEN_CPU_CAPABILITY or ONEDNN_MAX_CPU_ISA; bf16 60 times slower without native support),
+    so every bench CSV's `device` column says which it was."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    native = " bf16" if hardware.cpu_has_native_bf16() else ""
+    return f"{cpu_model()} [{hardware.cpu_capability()}{native}]"
 
 
 def utc_timestamp() -> str:

@@ -4,16 +4,25 @@ Muon, per group of same-shaped matrices stacked into one [K, m, n] tensor (each 
 treated alone: every reduction below is per matrix, so the math does not depend on how the
 K matrices are split among ranks, which is what a sharded version needs):
 1. Nesterov momentum: buf <- lerp(buf, g, 1 - mu); u = lerp(g, buf, mu).
-2. Polar Express (Amsel et al. 2025, arXiv 2505.16932): in bfloat16, u / (1.02 ||u||_F + 1e-6)
-   then five odd quintic steps X <- a X + (b A + c A^2) X with A = X X^T (X^T X, right-multiplied,
-   for tall matrices), the coefficients below: X approaches the polar factor U V^T of u.
+2. Polar Express (Amsel et al. 2025, arXiv 2505.16932): u / (1.02 ||u||_F + 1e-6), then five
+   odd quintic steps X <- a X + (b A + c A^2) X with A = X X^T (X^T X, right-multiplied, for
+   tall matrices) and the coefficients below: X approaches the polar factor U V^T of u.
 3. NorMuon (arXiv 2510.05491): a factored second moment per row (m >= n) or per column,
    v <- lerp(v, mean(X^2 over the other dim), 1 - beta2); X is scaled by v^-1/2 and then
    rescaled to keep its Frobenius norm.
 4. Cautious weight decay: W <- W - lr' X - lr' wd W [X W >= 0] with lr' = lr sqrt(max(1, m/n)),
-   decaying only the entries the update moves toward zero (the update in bfloat16, as nanochat).
+   decaying only the entries the update moves toward zero.
 AdamW: decoupled decay, lerp moments, bias corrections, eps added to the root (nanochat's
 fused kernel written out).
+
+Precision. nanochat runs steps 2-4 in bfloat16, and so does this code wherever bfloat16 is
+native (CUDA; CPUs with AVX512-BF16 or AMX): there it is nanochat's arithmetic, rounding
+included (tests/test_nanochat_golden.py). A CPU without bf16 instructions would run those
+matmuls in a generic kernel 40 to 60 times slower than float32 (issue 47: 45 s against 1 s
+for one 1280 x 1280 Polar Express), so there steps 2-4 run in float32 (hardware.compute_dtype).
+That is a numerical change, not a different algorithm: float32 lands nearer the exact
+iteration, whose bfloat16 rounding moves a Muon update by a few percent (the golden test
+measures and bounds it). MuonAdamW(polar_dtype=...) fixes the dtype instead, for tests.
 
 The step per parameter group reads the group's `lr`, `momentum` and `weight_decay`, which
 the LM track sets every step (schedule(), below), as nanochat's base_train does.
@@ -23,6 +32,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from ...hardware import compute_dtype
 
 # Polar Express coefficients for 5 iterations, safety factor 2e-2, cushion 2 (the paper's).
 POLAR_EXPRESS = (
@@ -37,9 +48,10 @@ D_MODEL_REF = 768  # the model width nanochat's AdamW learning rates were tuned 
 MOMENTUM_WARMUP = (0.85, 0.95, 300)  # Muon momentum from 0.85 to 0.95 over the first 300 steps
 
 
-def polar_express(g: Tensor, steps: int = 5, dtype: torch.dtype = torch.bfloat16) -> Tensor:
-    """The approximate polar factor of each matrix of g [..., m, n] (in `dtype`)."""
-    x = g.to(dtype)
+def polar_express(g: Tensor, steps: int = 5, dtype: torch.dtype | None = None) -> Tensor:
+    """The approximate polar factor of each matrix of g [..., m, n], computed in `dtype`
+    (None: bfloat16 where g's device has it natively, float32 elsewhere)."""
+    x = g.to(dtype or compute_dtype(g.device))
     x = x / (x.norm(dim=(-2, -1), keepdim=True) * 1.02 + 1e-6)
     tall = g.size(-2) > g.size(-1)
     for a, b, c in POLAR_EXPRESS[:steps]:
@@ -63,14 +75,15 @@ def normuon_scale(x: Tensor, second: Tensor, beta2: float, dim: int) -> Tensor:
 
 
 def muon_update(grads: Tensor, params: Tensor, buf: Tensor, second: Tensor, *, lr: float, momentum: float,
-                weight_decay: float, beta2: float, ns_steps: int) -> None:
-    """One Muon step on stacked matrices (params, buf and second updated in place)."""
+                weight_decay: float, beta2: float, ns_steps: int, dtype: torch.dtype | None = None) -> None:
+    """One Muon step on stacked matrices (params, buf and second updated in place); the
+    Polar Express, NorMuon and the update in `dtype` (None: polar_express's choice)."""
     mu = torch.tensor(momentum, dtype=torch.float32).to(grads.dtype)
     buf.lerp_(grads, 1 - mu)
     u = grads.lerp(buf, mu)
-    x = polar_express(u, ns_steps)
+    x = polar_express(u, ns_steps, dtype)
     x = normuon_scale(x, second, beta2, -1 if grads.size(-2) >= grads.size(-1) else -2)
-    # nanochat rounds lr and wd to the update's dtype (bfloat16) before using them.
+    # nanochat rounds lr and wd to the update's dtype (bfloat16 there) before using them.
     lr_t = torch.tensor(lr, dtype=torch.float32).to(x.dtype)
     wd_t = torch.tensor(weight_decay, dtype=torch.float32).to(x.dtype)
     toward_zero = (x * params) >= 0
@@ -101,10 +114,11 @@ def matrices(group: dict, of) -> list[Tensor]:
 class MuonAdamW(torch.optim.Optimizer):
     """Groups of kind 'adamw' (lr, betas, eps, weight_decay) or 'muon' (lr, momentum,
     weight_decay, beta2, ns_steps, optionally chunks: row blocks per parameter; all its
-    matrices of one shape)."""
+    matrices of one shape). `polar_dtype`: Muon's working dtype (None: by the device)."""
 
-    def __init__(self, param_groups: list[dict]):
+    def __init__(self, param_groups: list[dict], polar_dtype: torch.dtype | None = None):
         super().__init__(param_groups, defaults={})
+        self.polar_dtype = polar_dtype
         for g in self.param_groups:
             if g["kind"] == "muon" and len({m.shape for m in matrices(g, lambda p: p)}) > 1:
                 raise ValueError("a muon group holds matrices of one shape")
@@ -132,7 +146,7 @@ class MuonAdamW(torch.optim.Optimizer):
         muon_update(torch.stack(matrices(group, lambda p: p.grad)), stacked, state["momentum_buffer"],
                     state["second_momentum_buffer"], lr=group["lr"] * max(1.0, m / n) ** 0.5,
                     momentum=group["momentum"], weight_decay=group["weight_decay"], beta2=group["beta2"],
-                    ns_steps=group["ns_steps"])
+                    ns_steps=group["ns_steps"], dtype=self.polar_dtype)
         torch._foreach_copy_(views, list(stacked.unbind(0)))
 
     @torch.no_grad()
