@@ -1,8 +1,11 @@
-"""The budget sweep's gate and the recipe arm's mapping (tracks.char.report_budgets, issue 37) on
-constructed data with known answers."""
+"""The budget sweep's arrays and the recipe arms (tracks.char.report_budgets, issues 37 and 48) on
+constructed data with known answers. The reading of the arrays (g = a + b/L) is
+tests/test_budget_trend.py's. Until 2026-12-02 a swept gap passed a gate of its own (same sign at
+every budget, shrinking by at most 10% between budgets); report.budget_trend replaced it."""
 
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -10,49 +13,95 @@ from kernattn.report import stats
 from kernattn.tracks.char import report_budgets as rb
 
 BUDGETS = [200, 400, 800]
+L = {200: 0.486, 400: 1.032, 800: 2.124}
 
 
-def values(gaps_a_minus_b, seeds=range(5)):
+def values(gaps_a_minus_b, seeds=range(5), b_seeds=None):
     """Rows a and b with the gap a - b at each budget, the same for every seed (+ a seed's jitter)."""
     out = {"a": {}, "b": {}}
     for budget, gap in zip(BUDGETS, gaps_a_minus_b):
-        out["b"][budget] = {s: 2.0 - budget / 1e4 for s in seeds}
+        out["b"][budget] = {s: 2.0 - budget / 1e4 for s in (seeds if b_seeds is None else b_seeds)}
         out["a"][budget] = {s: 2.0 - budget / 1e4 + gap + 1e-4 * s for s in seeds}
     return out
 
 
-def test_a_gap_that_holds_its_sign_and_size_passes():
-    g = rb.budget_gate("a", "b", values([-0.02, -0.025, -0.03]), BUDGETS, 0.1)
-    assert g.passed and "same sign, not shrinking" in g.why and "800: -0.0298" in g.why
+def sums(v, lr=L):
+    return {row: {n: {s: lr[n] for s in by_seed} for n, by_seed in by_budget.items()} for row, by_budget in v.items()}
 
 
-def test_a_sign_that_flips_with_the_budget_fails():
-    """The headline of issue 37: worse than RoPE at the short budget, better at the long one."""
-    g = rb.budget_gate("a", "b", values([+0.26, +0.05, -0.03]), BUDGETS, 0.1)
-    assert not g.passed and g.why.endswith("its sign changes with the budget")
-    assert stats.is_withheld(rb.gates.withheld([g]))
+def test_the_sweep_is_per_seed_gaps_and_the_budgets_learning_rate_sums():
+    v = values([-0.02, -0.025, -0.03])
+    gaps, lrs, seeds = rb.sweep("a", "b", v, sums(v), BUDGETS)
+    assert seeds == [0, 1, 2, 3, 4] and lrs.tolist() == [0.486, 1.032, 2.124]
+    assert gaps.shape == (5, 3) and gaps[2].tolist() == pytest.approx([-0.0198, -0.0248, -0.0298], abs=1e-12)
 
 
-def test_a_gap_shrinking_with_the_budget_fails_and_a_small_wobble_does_not():
-    g = rb.budget_gate("a", "b", values([-0.04, -0.03, -0.02]), BUDGETS, 0.1)
-    assert not g.passed and "shrinks from budget 200 to 400 by more than 10% of itself" in g.why
-    assert rb.budget_gate("a", "b", values([-0.030, -0.028, -0.031]), BUDGETS, 0.1).passed   # within 10%
+def test_unequal_seeds_are_read_on_the_seeds_both_rows_have_at_every_budget():
+    """Fault 3d of issue 48: the x1 twins (3 seeds) against RoPE (5): paired on 0-2, never one value."""
+    v = values([-0.02, -0.025, -0.03], seeds=range(3), b_seeds=range(5))
+    gaps, _, seeds = rb.sweep("a", "b", v, sums(v), BUDGETS)
+    assert seeds == [0, 1, 2] and gaps.shape == (3, 3)
+    del v["a"][400][2]                      # seed 2's branch at 400 not finished: not read
+    assert rb.sweep("a", "b", v, sums(v), BUDGETS)[2] == [0, 1]
 
 
-def test_a_missing_budget_run_is_named_and_no_sweep_is_no_gate():
+def test_what_a_sweep_lacks_is_named():
     v = values([-0.02, -0.025, -0.03])
     del v["b"][400]
-    g = rb.budget_gate("a", "b", v, BUDGETS, 0.1)
-    assert not g.passed and g.why == "no finished run of b at budget 400 (kernattn cooldown)"
-    assert rb.budget_gate("a", "b", v, [800], 0.1) is None
+    assert rb.sweep("a", "b", v, sums(v), BUDGETS).startswith("no seed has finished runs of a and b at every budget")
+    v = values([-0.02, -0.025, -0.03])
+    s = sums(v)
+    s["b"][200][3] = None
+    assert rb.sweep("a", "b", v, s, BUDGETS).startswith("b-s3-b200 has no lr.npy")
+    s = sums(v)
+    s["a"][800][1] = None
+    assert rb.sweep("a", "b", v, s, BUDGETS).startswith("a-s1 has no lr.npy")
+    s = sums(v)
+    s["a"][400][0] = 1.5
+    assert rb.sweep("a", "b", v, s, BUDGETS) == "the runs at budget 400 differ in learning-rate sum (1.032–1.5)"
 
 
-def test_max_shrink_is_read_and_checked():
-    assert rb.max_shrink({"budget_sweep": {"max_shrink": 0.1}}) == 0.1
-    with pytest.raises(ValueError, match="budget_sweep needs a number max_shrink"):
-        rb.max_shrink({})
-    with pytest.raises(ValueError, match=r"must lie in \[0, 1\)"):
-        rb.max_shrink({"budget_sweep": {"max_shrink": 1.0}})
+def test_learning_rate_sums_are_read_from_each_run_and_branch(tmp_path):
+    """lr_sums: the sum of lr.npy of a run (its full budget) and of each branch; None without one."""
+    from kernattn.tracks.char.stages import budget_dir, run_dir
+
+    p = SimpleNamespace(train=SimpleNamespace(max_steps=8, budgets=(4,), out_dir=str(tmp_path)))
+    runs = pd.DataFrame({"run_id": ["r-s0", "r-s1"], "row": ["r", "r"], "seed": [0, 1]})
+    for folder, rates in ((run_dir(p, "r-s0"), [0.1] * 8), (budget_dir(p, "r-s0", 4), [0.1, 0.1, 0.05, 0.01])):
+        folder.mkdir(parents=True)
+        np.save(folder / "lr.npy", np.asarray(rates))
+    got = rb.lr_sums(p, runs)
+    assert got["r"][8][0] == pytest.approx(0.8) and got["r"][4][0] == pytest.approx(0.26)
+    assert got["r"][8][1] is None and got["r"][4][1] is None
+
+
+def test_a_non_inferiority_claim_is_read_against_its_margin():
+    """Fault 3b of issue 48: the budget gate read "a works as well as b" against 0, not its margin.
+    A gap of +0.01 at every budget, below a margin of 0.03: holds against the margin (it would be
+    "contradicted" against 0)."""
+    from kernattn.report import budget_trend
+
+    v = values([0.01, 0.01, 0.01])
+    va, vb = [v["a"][800][s] for s in range(5)], [v["b"][800][s] for s in range(5)]
+    r = budget_trend.rule({})
+    ni, = rb.judge_family([stats.Test("a", va, "b", vb, True, margin=0.03)], v, sums(v), BUDGETS, r)
+    assert ni.verdict.startswith(budget_trend.PERSISTS) and ni.relation == "≲" and ni.margin == 0.03
+    assert "lie below 0.03" in ni.trend.test
+    less, = rb.judge_family([stats.Test("a", va, "b", vb, True)], v, sums(v), BUDGETS, r)
+    assert less.verdict == stats.CONTRADICTED
+
+
+def test_a_withheld_margin_and_a_missing_sweep_are_not_judged_and_stay_in_the_family():
+    from kernattn.report import budget_trend
+
+    v = values([-0.02, -0.025, -0.03])
+    va, vb = [v["a"][800][s] for s in range(5)], [v["b"][800][s] for s in range(5)]
+    tests = [stats.Test("a", va, "b", vb, True, margin=0.03, gate=stats.not_judged("RoPE gains nothing")),
+             stats.Test("a", va, "c", vb, True)]
+    got = rb.judge_family(tests, v, sums(v), BUDGETS, budget_trend.rule({}))
+    assert got[0].verdict == "not judged (RoPE gains nothing)"
+    assert got[1].verdict.startswith("not judged (budget sweep: no seed has finished runs of a and c")
+    assert {c.family_size for c in got} == {2}
 
 
 def row(name, variant="gpa", options=None, scale=None):
@@ -69,9 +118,23 @@ def test_recipe_arm_maps_rows_with_their_own_parameters_to_their_twins():
     assert rb.recipe_arm(rows, 1.0, runs.iloc[:2]) is None   # every trained row at 1 x: no arm
 
 
-def test_arm_text_says_when_the_verdict_depends_on_the_recipe():
-    flip = rb.arm_text("consistent at small", "inconsistent at small", 10.0)
-    assert flip.endswith("inconsistent at small — the verdict depends on the recipe") and "×10" in flip
-    same = rb.arm_text("consistent at small", "consistent at small", 10.0)
-    assert "depends" not in same
-    assert "depends" in rb.arm_text("consistent at small", "at scale small: inconclusive", 10.0)
+def comp(lo, hi):
+    ci = stats.DiffCI((lo + hi) / 2, 0.01, 4, (hi - lo) / 2, lo, hi, True, 5)
+    return stats.Comparison("a", "<", "b", stats.INCONCLUSIVE, ci=ci)
+
+
+def test_the_verdict_depends_on_the_recipe_when_the_arms_intervals_exclude_0_on_opposite_sides():
+    """Issue 48: 000-gpa-beats-rope was -0.0175 [-0.0307, -0.0043] at x10 and +0.0584 [+0.0450,
+    +0.0719] at x1, both withheld, and printed no "depends on the recipe". The rule reads the
+    intervals, judged or not."""
+    x10, x1 = comp(-0.0307, -0.0043), comp(0.0450, 0.0719)
+    assert rb.depends_on_recipe([x1], [x10])
+    assert not rb.depends_on_recipe([x1], [comp(-0.01, 0.02)])        # one interval reaches 0
+    assert not rb.depends_on_recipe([x1], [comp(0.01, 0.02)])         # the same side
+    assert rb.depends_on_recipe([x1, x1], [comp(0.01, 0.02), x10])    # any pair of the claim
+    one_seed = stats.Comparison("a", "<", "b", "not judged (1 seed)")
+    assert not rb.depends_on_recipe([one_seed], [x10])
+    text = rb.arm_text("at scale small: not judged (x)", 10.0, True)
+    assert text.startswith("the ×10 arm (variant-owned parameters at 10 × the lr, not the papers' one lr): ")
+    assert text.endswith("not judged (x) — the verdict depends on the recipe")
+    assert "depends" not in rb.arm_text("consistent at small", 10.0, False)

@@ -84,11 +84,19 @@ def test_a_gap_closing_slowly_per_learning_rate_sum_passes():
     assert g.passed and "closing at 10%" in g.why
 
 
-def test_unequal_seeds_read_the_mean_curves_as_one_value():
-    a, _ = rows({0: np.full(len(STEPS), -0.03)})
-    _, b = rows({1: np.zeros(len(STEPS)), 2: np.zeros(len(STEPS))})
+def test_unequal_seeds_are_paired_on_the_seeds_they_share():
+    """Issue 48 (fault 3d): the x1 twins' 3 seeds against RoPE's 5 were read as one value of the
+    two mean curves, with no bound. Now the rows are paired on the seeds they share (3 here),
+    with the bound over them; rows sharing fewer than 2 seeds have no bound, so the gate fails."""
+    rng = np.random.default_rng(1)
+    a, _ = rows({s: np.full(len(STEPS), -0.03) + rng.normal(0, 1e-4, len(STEPS)) for s in range(3)})
+    _, b = rows({s: np.zeros(len(STEPS)) for s in range(5)})
     g = gates.gap_stable("a", a, "b", b, tail=0.5, max_closing=0.5)
-    assert g.passed and "one value" in g.why and "no interval" in g.why
+    assert g.passed and "over 3 seeds (paired)" in g.why
+    a1, _ = rows({0: np.full(len(STEPS), -0.03)})
+    _, b1 = rows({1: np.zeros(len(STEPS)), 2: np.zeros(len(STEPS))})
+    g = gates.gap_stable("a", a1, "b", b1, tail=0.5, max_closing=0.5)
+    assert not g.passed and g.why == "the rows share 0 seed(s); a bound over seeds needs 2 shared"
 
 
 def test_unreadable_runs_are_named():
@@ -102,9 +110,25 @@ def test_unreadable_runs_are_named():
     assert "known only to step 99" in gates.gap_stable("a", a, "b", short, 0.5, 0.5).why
     assert gates.gap_stable("a", a, "b", {}, 0.5, 0.5).why == "no run of b"
     # two identical rows: no gap, not moving: stable (not "undefined")
-    zero = {"a-s0": gates.RunCurve(STEPS, BASE, CUM)}
-    same = gates.gap_stable("a", zero, "b", b, 0.5, 0.5)
+    zero = {f"a-s{s}": gates.RunCurve(STEPS, BASE, CUM) for s in range(2)}
+    same = gates.gap_stable("a", zero, "b", rows({0: np.zeros(len(STEPS)), 1: np.zeros(len(STEPS))})[1], 0.5, 0.5)
     assert same.passed and "at its test's boundary 0, moving 0.0000 at most" in same.why
+
+
+def test_a_null_gap_standing_still_passes_with_a_floor_and_not_without():
+    """Issue 48: the room a gap may close was |gap - boundary|, which goes to 0 with the gap, so a
+    null comparison (noise of +-1e-3 about 0) could never pass. With the floor delta (0.01) it
+    passes; a gap that closes a whole floor per run's lr-sum still fails."""
+    rng = np.random.default_rng(2)
+    null = {s: rng.normal(0, 1e-3, len(STEPS)) for s in range(5)}
+    a, b = rows(null)
+    assert not gates.gap_stable("a", a, "b", b, 0.5, 0.5).passed
+    g = gates.gap_stable("a", a, "b", b, 0.5, 0.5, floor=0.01)
+    assert g.passed and "threshold 50% closing of at least 0.01" in g.why
+    u = CUM[STEPS] / CUM[STEPS[-1]]
+    moving = {s: 0.02 - 0.02 * u + rng.normal(0, 1e-4, len(STEPS)) for s in range(5)}   # 0.02 -> 0
+    a, b = rows(moving)
+    assert not gates.gap_stable("a", a, "b", b, 0.5, 0.5, floor=0.01).passed
 
 
 def test_thresholds_are_read_and_checked():

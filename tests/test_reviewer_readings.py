@@ -50,13 +50,47 @@ def test_layer1_bump_at_the_newline_peak_plus_one():
     res = rr.layer1_bump(claim, _gpa(at), "paper")     # corpus peak 68: the target is lag 69
     assert res.verdict == stats.REPRODUCED and res.ours.startswith("mean layer-1 bump lag 69.0 against 69")
     far = [{"bumps_l1": [{"lag": 105}, {"lag": 106}, {"lag": 104}, {"lag": 107}]} for _ in range(3)]
-    assert rr.layer1_bump(claim, _gpa(far), "small").shown == "inconsistent at small"
+    found = (True, "positive control found")   # the wrap study's planted period was found at this size
+    assert rr.layer1_bump(claim, _gpa(far), "small", found).shown == "inconsistent at small"
     mixed = [at[0], far[0], {"bumps_l1": [{"lag": 69}, None, {"lag": 69}, {"lag": 69}]}]
-    assert rr.layer1_bump(claim, _gpa(mixed), "paper").verdict == stats.INCONCLUSIVE   # a head without a bump
+    assert rr.layer1_bump(claim, _gpa(mixed), "paper", found).verdict == stats.INCONCLUSIVE   # a head without a bump
     moving = _gpa(at)
     moving["rows"][0]["runs"][1].update(bank_converged=False, bank_gate="moved 90% of Adam's travel")
     assert rr.layer1_bump(claim, moving, "paper").verdict.startswith("not judged (not converged: gpa_m64-s1")
     assert rr.layer1_bump(claim, _gpa(at, corpus_peak=None), "paper").verdict == stats.NOT_RUN
+
+
+def test_a_bump_away_from_the_peak_needs_the_positive_control():
+    """Issue 48: at small the bump sat at lag 106 against 69 ("inconsistent"), yet the wrap study's
+    planted period was not found at this size: the method had not been shown to find a bump that
+    is there, so a bump elsewhere is no evidence: not judged. A bump at the peak needs no control."""
+    claim = _claim("001-layer1-bump-lag70")
+    far = _gpa([{"bumps_l1": [{"lag": 105}, {"lag": 106}, {"lag": 104}, {"lag": 107}]} for _ in range(3)])
+    lost = (False, "bump 106.3 vs newline peak 68 (tolerance 2); moved from initialisation by -18.7; positive "
+                   "control not found")
+    res = rr.layer1_bump(claim, far, "small", lost)
+    assert res.verdict == ("not judged (positive control not found at this size: bump 106.3 vs newline peak 68 "
+                           "(tolerance 2); moved from initialisation by -18.7; positive control not found)")
+    assert rr.layer1_bump(claim, far, "small").verdict.startswith("not judged (positive control not run at this scale")
+    at = _gpa([{"bumps_l1": [{"lag": 69}, {"lag": 70}, {"lag": 68}, {"lag": 69}]} for _ in range(3)])
+    assert rr.layer1_bump(claim, at, "paper", lost).verdict == stats.REPRODUCED
+
+
+def test_the_positive_control_is_read_from_the_wrap_studys_summary(tmp_path):
+    from types import SimpleNamespace
+
+    params = SimpleNamespace(scale="small", studies=SimpleNamespace(out_dir=str(tmp_path)))
+    assert rr.wrap_control(params, "gpa_m64") is None                    # the study has not run here
+    (tmp_path / "wrap").mkdir()
+    row = {"row": "gpa_m64", "premise_why": "bump 106.3 vs newline peak 68; positive control not found",
+           "controls": [{"corpus": "planted_40", "verdict": "inconclusive"}]}
+    (tmp_path / "wrap" / "summary.json").write_text(json.dumps({"scale": "small", "rows": [row]}))
+    assert rr.wrap_control(params, "gpa_m64") == (False, row["premise_why"])
+    row["controls"][0]["verdict"] = "the bump tracks the line width"
+    (tmp_path / "wrap" / "summary.json").write_text(json.dumps({"scale": "small", "rows": [row]}))
+    assert rr.wrap_control(params, "gpa_m64")[0] is True
+    assert rr.wrap_control(params, "gpa_dp_m8") is None                  # a row the study does not read
+    assert rr.wrap_control(SimpleNamespace(scale="tiny", studies=params.studies), "gpa_m64") is None
 
 
 # ----------------------------------------------------------------------------- stability's length

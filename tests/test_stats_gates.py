@@ -38,7 +38,7 @@ def test_fewer_than_three_seeds_is_not_judged_even_with_a_clear_interval():
     assert ci.hi < 0
     comp = stats.compare_less("a", a, "b", b, paired=True)
     assert comp.verdict == "not judged (2 seeds)" and comp.ci == ci
-    assert comp.p_holm is None and comp.family_size == 0
+    assert comp.p_holm is None and comp.family_size == 1   # withheld, it still counts in its family (issue 48)
     assert stats.compare_less("a", [1.0], "b", [2.0, 3.0]).verdict == "not judged (1 seed)"
     assert stats.combine(["not judged (2 seeds)", stats.INCONCLUSIVE]) == "not judged (2 seeds)"
     assert stats.combine(["not judged (2 seeds)", stats.CONTRADICTED]) == stats.CONTRADICTED
@@ -66,10 +66,12 @@ def test_a_family_is_the_figure_not_the_row():
     assert [x.verdict for x in family] == [stats.INCONCLUSIVE, stats.INCONCLUSIVE]
     assert [x.p_holm for x in family] == [pytest.approx(0.06), pytest.approx(0.06)]
     assert {x.family_size for x in family} == {2}
-    # a gated comparison is not tested: it does not count in the family
+    # a gated comparison is not tested, but it stays in the family (issue 48: until 2026-12-02 it
+    # left it, so k shrank by exactly the comparisons a gate held back and p = 0.03 passed alone)
     gated = stats.judge_family([stats.Test("a", a, "b", b, True),
                                 stats.Test("c", c, "d", d, True, gate=stats.not_judged("converged: x"))])
-    assert gated[0].verdict == stats.REPRODUCED and gated[0].family_size == 1
+    assert gated[0].verdict == stats.INCONCLUSIVE and gated[0].family_size == 2
+    assert gated[0].p_holm == pytest.approx(0.06) and gated[0].holm_level == pytest.approx(1 - 0.05 / 2)
     assert gated[1].verdict == "not judged (converged: x)" and gated[1].p_holm is None
 
 

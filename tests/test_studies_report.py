@@ -207,8 +207,11 @@ def test_report_with_the_gka_init_study_of_three_tracks(tmp_path):
     page = parse(folder / "index.html")
     # the pre-specified sign test: sqrt_d lower in char 3/3, LM 1/3 (seed 0 tied), ViT 3/3: 7 of 8,
     # p = P(X >= 7 | 8, 1/2) = 9 / 256 = 0.035, not below the one-sided 0.025 (it was below the 0.05
-    # of the first version of this rule); Holm across the three tracks (secondary): inconclusive
-    assert page.verdicts["003-gka-init-sigma"] == "at scale tiny: not supported"
+    # of the first version of this rule); Holm across the three tracks (secondary): inconclusive. Since
+    # issue 48 the sign test is read only once the gap is stable at this budget (as every comparison
+    # without a budget sweep), which needs the runs' records: these constructed runs have none
+    assert page.verdicts["003-gka-init-sigma"] == ("at scale tiny: not judged (gap not stable at this budget: char: "
+                                                   "no train loss evaluations of gka-init_sqrt_d-s0)")
     claims = pd.read_csv(folder / "tables" / "claims.csv").set_index("claim")
     assert "p = 0.0352" in claims.loc["003-gka-init-sigma", "ours"]
     for table in ("study-gka-table", "study-gka-table-lm", "study-gka-table-vision"):
@@ -367,7 +370,9 @@ def test_the_wrap_premise_and_the_bank_at_initialisation():
     part = wrap_context(summary)
     assert part["table"][0]["corpus"] == "bank at initialisation" and part["table"][0]["bump"]["mean"] == 96.5
     res = _wrap_claim({"id": "001-bump-paragraph-scale"}, part, "tiny")
-    assert res.verdict == f"premise not met (gpa_m64: {why})" and "tracks the line width" in res.ours
+    assert res.verdict == f"premise not met (gpa_m64: {why})"
+    # issue 48: what was measured, never the study's verdict, which without the premise is no reading
+    assert res.ours == "gpa_m64: bump 76.5 vs newline peak 68 (tolerance 2)" and "line width" not in res.ours
 
 
 def test_a_row_without_the_wrap_premise_has_no_vote():

@@ -99,6 +99,8 @@ def fmt_comp_diff(c: stats.Comparison) -> str:
     if shown is None or c.family_size <= 1 or c.holm_level is None:
         return fmt_diff(c.ci)
     text = f"{c.ci.diff:+.4f} [{shown[0]:+.4f}, {shown[1]:+.4f}] ({c.holm_level:.2%}, "
+    if c.trend is not None:   # read across a budget sweep: Bonferroni over the family (report.budget_trend)
+        return text + f"Bonferroni over {c.family_size})"
     if c.holm_reached:
         return text + f"Holm step {c.holm_step} of {c.family_size})"
     return text + f"step {c.holm_step} of {c.family_size}; Holm stopped at an earlier test, step {c.holm_stop})"
@@ -147,8 +149,9 @@ def pairs_frame(results: list[ClaimResult]) -> pd.DataFrame:
                          "family_size": comp.family_size, "mde": comp.mde, "holm_level": comp.holm_level,
                          "holm_lo": comp.holm_lo, "holm_hi": comp.holm_hi,
                          "margin": comp.margin, "verdict": stats.at_scale(comp.verdict, c.scale),
-                         "claim_verdict": c.shown, "scale": c.scale, "detail": comp.note})
+                         "claim_verdict": c.shown, "scale": c.scale, "detail": comp.note,
+                         "trend": comp.trend.text() if comp.trend is not None else None})
     cols = ["claim", "a", "relation", "b", "paired", "diff", "ci_lo", "ci_hi", "df", "p", "p_holm", "family_size", "mde",
             "holm_level", "holm_lo", "holm_hi", "margin",
-            "verdict", "claim_verdict", "scale", "detail"]
+            "verdict", "claim_verdict", "scale", "detail", "trend"]
     return pd.DataFrame.from_records(recs, columns=cols)

@@ -2,11 +2,13 @@
 verdict when it fails: "not judged (<gate>: <why>)".
 
     gap stable at this budget
-                for a comparison of two rows: their loss gap is not closing at a rate that
-                would take away `gap_max_closing` of it over one more run's learning-rate sum,
-                read per seed over the part of training that holds the last
-                `gap_tail_lr_fraction` of the schedule's learning-rate sum, with a t bound over
-                seeds (`gap_stable`; issue 37). A reading of this budget, never "converged".
+                for a comparison of two rows without a budget sweep: their loss gap is not
+                closing at a rate that would take away `gap_max_closing` of it (of at least a
+                floor) over one more run's learning-rate sum, read per shared seed over the part
+                of training that holds the last `gap_tail_lr_fraction` of the schedule's
+                learning-rate sum, with a t bound over seeds (`gap_stable`; issues 37, 48). A
+                reading of this budget, never "converged"; a swept comparison is read across its
+                budgets instead (report.budget_trend).
     converged   the quantity judged has stopped moving: for a reading of one run, its
                 validation loss's fitted drop over the last `last_fraction` of training
                 (`loss_converged`); and for readings of a
@@ -121,17 +123,24 @@ def tail_drop(steps: Sequence[int], values: Sequence[float], last_fraction: floa
 
 
 def loss_converged(steps: Sequence[int], losses: Sequence[float], last_fraction: float,
-                   max_drop: float, what: str = "val loss") -> Gate:
+                   max_drop: float, what: str = "val loss", until: int | None = None) -> Gate:
     """One run's loss has stopped falling: its tail_drop over the last `last_fraction` of
-    training at most `max_drop` (a rise passes); needs 3 evaluations there."""
+    training at most `max_drop` (a rise passes); needs 3 evaluations there. `until`: training
+    read up to that step only: a warmup-stable-decay run's cooldown start, since in the cooldown
+    the loss falls by the annealing gain of a lowered rate whether or not the model still learns
+    (read there, the gate could not pass)."""
+    if until is not None:
+        keep = [i for i, s in enumerate(steps) if s <= until]
+        steps, losses = [steps[i] for i in keep], [losses[i] for i in keep]
+    where = "of training" if until is None else f"of training before its cooldown (step {until})"
     if len(steps) == 0:
         return gate(CONVERGED, False, f"no {what} evaluations")
     drop, n = tail_drop(steps, losses, last_fraction)
     if drop is None:
-        return gate(CONVERGED, False, f"{n} {what} evaluation(s) in the last {last_fraction:.0%} "
-                                      f"of training (3 needed for a slope)")
+        return gate(CONVERGED, False, f"{n} {what} evaluation(s) in the last {last_fraction:.0%} {where} "
+                                      f"(3 needed for a slope)")
     return gate(CONVERGED, drop <= max_drop,
-                f"{what} fell {drop:.4f} over the last {last_fraction:.0%} of training (threshold {max_drop:g})")
+                f"{what} fell {drop:.4f} over the last {last_fraction:.0%} {where} (threshold {max_drop:g})")
 
 
 @dataclass(frozen=True)
@@ -210,51 +219,69 @@ def _gap_tail(pairs: Sequence[tuple[Sequence[RunCurve], Sequence[RunCurve]]], ta
     return out
 
 
+def _shared_pairs(a_curves: Mapping[str, RunCurve], b_curves: Mapping[str, RunCurve]):
+    """(pairs of one seed of each row, or None, and why not): rows paired on the seeds they share,
+    since a bound over seeds needs per-seed values, and two rows of unequal seeds still share
+    some (the x1 twins' 3 among RoPE's 5)."""
+    sa, sb = _by_seed(a_curves), _by_seed(b_curves)
+    if sa is None or sb is None:
+        return None, "a run id names no seed ('<row>-s<seed>'): no pairs to bound"
+    shared = sorted(set(sa) & set(sb))
+    if len(shared) < 2:
+        return None, f"the rows share {len(shared)} seed(s); a bound over seeds needs 2 shared"
+    return [([sa[s]], [sb[s]]) for s in shared], ""
+
+
 def gap_stable(a: str, a_curves: Mapping[str, RunCurve], b: str, b_curves: Mapping[str, RunCurve],
-               tail: float, max_closing: float, what: str = "val loss", boundary: float = 0.0) -> Gate:
+               tail: float, max_closing: float, what: str = "val loss", boundary: float = 0.0,
+               floor: float = 0.0) -> Gate:
     """Gate (a) for a comparison of two rows (paper_numbers.yaml gates.gap_*): the gap a - b
     is stable at this budget. Each run's evaluations are placed by the share of its own
     learning-rate sum spent before them (so the tail of a cosine is not mistaken for most of
     the training, and rows trained for different steps are compared at the same point of their
-    schedules). Per seed (rows with the same seeds; otherwise the two rows' mean curves, one
-    value) the gap's slope over the last `tail` of that share is fitted; `closing` = -sign(final
-    gap - boundary) x slope / |final gap - boundary| is the share of the gap's distance from the
-    test's boundary (0 for "a < b", the margin for "a works as well as b") that would go over one
-    more run's learning-rate sum at that rate (negative: moving away from it). The gate passes when the upper
-    one-sided 97.5% t bound of the mean closing over seeds (a single value: itself) is below
-    `max_closing`. It says nothing of where the rows converge: a budget sweep does.
-    `a_curves`, `b_curves`: run id ('<row>-s<seed>') -> RunCurve, every run of each row."""
+    schedules). Per seed the two rows share (_shared_pairs; fewer than 2: the gate fails, there
+    is no bound) the gap's slope over the last `tail` of that share is fitted; how far it moves
+    toward its test's boundary (0 for "a < b", the margin for "a works as well as b") over one
+    more run's learning-rate sum at that rate (negative: away from it) must have an upper
+    one-sided 97.5% t bound over seeds of at most `max_closing` x the room left, |final gap -
+    boundary|, counted as at least `floor` (a null gap standing still then passes; without a
+    floor its room, 0, lets nothing close; within `floor` of the boundary movement either way
+    counts, the side it stands on being noise). It says nothing of where the rows converge: a
+    budget sweep does. `a_curves`, `b_curves`: run id ('<row>-s<seed>') -> RunCurve."""
     for row, curves in ((a, a_curves), (b, b_curves)):
         why = _unreadable(row, curves, tail, what)
         if why is not None:
             return gate(GAP_UNSTABLE, False, why)
-    sa, sb = _by_seed(a_curves), _by_seed(b_curves)
-    paired = sa is not None and sb is not None and set(sa) == set(sb) and len(sa) > 1
-    pairs = [([sa[s]], [sb[s]]) for s in sorted(sa)] if paired else [(list(a_curves.values()), list(b_curves.values()))]
+    pairs, why = _shared_pairs(a_curves, b_curves)
+    if pairs is None:
+        return gate(GAP_UNSTABLE, False, why)
     read = _gap_tail(pairs, tail)
     final = float(np.mean([g for g, _ in read]))
     room = final - boundary
     # how far the gap moves toward its boundary over one more run's learning-rate sum, per seed
-    # (in the loss's unit; negative: away). Compared with the room left (|room| x max_closing) rather
-    # than divided by it, so that two identical rows (room 0, not moving) are stable, not undefined.
-    amount = np.array([-np.sign(room) * slope for _, slope in read])
-    # the upper end of the two-sided 95% t interval over seeds is the one-sided 97.5% bound
+    # (in the loss's unit; negative: away), compared with the room left rather than divided by it.
+    # Within `floor` of the boundary the side it stands on is noise, so any movement counts.
+    near = abs(room) < floor
+    amount = np.array([abs(slope) if near else -np.sign(room) * slope for _, slope in read])
     ci = stats.mean_ci(amount.tolist())
-    mean, n = ci.mean, ci.n
-    bound = ci.hi if ci.hi is not None else mean
-    passed = bound <= max_closing * abs(room)
+    allowed = max(abs(room), floor)
+    return gate(GAP_UNSTABLE, ci.hi <= max_closing * allowed,
+                f"{a} − {b} {final:+.4f} at the end, {_moved(room, amount, boundary, floor)} per run's learning-rate "
+                f"sum over the last {tail:.0%} of it ({_bound_text(ci, room, allowed)}; threshold "
+                f"{max_closing:.0%} closing" + (f" of at least {floor:g}" if floor else "") + ")")
+
+
+def _moved(room: float, amount: np.ndarray, boundary: float, floor: float) -> str:
+    if room == 0 or abs(room) < floor:
+        where = f"at its test's boundary {boundary:g}" if room == 0 else f"within {floor:g} of its test's boundary"
+        return f"{where}, moving {max(abs(x) for x in amount):.4f} at most"
     what_closes = "itself" if boundary == 0 else f"its distance from the margin {boundary:.4f}"
-    if room == 0:
-        moved = f"at its test's boundary {boundary:g}, moving {max(abs(x) for x in amount):.4f} at most"
-    else:
-        way = "closing" if mean > 0 else "opening"
-        moved = f"{way} at {abs(mean) / abs(room):.0%} of {what_closes}"
-    over = (f"upper 97.5% bound {bound / abs(room):+.0%} over {n} seeds (paired)" if n > 1 and room != 0 else
-            f"upper 97.5% bound {bound:+.4f} over {n} seeds (paired)" if n > 1 else
-            "one value (rows without common seeds: mean curves), no interval")
-    return gate(GAP_UNSTABLE, passed,
-                f"{a} − {b} {final:+.4f} at the end, {moved} per run's learning-rate sum over the last {tail:.0%} "
-                f"of it ({over}; threshold {max_closing:.0%} closing)")
+    return f"{'closing' if amount.mean() > 0 else 'opening'} at {abs(amount.mean()) / abs(room):.0%} of {what_closes}"
+
+
+def _bound_text(ci: stats.MeanCI, room: float, allowed: float) -> str:
+    share = f"{ci.hi / abs(room):+.0%}" if room != 0 and allowed == abs(room) else f"{ci.hi:+.4f}"
+    return f"upper 97.5% bound {share} over {ci.n} seeds (paired)"
 
 
 def adam_travel(lrs: Sequence[float]) -> float:
@@ -342,7 +369,7 @@ def no_rates(run: str) -> str:
 
 
 def runs_gap_stable(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[str, Path],
-                    th: Thresholds) -> Gate:
+                    th: Thresholds, floor: float = 0.0) -> Gate:
     """Gate (a) for a comparison of two rows from their runs' training losses (metrics.jsonl's
     train lines, report.stability.read_record): gap_stable at the thresholds, where the training
     loss stands in for what the claim judges (bits per byte, CORE, top-1: evaluated once, at
@@ -362,5 +389,6 @@ def runs_gap_stable(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[
             if rates is None and rec.steps:
                 return gate(GAP_UNSTABLE, False, no_rates(run))
             curves[row][run] = RunCurve(rec.steps, rec.losses, cumulative([] if rates is None else rates))
-    return gap_stable(a, curves[a], b, curves[b], th.gap_tail_lr_fraction, th.gap_max_closing, "train loss")
+    return gap_stable(a, curves[a], b, curves[b], th.gap_tail_lr_fraction, th.gap_max_closing, "train loss",
+                      floor=floor)
 

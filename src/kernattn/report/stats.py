@@ -59,7 +59,9 @@ uniformly more powerful than Bonferroni.
 - Gates before any verdict, each printed in the verdict when it fails: fewer than MIN_SEEDS
   seeds in either row -> "not judged (2 seeds)"; no resolvable spread -> "variance not estimable";
   the gates of report/gates.py (converged, premise met) -> "not judged (<gate>: <why>)". A
-  comparison that does not pass its gates is not tested: it is not counted in its family.
+  comparison that does not pass its gates is not tested, but it stays in its family (k counts
+  it, as a test never rejected): a gate must not shrink Holm's k by the comparisons it holds back
+  (issue 48).
 - Every tested comparison reports its minimum detectable effect (`mde`): the true difference
   its test would detect with power 80% at one-sided alpha/2k (Bonferroni's, Holm's strictest
   step, for a family of k tests), given its standard error and degrees of freedom.
@@ -187,6 +189,8 @@ class Comparison:
     holm_hi: float | None = None
     holm_step: int | None = None      # its rank among the family's p-values, 1 = smallest
     holm_stop: int | None = None      # the step Holm stopped at, when that came before this test's
+    trend: object | None = None       # budget_trend.Trend: the reading across a budget sweep, which
+                                      # then gives the verdict (holm_*: its interval at the largest budget)
 
     @property
     def holm_reached(self) -> bool:
@@ -370,9 +374,12 @@ def judge_family(tests: Sequence[Test], level: float = LEVEL) -> list[Comparison
     gates = [_gate(t, ci) for t, ci in zip(tests, cis)]
     tested = [i for i, g in enumerate(gates) if g is None]
     pvals = [cis[i].p_two_sided(tests[i].boundary) for i in tested]
-    rejected, adjusted = holm(pvals, 1 - level)
-    steps = holm_levels(pvals, 1 - level)
-    k = len(tested)
+    # a withheld comparison stays in its family as a test never rejected (p = 1): otherwise the
+    # family's k would shrink by exactly the comparisons a gate held back, the small effects
+    everyone = pvals + [1.0] * (len(tests) - len(tested))
+    rejected, adjusted = holm(everyone, 1 - level)
+    steps = holm_levels(everyone, 1 - level)
+    k = len(tests)
     out = []
     for i, (t, ci, g) in enumerate(zip(tests, cis, gates)):
         common = {"ci": ci, "margin": t.margin, "note": t.note, "mde": mde(ci, max(k, 1)), "family_size": k}

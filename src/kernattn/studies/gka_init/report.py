@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...report import stats
+from ...report import budget_trend, gates, stats
 from ...report.claims import ClaimResult, fmt_diff
 from ...report.part import ClaimKind, ReportContext
 from ..report_common import ci_cols, ci_of, study_claims, study_section, write_tables
+from .stages import gka_run_dir
 
 OUTLINE = ("part-study-gka-init", "Study: GKA's bandwidth at initialisation (gka-paper gives none)", (
     ("study-gka-init", "Every track's GKA row per init_sigma"),))
@@ -181,10 +182,37 @@ def named_init_readings(claim: dict, summary: dict, comparisons, scale: str = "p
     return out
 
 
+def init_gap_gates(folder: Path, summary: dict, sign_init: str, th: gates.Thresholds,
+                   floor: float = 0.0) -> dict[str, gates.Gate]:
+    """Per track with both: "gap stable at this budget" on the sign test's init against sigma = 1
+    (report.gates.runs_gap_stable on the runs' training losses, which stand in for the final
+    value compared, as for the LM and the ViT: paired by seed, against each run's lr.npy), the
+    gate every comparison of two rows without a budget sweep passes before it is tested; the
+    char track's room counted as at least `floor` (budget_trend's delta, nats per character).
+    `folder`: the study's runs (<studies.out_dir>/gka_init/runs)."""
+    out = {}
+    for track, by_init in _by_track(summary).items():
+        if sign_init in by_init and BASELINE_INIT in by_init:
+            files = {init: {r["run_id"]: Path(folder) / r["run_id"] / "metrics.jsonl" for r in by_init[init]}
+                     for init in (sign_init, BASELINE_INIT)}
+            out[track] = gates.runs_gap_stable(sign_init, files[sign_init], BASELINE_INIT, files[BASELINE_INIT], th,
+                                               floor=floor if track == "char" else 0.0)
+    return out
+
+
+def _gap_gate(part: dict) -> tuple[str | None, str]:
+    """The failed gap gate's verdict (the first track's), or None, and what every track's read."""
+    found = [gates.gate(g.name, g.passed, f"{t}: {g.why}") for t, g in part.get("gap_gates", {}).items()]
+    return gates.withheld(found), "; ".join(g.why for g in found)
+
+
 def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     """Our hypothesis (gka-paper gives no init), judged by the pre-specified sign test:
-    supported / not supported. The Holm family over every init is shown beside it."""
+    supported / not supported, once the tested init's gap to sigma = 1 is stable at this budget
+    (the gate every comparison without a budget sweep passes: init_gap_gates). The Holm family
+    over every init is shown beside it."""
     sign = part["sign"]
+    withheld, measured = _gap_gate(part)
     per = ", ".join(f"{t} {k}/{sign['pairs_per_track'][t]}" for t, k in sign["per_track"].items())
     tied = f"; {sign['ties']} tied" if sign["ties"] else ""
     ours = (f"sigma init {sign['init']} below sigma = 1 in {sign['k']} of {sign['n']} seed pairs ({per}{tied}); "
@@ -192,9 +220,12 @@ def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     comps = [c for c in part["comparisons"] if c.ci is not None]
     holm = "; ".join(f"{c.a} − {c.b.rpartition(': ')[2]}: {fmt_diff(c.ci)}" for c in comps)
     units = "; ".join(f"{t['track']}: {t['metric_label']}" for t in part["tracks"])
-    res = ClaimResult(claim, sign["verdict"], part["comparisons"], scale=scale, ours=ours,
+    # the sign test's own gate (too few pairs to reach its level) first: then nothing could be read
+    verdict = sign["verdict"] if stats.is_withheld(sign["verdict"]) else withheld or sign["verdict"]
+    res = ClaimResult(claim, verdict, part["comparisons"], scale=scale, ours=ours,
                       detail=f"pre-specified sign test at {sign['alpha']:g}, lower is better ({units}); "
-                             f"Holm across every init: {stats.at_scale(part['verdict'], scale)}" + (f" ({holm})" if holm else ""))
+                             f"Holm across every init: {stats.at_scale(part['verdict'], scale)}" + (f" ({holm})" if holm else "")
+                             + (f"; gap stable at this budget: {measured}" if measured else ""))
     # every init the statement names against sigma = 1, or why it was not (issue 37)
     res.detail += "; each init the statement names: " + "; ".join(
         named_init_readings(claim, part["summary"], part["comparisons"], scale))
@@ -209,7 +240,11 @@ def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
 def section(ctx: ReportContext) -> dict:
     """The study's context ({"present": False, ...} without its summary), its sigma figure into
     ctx.assets and its table into ctx.tables."""
-    out = study_section(ctx, "gka_init", lambda s: gka_context(s, ctx.params.studies.gka_init.sign_test))
+    sign_init = ctx.params.studies.gka_init.sign_test
+    out = study_section(ctx, "gka_init", lambda s: gka_context(s, sign_init))
+    if out["present"]:
+        out["gap_gates"] = init_gap_gates(gka_run_dir(ctx.params), out["summary"], sign_init,
+                                          gates.thresholds(ctx.papers), budget_trend.rule(ctx.papers).delta)
     if out["present"] and out["summary"]["runs"]:
         sigma_figure(ctx.assets / "study-gka-sigma.png", out["summary"], ctx.params.scale)
         out["figure"] = "assets/study-gka-sigma.png"

@@ -69,10 +69,13 @@ def _wrap_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     # the premise per row (a summary from before it was recorded: every row judged, as then)
     unmet = [r for r in s["rows"] if not r.get("premise_met", True)]
     if s["rows"] and len(unmet) == len(s["rows"]):
+        # what was measured, never the study's verdict: without the premise the votes say nothing
+        # of gpa-long's reading, so "the bump stays at paragraph scale" must not be printed as ours
         return ClaimResult(claim, "premise not met (" + "; ".join(f"{r['row']}: {r['premise_why']}" for r in unmet)
-                           + ")", scale=scale, ours=f"bump shift verdict without the premise: {s['verdict']}",
-                           detail="the original bump must sit at the newline peak and have moved from its "
-                                  "initial position")
+                           + ")", scale=scale, ours="; ".join(f"{r['row']}: {r['premise_why'].split('; ')[0]}"
+                                                               for r in unmet),
+                           detail="no vote: the original bump must sit at the newline peak, have moved from its "
+                                  "initial position on a converged bank, and the positive control be found")
     verdict = stats.reading_verdict(s["verdict"], bumpshift.STAYS, bumpshift.TRACKS)
     skipped = {r["row"] for r in unmet}  # their shifts are shown, the verdict is the others'
     voting = [r for r in part["table"] if r["votes"] and r.get("row") not in skipped]

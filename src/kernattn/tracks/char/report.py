@@ -81,7 +81,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     readings = ctx.claims_of(report_readings.KINDS)
     stable = ctx.claims_of(("char_stable",))
     compared = [c for c in ctx.claims_of(CLAIM_KINDS) if c not in readings and c not in stable]
-    converged = report_claims.convergence(section["runs_df"], section["curves"], ctx.papers)
+    converged = report_claims.convergence(section["runs_df"], section["curves"], ctx.papers, ctx.params)
     judged = report_claims.judge(compared, ctx.params, section["runs_df"], ctx.papers, section["curves"])
     _budget_table(ctx, section["runs_df"], judged)
     return (judged + report_readings.judge(readings, section["gpa"], ctx.params, converged)
@@ -103,10 +103,9 @@ def _budget_table(ctx: ReportContext, runs_df: pd.DataFrame, judged: list) -> No
 
 
 def _stable(claim: dict, ctx: ReportContext, runs_df: pd.DataFrame) -> ClaimResult:
-    """"GKA trains stably" over every run of the matrix's GKA rows (report.stability)."""
-    gka = {r.name for r in ctx.params.matrix.rows if r.variant == "gka"}
-    records = [(rid, stability.read_record(stages.run_dir(ctx.params, rid) / "metrics.jsonl"))
-               for rid, row in zip(runs_df["run_id"], runs_df["row"]) if row in gka]
+    """"GKA trains stably" over every char GKA run: the matrix's and the GKA-init study's
+    (report_runs.gka_records; report.stability)."""
+    records = report_runs.gka_records(ctx.params, runs_df)
     return stability.judge(claim, records, stability.rule(ctx.papers), ctx.scale)
 
 

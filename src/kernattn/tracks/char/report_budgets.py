@@ -1,17 +1,17 @@
-"""Two readings of a char comparison beyond its one budget and one recipe (issue 37).
+"""Two readings of a char comparison beyond its one budget and one recipe (issues 37, 48).
 
 The budget sweep: with train.schedule wsd and train.budgets, every run also has its result at
-each shorter budget (its cooldown branched off it: kernattn cooldown), so a gap a - b is read at
-every budget. `budget_gate` lets a comparison be tested only when that gap keeps its sign at
-every budget and does not shrink from one budget to the next by more than max_shrink of itself
-(paper_numbers.yaml `budget_sweep`): a gap that closes as the budget grows is a fact of the
-budget.
+each shorter budget (its cooldown branched off it: kernattn cooldown), and each budget's
+learning-rate sum L (the lr.npy of the run or of its branch). `sweep` gives a compared gap a - b
+per seed and budget with the budgets' L: what report.budget_trend reads (g = a + b/L).
 
 The recipe arm: a scale may train the variant-owned parameters (banks, tables, learned RoPE
 frequencies, GKA's sigma) at train.variant_lr_scale x lr, the papers at 1 x. `recipe_arm` maps
 each row with such parameters trained at another factor to its twin at 1 x (a row of the same
-variant and options whose variant_lr_scale is 1): the comparisons are judged again on the twins,
-and the claim prints both verdicts.
+variant and options whose variant_lr_scale is 1). The papers' recipe is the primary arm: a claim
+reads the twins, and prints the other factor's verdict after it (`arm_text`), with "the verdict
+depends on the recipe" when the two arms' intervals exclude 0 on opposite sides
+(`depends_on_recipe`), judged or not.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from ...report import gates
-from .stages import budget_dir
-
-BUDGET_UNSTABLE = "gap depends on the budget"
+from ...report import budget_trend, gates, stats
+from .stages import budget_dir, budget_run_id, run_dir
 
 Values = dict[str, dict[int, dict[int, float]]]   # row -> budget -> seed -> final validation loss
 
@@ -43,31 +41,71 @@ def budget_values(p, runs_df: pd.DataFrame) -> Values:
     return out
 
 
-def budget_gate(a: str, b: str, values: Values, budgets: list[int], max_shrink: float) -> gates.Gate | None:
-    """The gap a - b read at every budget (mean over the seeds both rows have there); None when
-    the scale has no budget sweep."""
-    if len(budgets) < 2:
-        return None
-    gaps = []
-    for budget in budgets:
-        va, vb = values.get(a, {}).get(budget, {}), values.get(b, {}).get(budget, {})
-        seeds = sorted(set(va) & set(vb))
-        if not seeds:
-            short = a if not va else b
-            return gates.gate(BUDGET_UNSTABLE, False, f"no finished run of {short} at budget {budget} "
-                                                       f"(kernattn cooldown)")
-        gaps.append(float(np.mean([va[s] - vb[s] for s in seeds])))
-    text = f"{a} − {b} at budgets " + ", ".join(f"{n}: {g:+.4f}" for n, g in zip(budgets, gaps))
-    last = np.sign(gaps[-1])
-    if last == 0 or any(np.sign(g) != last for g in gaps):
-        return gates.gate(BUDGET_UNSTABLE, False, f"{text}: its sign changes with the budget")
-    shrunk = [(m, n) for (m, g), (n, h) in zip(zip(budgets, gaps), zip(budgets[1:], gaps[1:]))
-              if abs(h) < (1 - max_shrink) * abs(g)]
-    if shrunk:
-        m, n = shrunk[0]
-        return gates.gate(BUDGET_UNSTABLE, False, f"{text}: it shrinks from budget {m} to {n} by more than "
-                                                   f"{max_shrink:.0%} of itself")
-    return gates.gate(BUDGET_UNSTABLE, True, f"{text}: same sign, not shrinking")
+Sums = dict[str, dict[int, dict[int, float | None]]]   # row -> budget -> seed -> learning-rate sum
+
+
+def lr_sums(p, runs_df: pd.DataFrame) -> Sums:
+    """Every finished run's learning-rate sum at its full budget and at each of train.budgets
+    (the sum of the rates its engine set, lr.npy; None for a run or branch without one)."""
+    out: Sums = {}
+    for run_id, row, seed in zip(runs_df["run_id"], runs_df["row"], runs_df["seed"]):
+        by_budget = out.setdefault(row, {})
+        for budget, folder in ((p.train.max_steps, run_dir(p, run_id)),
+                               *((b, budget_dir(p, run_id, b)) for b in p.train.budgets)):
+            rates = gates.run_rates(folder)
+            by_budget.setdefault(budget, {})[int(seed)] = None if rates is None else gates.adam_travel(rates)
+    return out
+
+
+def sweep(a: str, b: str, values: Values, sums: Sums, budgets: list[int]):
+    """(gaps [seeds, budgets] of a - b, L [budgets], the seeds) over the seeds with both rows
+    at every budget, or one clause saying what is missing (a run at a budget, its lr.npy, or
+    runs of one budget that disagree on L: the gap would be read against two schedules)."""
+    seeds = set.intersection(*(set(values.get(a, {}).get(n, {})) & set(values.get(b, {}).get(n, {}))
+                               for n in budgets))
+    if not seeds:
+        return f"no seed has finished runs of {a} and {b} at every budget ({', '.join(map(str, budgets))}; " \
+               f"kernattn cooldown)"
+    seeds, lrs = sorted(seeds), []
+    for n in budgets:
+        got = {f"{row}-s{s}": sums.get(row, {}).get(n, {}).get(s) for row in (a, b) for s in seeds}
+        lacking = next((rid for rid, x in got.items() if x is None), None)
+        if lacking is not None:   # the full run is the largest budget; the others are its branches
+            return gates.no_rates(lacking if n == max(budgets) else budget_run_id(lacking, n))
+        lo, hi = min(got.values()), max(got.values())
+        if hi - lo > 1e-9 * hi:
+            return f"the runs at budget {n} differ in learning-rate sum ({lo:.6g}–{hi:.6g})"
+        lrs.append(hi)
+    gaps = np.array([[values[a][n][s] - values[b][n][s] for n in budgets] for s in seeds])
+    return gaps, np.array(lrs), seeds
+
+
+def judge_family(tests, values: Values, sums: Sums, budgets: list[int], r: budget_trend.Rule) -> list:
+    """The comparisons (stats.Test) of one family read across the sweep (report.budget_trend),
+    every interval at 1 - 0.05/k, k = every comparison of the family: stats.Comparison each,
+    its verdict the reading's, its printed interval the largest budget's at that level."""
+    return [_trend_comparison(t, values, sums, budgets, r, len(tests)) for t in tests]
+
+
+def _trend_comparison(t, values: Values, sums: Sums, budgets: list[int], r: budget_trend.Rule, k: int):
+    got = sweep(t.a, t.b, values, sums, budgets)
+    if t.gate is not None:   # a margin not established
+        trend = budget_trend.Trend(stats.NOT_JUDGED, t.gate)
+    elif isinstance(got, str):
+        trend = budget_trend.Trend(stats.NOT_JUDGED, stats.not_judged(f"budget sweep: {got}"))
+    else:
+        trend = budget_trend.read(got[0], got[1], budgets, r, t.boundary, k, equivalence=t.margin is None)
+    if isinstance(got, str):
+        ci = stats.diff_ci(t.va, t.vb, t.paired)
+    else:   # the seeds the reading rests on, at the largest budget
+        top = max(budgets)
+        ci = stats.paired_diff_ci([values[t.a][top][s] for s in got[2]], [values[t.b][top][s] for s in got[2]])
+    last = trend.last
+    return stats.Comparison(
+        t.a, t.relation, t.b, trend.verdict, ci=ci, margin=t.margin,
+        note="; ".join(x for x in (t.note, trend.text()) if x), p=ci.p_two_sided(t.boundary) if ci else None,
+        mde=stats.mde(ci, k), family_size=k, holm_level=trend.level if last else None,
+        holm_lo=last.lo if last else None, holm_hi=last.hi if last else None, trend=trend)
 
 
 def gap_table(values: Values, budgets: list[int], pairs) -> pd.DataFrame:
@@ -83,17 +121,6 @@ def gap_table(values: Values, budgets: list[int], pairs) -> pd.DataFrame:
                          "se": float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else None,
                          "seeds": " ".join(map(str, seeds))})
     return pd.DataFrame.from_records(recs, columns=["a", "b", "budget", "gap", "se", "seeds"])
-
-
-def max_shrink(papers: dict) -> float:
-    try:
-        value = float((papers.get("budget_sweep") or {})["max_shrink"])
-    except (KeyError, TypeError, ValueError):
-        raise ValueError("paper_numbers.yaml: budget_sweep needs a number max_shrink (the budget sweep's "
-                         "allowance for a gap shrinking between budgets)") from None
-    if not 0 <= value < 1:
-        raise ValueError(f"paper_numbers.yaml: budget_sweep.max_shrink must lie in [0, 1), got {value}")
-    return value
 
 
 def recipe_arm(rows, default_scale: float, runs_df: pd.DataFrame) -> dict[str, str | None] | None:
@@ -120,15 +147,21 @@ def recipe_arm(rows, default_scale: float, runs_df: pd.DataFrame) -> dict[str, s
     return out
 
 
-def arm_text(main: str, arm: str, scale: float) -> str:
-    """What the claim prints beside its verdict: the twin rows' verdict at 1 x, and whether it
-    flips (one is consistent, the other inconsistent, or one of them inconclusive)."""
-    from ...report import stats
+def depends_on_recipe(primary, secondary) -> bool:
+    """Whether the two arms' comparisons (stats.Comparison, pair by pair) have 95% intervals that
+    exclude 0 on opposite sides for some pair: what either verdict says, judged or withheld."""
+    def side(c) -> int:
+        ci = c.ci
+        if ci is None or not ci.estimable:
+            return 0
+        return -1 if ci.hi < 0 else 1 if ci.lo > 0 else 0
+    return any(side(x) * side(y) < 0 for x, y in zip(primary, secondary))
 
-    flips = main != arm and {stats.base_verdict(main), stats.base_verdict(arm)} & {stats.REPRODUCED,
-                                                                                  stats.CONTRADICTED}
-    return (f"with the variant-owned parameters at the papers' one lr (×1, not ×{scale:g}): {arm}"
-            + (" — the verdict depends on the recipe" if flips else ""))
+
+def arm_text(secondary: str, scale: float, depends: bool) -> str:
+    """What the claim prints after its verdict (the papers' one lr): the other factor's verdict."""
+    return (f"the ×{scale:g} arm (variant-owned parameters at {scale:g} × the lr, not the papers' one lr): {secondary}"
+            + (" — the verdict depends on the recipe" if depends else ""))
 
 
 def budgets_of(p) -> list[int]:

@@ -1,14 +1,20 @@
 """The char track's claims (gpa-short and gpa-long) judged on its runs table: orderings and
-"works as well as" between rows (pairwise t tests over seeds, one Holm family per figure:
-stats.judge_family), extra parameters by construction (count) and the papers' model sizes
-(number). Each comparison reads the validation loss paper_numbers.yaml pre-registers
-(`judged_loss`: final or best) and shows the other beside it; it is judged only when both
-rows' gap is stable at this budget (report/gates.py gap_stable: not closing fast per unit of
-learning-rate sum, with a bound over seeds) and
-the seeds allow it (stats.MIN_SEEDS, a non-zero spread). A "works as well as RoPE" margin is
-a number or a fraction of the NoPE - RoPE gap at this scale, of the lower end of its interval
-with `end: lower` (stats.noninferiority_margin). In a Holm family of several tests each
-comparison prints the interval at its Holm step's level, the one its verdict is read at."""
+"works as well as" between rows, extra parameters by construction (count) and the papers' model
+sizes (number). Each comparison reads the validation loss paper_numbers.yaml pre-registers
+(`judged_loss`: final or best) and shows the other beside it.
+
+Two ways to judge a comparison, one per scale:
+- with a budget sweep (train.schedule wsd, train.budgets): the gap read across the budgets as
+  a + b/L (report.budget_trend, via report_budgets.judge_family): every interval at 1 - 0.05/k,
+  Bonferroni over the k comparisons of its figure;
+- without one: pairwise t tests over seeds, one Holm family per figure (stats.judge_family),
+  each comparison gated on its gap being stable at this budget (report/gates.py gap_stable,
+  the room it may close counted as at least budget_trend's delta) and on the seeds
+  (stats.MIN_SEEDS, a non-zero spread).
+A "works as well as RoPE" margin is a number or a fraction of the NoPE - RoPE gap at this scale,
+of the lower end of its interval with `end: lower` (stats.noninferiority_margin). Where the scale
+trains the variant-owned parameters at another factor, the papers' recipe (their twins at x1) is
+the verdict and the other factor is printed after it (report_budgets.recipe_arm, arm_text)."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...report import gates, stats
+from ...report import budget_trend, gates, stats
 from ...report.claims import ClaimResult, fmt_comp_diff, margin_rule, shown_interval
 from . import report_budgets, stages
 
@@ -47,6 +53,10 @@ def _interval_text(comps: list[stats.Comparison], judged: str) -> str:
         return ""
     kind = "paired t over seeds (same batch order per seed)" if cis[0].paired else "Welch t over seeds"
     k = max(c.family_size for c in comps)
+    if any(c.trend is not None for c in comps):
+        return (f"{kind} of the {judged} validation loss at the largest budget, each interval (and the fit's) at "
+                f"1 − 0.05/{k} (Bonferroni over the {k} comparisons of its figure); the gap read across the budget "
+                f"sweep as {budget_trend.FORM}")
     if k <= 1:
         return f"95% {kind} of the {judged} validation loss"
     untested = any(c.holm_level is None and c.ci is not None and c.ci.estimable for c in comps)
@@ -59,8 +69,8 @@ def _interval_text(comps: list[stats.Comparison], judged: str) -> str:
 @dataclass
 class Setting:
     """What every comparison claim of the char track reads: the judged and the other loss per
-    row and seed, every run's validation curve per row (gate (a) on a pair's gap), the rows'
-    names for missing-row notes."""
+    row and seed, every run's validation curve per row (the gap gate, without a sweep), the
+    budget sweep (with one), the rows' names for missing-row notes."""
 
     judged: str
     values: dict          # row -> seed -> judged loss
@@ -72,8 +82,13 @@ class Setting:
     other_name: str = ""
     budget_values: dict | None = None   # report_budgets.budget_values: the budget sweep (None: none)
     budgets: tuple[int, ...] = ()
-    max_shrink: float = 0.0
+    sums: dict | None = None            # report_budgets.lr_sums: each run's L at each budget
+    trend: budget_trend.Rule | None = None
     eval_error: dict | None = None      # row -> (mean standard error of its runs' last evaluation, windows)
+
+    @property
+    def swept(self) -> bool:
+        return self.budget_values is not None and len(self.budgets) > 1
 
     def eval_note(self, a: str, b: str) -> str:
         """The evaluation's own sampling error beside the seed interval (which is conditional on
@@ -86,18 +101,16 @@ class Setting:
                 f"{a} ±{sa:.4f}, {b} ±{sb:.4f}")
 
     def gap_gate(self, a: str, b: str, boundary: float = 0.0) -> tuple[str | None, str]:
-        """The gates on a - b: "gap stable at this budget" (gates.gap_stable) and, with a budget
-        sweep, the gap at every budget (report_budgets.budget_gate): the first failed gate's
-        verdict or None, and what they measured (printed beside the verdict either way)."""
-        found = []
-        if self.curves is not None:
-            th = self.thresholds
-            found.append(gates.gap_stable(a, self.curves.get(a, {}), b, self.curves.get(b, {}),
-                                          th.gap_tail_lr_fraction, th.gap_max_closing, boundary=boundary))
-        if self.budget_values is not None:
-            found.append(report_budgets.budget_gate(a, b, self.budget_values, list(self.budgets), self.max_shrink))
-        found = [g for g in found if g is not None]
-        return gates.withheld(found), "; ".join(g.why for g in found)
+        """Without a sweep, "gap stable at this budget" on a - b (gates.gap_stable, its room counted
+        as at least budget_trend's delta): its verdict when it fails, else None, and what it
+        measured (printed beside the verdict either way). A swept comparison is read across the
+        sweep instead (report_budgets.judge_family)."""
+        if self.curves is None or self.swept:
+            return None, ""
+        th, floor = self.thresholds, self.trend.delta if self.trend is not None else 0.0
+        g = gates.gap_stable(a, self.curves.get(a, {}), b, self.curves.get(b, {}), th.gap_tail_lr_fraction,
+                             th.gap_max_closing, boundary=boundary, floor=floor)
+        return gates.withheld([g]), g.why
 
 
 def _margin(claim: dict, st: Setting) -> tuple[float | None, str]:
@@ -126,14 +139,16 @@ def _tests(claim: dict, st: Setting) -> list[stats.Test] | None:
     out = []
     for a, b in pairs:
         va, vb, paired = _pair(st.values, a, b)
-        gate, measured = st.gap_gate(a, b, margin if kind == "noninferior" and margin is not None else 0.0)
+        # below stats.MIN_SEEDS the seeds withhold the test (stats.judge_family), and say so first
+        few = min(len(va), len(vb)) < stats.MIN_SEEDS
+        gate, measured = (None, "") if few else st.gap_gate(a, b, margin if kind == "noninferior" and margin is not None
+                                                            else 0.0)
         if kind == "noninferior" and margin is None:
             gate = gate or stats.not_judged(margin_note.removeprefix("no margin: "))
         oa, ob, _ = _pair(st.other, a, b)
         other = f"{st.other_name}: {a} − {b} {sum(oa) / len(oa) - sum(ob) / len(ob):+.4f}"
         out.append(stats.Test(a, va, b, vb, paired, margin=margin if kind == "noninferior" else None, gate=gate,
-                              # every gate's reading, also when one withheld the verdict: the
-                              # budget sweep's gaps are worth reading beside a failed gap gate
+                              # the gate's reading also when it withheld the verdict: what it saw
                               note="; ".join(x for x in (margin_note, other, st.eval_note(a, b), measured) if x)))
     return out
 
@@ -143,11 +158,12 @@ def _fmt_comp(c: stats.Comparison, st: Setting) -> str:
         va, vb = st.values[c.a], st.values[c.b]
         return f"{c.a} − {c.b}: {sum(va.values()) / len(va) - sum(vb.values()) / len(vb):+.4f} (1 seed, no interval)"
     text = f"{c.a} − {c.b}: {fmt_comp_diff(c)}"
-    return text + (f", MDE {c.mde:.4f}" if c.mde is not None else "")
+    limit = f", limit a {c.trend.a.text()}" if c.trend is not None and c.trend.a is not None else ""
+    return text + (f", MDE {c.mde:.4f}" if c.mde is not None else "") + limit
 
 
 def _result(claim: dict, comps: list[stats.Comparison], st: Setting) -> ClaimResult:
-    res = ClaimResult(claim, stats.combine([c.verdict for c in comps]), comps, scale=st.scale,
+    res = ClaimResult(claim, budget_trend.combine([c.verdict for c in comps]), comps, scale=st.scale,
                       interval=_interval_text(comps, st.judged))
     res.ours = "; ".join(_fmt_comp(c, st) for c in comps)
     if claim["kind"] == "noninferior" and comps[0].margin is not None:
@@ -160,7 +176,8 @@ def _result(claim: dict, comps: list[stats.Comparison], st: Setting) -> ClaimRes
 
 def _judge_comparisons(claims: list[dict], st: Setting) -> dict[str, ClaimResult]:
     """Every order / noninferior claim, by family (`family`, default the claim's id): the
-    family's distinct comparisons tested together (Holm), then handed back to their claims."""
+    family's distinct comparisons judged together (across the sweep, Bonferroni; else Holm),
+    then handed back to their claims."""
     out, families = {}, {}
     for claim in claims:
         tests = _tests(claim, st)
@@ -176,18 +193,27 @@ def _judge_comparisons(claims: list[dict], st: Setting) -> dict[str, ClaimResult
     for members in families.values():
         distinct = list(dict.fromkeys((t.a, t.b, t.margin) for _, tests in members for t in tests))
         first = {(t.a, t.b, t.margin): t for _, tests in members for t in tests}
-        judged = dict(zip(distinct, stats.judge_family([first[k] for k in distinct])))
+        family = [first[k] for k in distinct]
+        judged = dict(zip(distinct, report_budgets.judge_family(family, st.budget_values, st.sums, list(st.budgets),
+                                                                st.trend) if st.swept else stats.judge_family(family)))
         for claim, tests in members:
             out[claim["id"]] = _result(claim, [judged[(t.a, t.b, t.margin)] for t in tests], st)
     return out
 
 
-def convergence(runs_df: pd.DataFrame, curves: dict, papers: dict) -> dict[str, str | None]:
-    """row -> the convergence gate's verdict for its worst seed (None: every seed converged)."""
+def convergence(runs_df: pd.DataFrame, curves: dict, papers: dict, params=None) -> dict[str, str | None]:
+    """row -> the convergence gate's verdict for its worst seed (None: every seed converged). With
+    `params` of a warmup-stable-decay schedule, the loss is read up to its cooldown (the stable
+    phase's tail: gates.loss_converged's `until`)."""
+    from ...config.char import cooldown_start
+
     th = gates.thresholds(papers)
+    tp = params.train if params is not None else None
+    until = cooldown_start(tp.max_steps, tp.cooldown_fraction) if tp is not None and tp.schedule == "wsd" else None
     out = {}
     for row, g in runs_df.groupby("row", sort=False):
-        results = [(rid, gates.loss_converged(*curves.get(rid, ([], [])), th.last_fraction, th.max_loss_drop))
+        results = [(rid, gates.loss_converged(*curves.get(rid, ([], [])), th.last_fraction, th.max_loss_drop,
+                                              until=until))
                    for rid in g["run_id"]]
         failed = [(rid, x) for rid, x in results if not x.passed]
         out[row] = (gates.withheld([gates.gate(failed[0][1].name, False, f"{failed[0][0]}: {failed[0][1].why}")])
@@ -257,26 +283,32 @@ def _renamed(claim: dict, arm: dict[str, str | None]) -> dict | None:
     return {**claim, key: one(names)}
 
 
-def _add_recipe_arm(compared: dict, claims: list[dict], st: Setting, arm: dict, scale: float) -> None:
-    """Judge every comparison claim again on the twin rows at variant lr x 1 (its own Holm
-    families) and print that verdict beside each claim's (report_budgets.recipe_arm)."""
+def _recipe_arms(claims: list[dict], st: Setting, arm: dict, scale: float) -> dict[str, ClaimResult]:
+    """Every comparison claim judged on the papers' recipe, the rows' twins at variant lr x 1
+    (the verdict), with the rows as named, at x `scale`, printed after it (report_budgets.arm_text)."""
     renamed = {c["id"]: _renamed(c, arm) for c in claims}
-    judged = _judge_comparisons([c for c in renamed.values() if c is not None], st)
+    primary = _judge_comparisons([c for c in renamed.values() if c is not None], st)
+    secondary = _judge_comparisons(claims, st)
     for claim in claims:
-        res, twin = compared[claim["id"]], judged.get(claim["id"])
-        if twin is None:
+        sec, res = secondary[claim["id"]], primary.get(claim["id"])
+        if res is None:
             pairs = stats.ordering_pairs(claim["order"]) if claim["kind"] == "order" else [tuple(claim["rows"])]
             missing = sorted({x for pair in pairs for x in pair if arm.get(x, x) is None})
-            res.arm = f"at variant lr ×1: {stats.NOT_RUN} (no row at ×1 for {', '.join(missing)})"
+            why = f"no row at the papers' one lr (×1) for {', '.join(missing)}"
+            res = primary[claim["id"]] = ClaimResult(claim, stats.NOT_RUN, scale=st.scale, ours="—", detail=why)
+        if renamed[claim["id"]] == claim:   # no row of it has parameters the factor speeds up: one arm
             continue
-        res.arm = report_budgets.arm_text(res.shown, twin.shown, scale)
-        res.detail = " | ".join(x for x in (res.detail, f"×1 arm: {twin.ours}") if x)
+        res.arm = report_budgets.arm_text(sec.shown, scale, report_budgets.depends_on_recipe(res.comparisons,
+                                                                                          sec.comparisons))
+        res.detail = " | ".join(x for x in (res.detail, f"×{scale:g} arm: {sec.ours}") if x)
+    return primary
 
 
 def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
           curves: dict | None = None) -> list[ClaimResult]:
     """Claims of kinds order, noninferior, count and number on the runs table, in their order.
-    `curves`: run id -> (steps, val losses), for the gate "gap stable at this budget" on each
+    With a budget sweep each comparison is read across it (module docstring); without one,
+    `curves` (run id -> (steps, val losses)) feed the gate "gap stable at this budget" on each
     compared pair's gap, read against each run's learning-rate sum (lr.npy) (None: no gate)."""
     rows = {r.name: r for r in params.matrix.rows}
     scale = params.scale
@@ -299,16 +331,16 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
         return gates.RunCurve(steps, losses, gates.cumulative([] if rates is None else rates))
     row_curves = None if curves is None else {
         row: {rid: curve(rid) for rid in g["run_id"]} for row, g in runs_df.groupby("row", sort=False)}
-    sweep = report_budgets.budget_values(params, runs_df) if params.train.budgets else None
+    swept = bool(params.train.budgets)
     st = Setting(judged, _seed_values(runs_df, column[judged]), _seed_values(runs_df, column[other]), row_curves,
                  gates.thresholds(papers) if curves is not None else None, missing_note, scale, f"{other} loss",
-                 sweep, tuple(report_budgets.budgets_of(params)),
-                 report_budgets.max_shrink(papers) if sweep is not None else 0.0, _eval_error(runs_df))
+                 report_budgets.budget_values(params, runs_df) if swept else None,
+                 tuple(report_budgets.budgets_of(params)), report_budgets.lr_sums(params, runs_df) if swept else None,
+                 budget_trend.rule(papers), _eval_error(runs_df))
     comparing = [c for c in claims if c["kind"] in ("order", "noninferior")]
-    compared = _judge_comparisons(comparing, st)
     arm = report_budgets.recipe_arm(params.matrix.rows, params.train.variant_lr_scale, runs_df)
-    if arm is not None:
-        _add_recipe_arm(compared, comparing, st, arm, params.train.variant_lr_scale)
+    compared = (_judge_comparisons(comparing, st) if arm is None else
+                _recipe_arms(comparing, st, arm, params.train.variant_lr_scale))
     results = []
     for claim in claims:
         kind = claim["kind"]

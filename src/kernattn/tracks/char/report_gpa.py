@@ -29,6 +29,7 @@ import pandas as pd
 from . import report_bankgate, report_readings
 from .analysis import plots
 from .stages import SUMMARY, analysis_dir, corpus_dir, gpa_runs, run_dir
+from .track import variant_lr_scale
 from ...config import Params, RunSpec
 from ...report import gates, stats
 from ...report.palette import row_colors
@@ -178,7 +179,8 @@ def _run_record(a: RunAnalysis, assets: Path, tables: Path, params, th) -> dict:
             if 0 < len(kernels) <= FULL_KERNEL_TABLE_MAX else None)
     h, g = s["heads"], s["generated"]
     l1 = s["bumps"]["trained"][0]
-    gate = report_bankgate.bank_gate(kernels, a.spec.options, params.train, th, run_dir(params, rid))
+    gate = report_bankgate.bank_gate(kernels, a.spec.options, params.train, th, run_dir(params, rid),
+                                     variant_lr_scale(a.spec, params.train))   # the run's own factor
     banks = a.folder / "banks_trained.csv"
     layer1 = report_readings.layer1_similarity(pd.read_csv(banks)) if banks.is_file() else None
     return {

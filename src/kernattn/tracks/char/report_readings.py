@@ -23,7 +23,10 @@ rows (issue 25), each judged by a rule fixed in paper_numbers.yaml before the re
                      peak 69 + 1), read against our corpus's newline peak + 1: a seed agrees when
                      every layer-1 bank has a bump within `tolerance` lags of it; every seed ->
                      reproduced, none -> contradicted, else inconclusive; gated on the banks
-                     having converged.
+                     having converged, and (from 2026-12-02, issue 48) a reading other than
+                     reproduced on the line-wrap study's positive control: a bump missing from
+                     the newline peak says something only where a bump planted at a known period
+                     is found at this size (`wrap_control`); otherwise not judged.
 
     strength_cost    "a near-zero bank marks a head that can go", made testable over every head
                      of a model: per analysed GPA run (every GPA row), Spearman's rho between
@@ -149,7 +152,33 @@ def layer1_banks(claim: dict, gpa: dict, scale: str) -> ClaimResult:
                        detail=f"rule: mean pairwise correlation over lags >= {lo:g} and strength sd/mean <= {hi:g}")
 
 
-def layer1_bump(claim: dict, gpa: dict, scale: str) -> ClaimResult:
+def wrap_control(params, row: str) -> tuple[bool, str] | None:
+    """(whether the line-wrap study's planted-period control found its bump for `row`, the study's
+    premise reading for the row) from the study's summary.json at this scale; None where the
+    study has not run here, does not read the row, or planted no period."""
+    from ...studies.common import summary_path
+    from ...studies.report_common import read_summary
+    from ...studies.wrap.bumpshift import TRACKS
+
+    summary = read_summary(summary_path(params, "wrap"))
+    if summary is None or summary.get("scale") != params.scale:
+        return None
+    got = next((r for r in summary.get("rows", []) if r["row"] == row and r.get("controls")), None)
+    if got is None:
+        return None
+    return all(c.get("verdict") == TRACKS for c in got["controls"]), got.get("premise_why", "")
+
+
+def _control_gate(control: tuple[bool, str] | None) -> str | None:
+    """The positive control's verdict for a bump reading other than reproduced, or None (found)."""
+    if control is None:
+        return stats.not_judged("positive control not run at this scale: a bump away from the newline peak is "
+                                "evidence only where a period planted in the text (the line-wrap study's "
+                                "planted_<p> corpus) is found at this size")
+    return None if control[0] else stats.not_judged(f"positive control not found at this size: {control[1]}")
+
+
+def layer1_bump(claim: dict, gpa: dict, scale: str, control: tuple[bool, str] | None = None) -> ClaimResult:
     runs, missing = _runs(claim, gpa, scale)
     corpus = gpa.get("corpus")
     if missing or not corpus or corpus.get("peak") is None:
@@ -161,7 +190,10 @@ def layer1_bump(claim: dict, gpa: dict, scale: str) -> ClaimResult:
     ours = (f"mean layer-1 bump lag {np.mean(found):.1f} against {target}; " if found else "no layer-1 bump; ") + \
         "; ".join(f"{r['run_id']}: lags {', '.join('—' if x is None else str(x) for x in ls)}"
                   for r, ls in zip(runs, lags))
-    return ClaimResult(claim, _bank_gate(runs) or _all_none(agree), scale=scale, ours=ours,
+    reading = _all_none(agree)
+    # a reading other than "found where the paper says" needs an instrument shown to find a bump here
+    verdict = _bank_gate(runs) or (None if reading == stats.REPRODUCED else _control_gate(control)) or reading
+    return ClaimResult(claim, verdict, scale=scale, ours=ours,
                        estimate=float(np.mean(found)) if found else None,
                        detail=(f"rule: every layer-1 bank's bump within {tol:g} lags of our corpus's newline peak + 1 "
                                f"(lag {target}; the paper: 70 = 69 + 1), in {sum(agree)} of {len(agree)} seeds"))
@@ -231,7 +263,7 @@ def judge(claims: list[dict], gpa: dict, params, converged: dict) -> list[ClaimR
         elif c["kind"] == "strength_cost":
             out.append(strength_cost(c, gpa, scale))
         elif c["kind"] == "layer1_bump":
-            out.append(layer1_bump(c, gpa, scale))
+            out.append(layer1_bump(c, gpa, scale, wrap_control(params, c["row"])))
         else:
             out.append(layer1_banks(c, gpa, scale))
     return out

@@ -129,6 +129,25 @@ def best_loss(run: Run) -> float:
     return float(min([float(run.final["val_loss"]), *run.metrics["loss"].tolist()]))
 
 
+def gka_records(params: Params, runs_df: pd.DataFrame) -> list:
+    """(run id, report.stability.TrainRecord) of every char GKA run the scale has: the matrix's
+    GKA rows and the GKA-init study's char runs (the runs its summary.json lists, where the study
+    ran at this scale). "GKA trains stably" reads every one: at small the matrix trains no GKA
+    row, and the study's 24 char runs are where GKA trained."""
+    from ...report import stability
+    from ...studies.common import summary_path
+    from ...studies.gka_init.stages import STUDY, gka_run_dir
+    from ...studies.report_common import read_summary
+
+    gka = {r.name for r in params.matrix.rows if r.variant == "gka"}
+    folders = [(rid, stages.run_dir(params, rid)) for rid, row in zip(runs_df["run_id"], runs_df["row"]) if row in gka]
+    summary = read_summary(summary_path(params, STUDY))
+    if summary is not None and summary.get("scale") == params.scale:
+        folders += [(r["run_id"], gka_run_dir(params) / r["run_id"]) for r in summary.get("runs", [])
+                    if r.get("track", "char") == "char"]
+    return [(rid, stability.read_record(folder / "metrics.jsonl")) for rid, folder in folders]
+
+
 def val_curves(runs: list[Run]) -> dict[str, tuple[list[int], list[float]]]:
     """run id -> (steps, validation losses) of its evaluations: what the convergence gate reads."""
     return {r.spec.run_id: (r.metrics["step"].tolist(), r.metrics["loss"].tolist()) for r in runs}
@@ -138,7 +157,8 @@ def runs_table(runs: list[Run], ctx: ReportContext) -> pd.DataFrame:
     """One line per run (matrix order)."""
     recs = []
     for r in runs:
-        f = r.final
+        # live tracking: final.json's MLflow ids; tracking.live false: what the DAG's sync_mlflow recorded
+        f = {**r.final, **ctx.mlflow_ids(r.final, stages.run_dir(ctx.params, r.spec.run_id))}
         recs.append({
             "run_id": r.spec.run_id, "row": r.spec.row, "seed": r.spec.seed,
             "label": r.spec.label, "source": r.spec.source,
@@ -148,12 +168,12 @@ def runs_table(runs: list[Run], ctx: ReportContext) -> pd.DataFrame:
             "extra_params": f["extra_params"], "tokens_seen": f["tokens_seen"], "steps": f["steps"],
             "wall_s": num(f["wall_s"]), "tokens_per_s": num(f["tokens_per_s"]),
             "device": f["device"], "git_commit": f["git_commit"], "params_digest": f["params_digest"],
-            "scale": f["scale"], "mlflow_run_id": f["mlflow_run_id"], "tracking_uri": f["tracking_uri"],
+            "scale": f["scale"], "mlflow_run_id": f.get("mlflow_run_id"), "tracking_uri": f.get("tracking_uri"),
             "torch_version": f.get("torch_version"),
             # issue 37: the last evaluation's own sampling error (whole split), what the lr factor speeds up
             "val_loss_se": f.get("val_loss_se"), "val_windows": f.get("val_windows"),
             "n_variant_params": f.get("n_variant_params"), "variant_lr_scale": f.get("variant_lr_scale"),
-            "mlflow_url": ctx.mlflow_url(f["mlflow_run_id"]),
+            "mlflow_url": ctx.mlflow_url(f.get("mlflow_run_id")),
             "command": r.command,
         })
     return pd.DataFrame.from_records(recs)

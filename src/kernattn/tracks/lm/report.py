@@ -239,7 +239,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
             out.append(_train_flops_claim(claim, section["d20"], section["paper"]["table8"]))
         elif pair is None or pair[0] not in rows or pair[1] not in rows:
             out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
-                                   detail=_missing_pair(pair, rows)))
+                                   detail=_missing_pair(pair, rows, ctx.params.lm.rows)))
         elif kind == "lm_bpb":
             out.append(_bpb_claim(claim, section["groups"], pair, scale))
         elif kind == "lm_gap":
@@ -323,10 +323,14 @@ def _with_identity(ctx: ReportContext, out: list[ClaimResult], reading) -> list[
     return out
 
 
-def _missing_pair(pair, rows: dict) -> str:
+def _missing_pair(pair, rows: dict, lm_rows=()) -> str:
+    """Why the pair's claims are not run: which of Table 8's models no row of this scale's lm.rows
+    trains (naming the row field that would), or which row of the pair has no evaluation."""
     if pair is None:
-        return ("no rows of lm.rows name Table 8's models in their paper field "
-                f"(paper: {{seed: \"003\", table: 8, model: ...}} for {' and '.join(PAIR)})")
+        lacking = [m for m in PAIR if paper_row(lm_rows, "003", m, table=8) is None]
+        return (f"no row of this scale's lm.rows trains {' or '.join(lacking)} of Table 8 (a row with "
+                f"paper: {{document: gka-paper, table: 8, model: {lacking[0]}}}; the rows here: "
+                f"{', '.join(r.name for r in lm_rows) or 'none'})")
     return f"no evaluation of {' and '.join(x for x in pair if x not in rows)} (the paper's pair, Table 8)"
 
 
