@@ -91,11 +91,11 @@ def test_the_part_shows_rules_slowest_jobs_and_the_plan(tmp_path, bench, monkeyp
     monkeypatch.setattr(timing, "folder_of", lambda scale: bench)
     ctx = ReportContext(p, str(REPO / "params.yaml"), tmp_path / "report", papers={})
     ctx.tables.mkdir(parents=True)
-    assert part.section(ctx)["timing"]["plan_path"] is None  # no plan written at this scale
+    assert part.section(ctx)["plan_path"] is None  # no plan written at this scale
     (tmp_path / "plan").mkdir()  # plan_csv: beside the scale's bench folder
     pd.DataFrame({"stage": ["train"], "run": ["rope-s0"], "wall_h": [15 / 3600]}).to_csv(
         tmp_path / "plan" / "micro.csv", index=False)
-    got = part.section(ctx)["timing"]
+    got = part.section(ctx)
     assert got["found"] and got["span"]["jobs"] == 4 and got["ratio_range"] == pytest.approx((2.0, 2.0))
     assert "gpa_dp_m8-s0" in got["slowest"] and "not planned" in got["versus"]
     assert list(pd.read_csv(ctx.tables / "timing-rules.csv")["rule"]) == ["train", "prepare", "analyze_gpa"]
@@ -105,4 +105,4 @@ def test_the_part_says_where_benchmarks_are_expected(tmp_path, monkeypatch):
     p = load_params(REPO / "params.yaml", "micro")
     monkeypatch.setattr(timing, "folder_of", lambda scale: tmp_path / "none")
     ctx = ReportContext(p, str(REPO / "params.yaml"), tmp_path / "report", papers={})
-    assert part.section(ctx) == {"timing": {"found": False, "folder": str(tmp_path / "none")}}
+    assert part.section(ctx) == {"found": False, "folder": str(tmp_path / "none")}

@@ -40,7 +40,7 @@ def section(ctx: ReportContext) -> dict:
     folder = timing.folder_of(ctx.params.scale)
     frame = timing.jobs(folder)
     if frame.empty:
-        return {"timing": {"found": False, "folder": str(folder)}}
+        return {"found": False, "folder": str(folder)}
     rules = timing.per_rule(frame)
     slowest = frame.sort_values("wall_s", ascending=False, kind="stable").head(SLOWEST)
     plan, plan_path = _plan(ctx)
@@ -48,11 +48,11 @@ def section(ctx: ReportContext) -> dict:
     rules.to_csv(ctx.tables / "timing-rules.csv", index=False)
     versus.to_csv(ctx.tables / "timing-plan.csv", index=False)
     ratios = versus["ratio"].dropna()
-    return {"timing": {
+    return {
         "found": True, "folder": str(folder), "span": timing.span(frame),
         "rules": _html(rules), "slowest": _html(slowest[["rule", "run", "wall_s", "cpu_s", "max_rss_mb"]]),
         "versus": _html(versus), "plan_path": plan_path if plan is not None else None,
-        "ratio_range": (float(ratios.min()), float(ratios.max())) if len(ratios) else None}}
+        "ratio_range": (float(ratios.min()), float(ratios.max())) if len(ratios) else None}
 
 
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
