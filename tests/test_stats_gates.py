@@ -184,7 +184,7 @@ def test_bank_gate_reads_kernels_against_the_schedule(tmp_path):
     from kernattn.config import load_params
     from kernattn.tracks.char import report_bankgate
 
-    p = load_params(PARAMS, "tiny")
+    p = load_params(PARAMS, "tiny", {"train": {"max_steps": 210, "warmup_steps": 30}})  # tiny's schedule until 2026-12
     th = gates.Thresholds(last_fraction=0.2, max_loss_drop=0.01, max_param_travel=0.5)
     options = {"n_kernels": 4, "kernel": "decay_periodic", "combine": "mult"}
     tau0 = np.linspace(4.0, 192.0, 4)

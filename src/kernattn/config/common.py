@@ -92,8 +92,8 @@ class TrackingParams:
     # --record`): a CPU scale's short jobs are spared MLflow's start-up (about 3 s of imports each).
     live: bool = True
     # Sample CPU/GPU/memory/disk into each run (system/* metrics, MLflow's monitor thread, every 10 s).
-    # Off unless asked: a thread and psutil in every job cost a CPU scale's short runs more than they
-    # tell; the paper scale asks (GPU memory and utilisation over hours of training).
+    # Off unless asked: params.yaml asks at the paper scale (GPU memory and utilisation over hours of
+    # training); a thread and psutil in every job would cost a CPU scale's short runs more than they tell.
     system_metrics: bool = False
 
 
