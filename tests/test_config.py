@@ -39,8 +39,8 @@ def test_shipped_scales():
     tiny = load_params(PARAMS)  # the file's own scale
     assert tiny.scale == "tiny" and tiny.train.device == "cpu"
     # every row but the bank-size ablation's M = 1, 4, 16; two seeds where a claim compares the row,
-    # one for ALiBi, T5, the lag table and GPA M=8
-    assert len(run_matrix(tiny)) == 8 * 2 + 4
+    # one for ALiBi, T5, the lag table, GPA M=8 and GKA
+    assert len(run_matrix(tiny)) == 7 * 2 + 5
     assert tiny.data.val_fraction == 0.1  # not overridden: inherited from the defaults
     micro = load_params(PARAMS, "micro")
     assert [r.run_id for r in run_matrix(micro)] == ["rope-s0", "gpa_dp_m8-s0"]

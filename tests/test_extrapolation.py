@@ -152,8 +152,8 @@ def test_the_stages_read_every_run_and_feed_the_report():
 
     table = stage_table(load_params(REPO / "params.yaml", "tiny"))
     char, lm = table["extrapolate_char"], table["extrapolate_lm"]
-    assert sum(f.endswith("/final.json") for f in char.inputs(None)) == 20  # every tiny char run (8 rows x 2 seeds + 4 x 1)
-    assert sum(f.endswith("/final.json") for f in lm.inputs(None)) == 10  # tiny LM rows: 4 x 2 seeds + 2 x 1
+    assert sum(f.endswith("/final.json") for f in char.inputs(None)) == 19  # every tiny char run (7 rows x 2 seeds + 5 x 1)
+    assert sum(f.endswith("/final.json") for f in lm.inputs(None)) == 9  # tiny LM rows: the paper's pair and gka_tokens x 2 seeds + 3 x 1
     assert char.outputs(None) == ["results/tiny/extrapolation/char.csv"]
     assert {*char.outputs(None), *lm.outputs(None)} <= set(table["report"].inputs(None))
     assert "studies" in char.params and "studies" in lm.params and "lm" in lm.params
