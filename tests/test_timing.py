@@ -106,3 +106,35 @@ def test_the_part_says_where_benchmarks_are_expected(tmp_path, monkeypatch):
     monkeypatch.setattr(timing, "folder_of", lambda scale: tmp_path / "none")
     ctx = ReportContext(p, str(REPO / "params.yaml"), tmp_path / "report", papers={})
     assert part.section(ctx) == {"found": False, "folder": str(tmp_path / "none")}
+
+
+def test_calibration_fits_start_up_and_efficiency_from_different_measurements():
+    """Two char trainings whose loops took 10 s and 20 s for 2e11 and 4e11 FLOPs at a 1e11 FLOP/s peak
+    (efficiency 0.2) and whose jobs took 4 s more (start-up 4); an evaluation with no loop record,
+    6 s of job for 1e11 FLOPs: (6 - 4) s busy, efficiency 0.5."""
+    from kernattn.dag import calibrate
+
+    jobs = pd.DataFrame({"stage": ["train", "train", "eval_lm"], "run": ["a-s0", "b-s0", "a-s0"],
+                         "key": ["char", "char", "eval_lm"], "flops": [2e11, 4e11, 1e11],
+                         "wall_s": [14.0, 24.0, 6.0], "loop_s": [10.0, 20.0, float("nan")]})
+    fitted = calibrate.fit(jobs, peak=1e11)
+    assert fitted["startup_s"] == 4.0
+    assert fitted["efficiency"] == {"char": pytest.approx(0.2), "eval_lm": pytest.approx(0.5)}
+    assert calibrate.efficiency_key("eval_lm", "lm") == "eval_lm" and calibrate.efficiency_key("train_lm", "lm") == "lm"
+    with pytest.raises(ValueError, match="no planned job has a loop record"):
+        calibrate.fit(jobs[jobs["stage"] == "eval_lm"], peak=1e11)
+
+
+def test_the_cpu_plan_adds_start_up_and_divides_by_each_tracks_efficiency(monkeypatch):
+    """resolve_device('cpu') takes gpus.yaml's calibrated block; a job's wall = start-up + FLOPs /
+    (peak x its key's efficiency)."""
+    from kernattn.bench import peaks
+    from kernattn.dag import plan as pl
+
+    monkeypatch.setattr(peaks, "measure_cpu_peak", lambda threads=1: 1e11)
+    monkeypatch.setattr(pl, "cpu_defaults", lambda: {"mfu": 0.5, "startup_s": 4.0, "source": "test",
+                                                    "efficiency": {"char": 0.2, "eval_lm": 2.0}})
+    device = pl.resolve_device("cpu", None)
+    assert (device.peak, device.startup_s) == (1e11, 4.0)
+    assert device.mfu_for("char", "train") == 0.2 and device.mfu_for("lm", "eval_lm") == 2.0
+    assert device.mfu_for("vision", "train_vision") == 0.5  # no stated efficiency: the block's mfu

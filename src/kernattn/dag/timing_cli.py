@@ -100,8 +100,10 @@ def calibration(params) -> str:
     import pandas as pd
     import yaml
 
+    import json
+
     from ..bench import peaks
-    from ..plan_files import plan_csv
+    from ..plan_files import plan_csv, summary_path
     from . import calibrate, timing
     from .stages import stage_table
 
@@ -110,7 +112,11 @@ def calibration(params) -> str:
         from ..errors import UsageError
 
         raise UsageError(f"{plan_path}: no plan at scale {params.scale}; the DAG's plan stage writes it")
-    peak = peaks.measure_cpu_peak(params.train.threads or 1)
+    # the peak the plan itself measured (its summary): on a 2-vCPU machine the matmul rate per CPU
+    # second depends on what the other vCPU runs, so the efficiency is fitted against the rate the
+    # plan divides by, measured under the DAG's own load
+    summary = json.loads(summary_path(plan_path).read_text()) if summary_path(plan_path).is_file() else {}
+    peak = float(summary.get("peak_flops") or peaks.measure_cpu_peak(params.train.threads or 1))
     jobs = calibrate.measurements(timing.jobs(timing.folder_of(params.scale)), pd.read_csv(plan_path),
                                   stage_table(params))
     fitted = calibrate.fit(jobs, peak)
