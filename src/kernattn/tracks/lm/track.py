@@ -169,10 +169,10 @@ class LMTrack(Track):
         x, y = xy
         return F.cross_entropy(fwd(x).float().reshape(-1, self.vocab), y.reshape(-1))
 
-    @torch.no_grad()
     def probe_input(self, rows: int | None = None) -> torch.Tensor:
         return batch(self.val_data, self.val_starts[0][:rows], self.section.context)[0].to(self.device)
 
+    @torch.no_grad()  # without it every validation batch's graph is kept until the sum (GBs at depth 20)
     def evaluate(self, fwd, autocast) -> dict:
         self.model.eval()
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # summed nats, tokens: reduced over ranks
