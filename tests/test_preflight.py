@@ -5,6 +5,7 @@ data, nothing written beside the params file)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -16,9 +17,9 @@ import pytest
 import torch
 import yaml
 
-from kernattn.preflight import memory, slurm_check
+from kernattn.preflight import memory, slices, slurm_check, steps, watch
 from kernattn.preflight.items import FAIL, OK, WARN
-from kernattn.preflight.rowcheck import SavedBytes
+from kernattn.preflight.rowcheck import NoGraphEval, SavedBytes
 
 from . import paths
 
@@ -70,6 +71,126 @@ def test_the_saved_tensor_count_matches_a_hand_count():
     probe = type("Probe", (SavedBytes, Tiny), {})()
     probe.loss(probe.model, torch.randn(2, 4)).backward()
     assert (probe.saved_float, probe.saved_other) == (32 + 24, 0)
+
+
+# ----------------------------------------------------------------------------- the memory ceiling
+ALLOCATE = "import os, signal, time\nheld = []\n"  # children that hold real, touched pages
+
+
+def _child(tmp_path: Path, body: str) -> list[str]:
+    script = tmp_path / "child.py"
+    script.write_text(ALLOCATE + body)
+    return [sys.executable, str(script)]
+
+
+def test_a_row_killed_by_the_os_says_so_with_the_memory_it_reached(tmp_path, monkeypatch):
+    """A row's process that takes ~200 MB and is then SIGKILLed (as the OOM killer does): the
+    row fails naming the signal, the likely cause and the peak the kernel counted."""
+    fake = tmp_path / "python"  # run_row starts `python -m kernattn.preflight.rowcheck ...`: this ignores it
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'child.py'}\n")
+    fake.chmod(0o755)
+    _child(tmp_path, "held.append(b'x' * (200 << 20))\ntime.sleep(1)\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    monkeypatch.setattr(steps.sys, "executable", str(fake))
+    row = steps.Row("lm", "base", "base-s0", "base")
+    result = steps.run_row(row, {}, tmp_path, watch.Ceiling(8 * GIB, 8 * GIB, 20 * GIB))
+    item = steps.step_item(row, result)
+    assert item.status == FAIL and result["exit"] == -9, item.line()
+    assert 200 << 20 <= result["peak_rss"] < 400 << 20
+    assert f"killed by the OS (SIGKILL, likely out of memory) after reaching {result['peak_rss'] / GIB:.2f} GiB " \
+           f"resident (20.00 GiB were available at the start)" in item.text, item.text
+
+
+def test_a_process_past_the_ceiling_is_stopped_and_says_why(tmp_path):
+    argv = _child(tmp_path, "for _ in range(40):\n    held.append(b'x' * (50 << 20))\n    time.sleep(0.05)\n")
+    ceiling = watch.Ceiling(300 << 20, 300 << 20, None)
+    end = watch.run_capped(argv, tmp_path / "log", ceiling.limit)
+    assert end.stopped and end.code == -9 and 300 << 20 < end.peak < 1 << 30, end
+    text = watch.ended_text(end, ceiling, tmp_path / "log")
+    assert text.startswith("stopped by the preflight after reaching") and "larger --max-memory" in text, text
+    fine = watch.run_capped(_child(tmp_path, "held.append(b'x' * (50 << 20))\ntime.sleep(0.5)\n"), tmp_path / "log",
+                            ceiling.limit)
+    assert (fine.code, fine.stopped) == (0, False) and fine.peak >= 50 << 20
+
+
+def test_the_ceiling_is_the_asked_memory_at_most_90_percent_of_what_is_available():
+    small = watch.Ceiling.here(12, meminfo="MemTotal: 9000000 kB\nMemAvailable: 8388608 kB\n")
+    assert small.available == 8 * GIB and small.limit == int(0.9 * 8 * GIB)
+    assert "90% of the memory available here, 8.00 GiB; --max-memory asked 12.00 GiB" in small.text()
+    big = watch.Ceiling.here(12, meminfo="MemAvailable: 67108864 kB\n")
+    assert big.limit == 12 * GIB and big.text() == "12.00 GiB (--max-memory; 64.00 GiB available here)"
+    assert watch.Ceiling.here(12, meminfo="").limit == 12 * GIB  # no MemAvailable: the asked memory
+
+
+# ----------------------------------------------------------------------------- slices
+def test_the_paper_lm_slices_repeat_its_layers_exactly():
+    """Depth 20 steps slices of 4 and 8 layers at the full width; for every LM variant the
+    parameter count is linear over them (what the extrapolation assumes), on the meta device."""
+    from kernattn.config import load_params
+    from kernattn.tracks.lm.model import GPTConfig, build_model
+
+    p = load_params(paths.REPO / "params.yaml", "paper")
+    cut = slices.slicing("lm", p)
+    assert (cut.depth, cut.period, cut.depths) == (20, 4, (4, 8))
+    assert cut.overrides(4) == {"lm": {"depth": 4, "aspect_ratio": 320}}
+    assert slices.slicing("lm", load_params(paths.REPO / "params.yaml", "micro")) is None
+    assert slices.slicing("char", p) is None
+    plan = steps.memory_plan([steps.Row("lm", "base", "base-s0", "base")], p, watch.Ceiling(12 * GIB, 12 * GIB, None))
+    assert plan == ("memory: each row's check process is held under 12.00 GiB (--max-memory); lm rows (20 layers) "
+                    "step slices of 4 and 8 layers, extrapolated to 20, and whole too where that fits")
+    for row in p.lm.rows:
+        counts = {}
+        for depth in (4, 8, 20):
+            lm = dataclasses.replace(p.lm, depth=depth, aspect_ratio=cut.dim // depth)
+            cfg = GPTConfig.from_params(lm, p.lm.vocab_size, row.variant, row.options)
+            counts[depth] = sum(q.numel() for q in build_model(cfg, "meta").parameters())
+        assert counts[20] == counts[4] + 4 * (counts[8] - counts[4]), row.name
+
+
+def _slice(params, peak, held, step_s=10.0):
+    return {"params": params, "planned_params": 896, "held": held, "saved_float": 2 * held, "saved_other": 8,
+            "checkpoint_bytes": held // 2, "peak_rss": peak, "step_s": step_s, "resume_s": 1.0,
+            "resumed_from_step": 1, "same_weights": True, "eval_grad": False}
+
+
+def test_two_slices_extrapolate_to_the_full_depth_and_the_row_says_what_it_proved():
+    cut = slices.Slicing("lm", 20, 4, 1280)
+    small, large = _slice(256, 4 * GIB, 100), _slice(416, 6 * GIB, 140)
+    large.pop("resume_s")
+    out = steps.sliced(cut, {4: small, 8: large})
+    assert out["extrapolated"] == {"params": 896, "held": 260, "saved_float": 520, "saved_other": 8,
+                                   "checkpoint_bytes": 130, "peak_rss": 12 * GIB}
+    assert out["peak_rss"] == 6 * GIB and out["peaks"] == {"4": 4 * GIB, "8": 6 * GIB} and "error" not in out
+    item = steps.step_item(steps.Row("lm", "base", "base-s0", "base"), out)
+    assert item.status == OK and "896 params over 20 layers, stepped as slices of 4 and 8 layers" in item.text
+    assert "peak memory 4.00 GiB and 6.00 GiB" in item.text and "--max-memory 14 steps it whole" in item.text
+    wrong = steps.sliced(cut, {4: small, 8: _slice(400, 6 * GIB, 140)})
+    assert "do not repeat" in wrong["error"], wrong
+
+
+# ----------------------------------------------------------------------------- evaluation without autograd
+class _Eval:
+    """A track's evaluate as the LM's: per batch, its loss summed into one tensor."""
+    def __init__(self):
+        self.model = torch.nn.Linear(4, 3)
+
+    def evaluate(self, fwd, autocast):
+        total = torch.zeros(())
+        for x in torch.randn(3, 2, 4):
+            total += fwd(x).square().sum()
+        return {"loss": total}
+
+
+def test_an_evaluation_that_leaves_autograd_on_is_caught_and_kept_from_holding_graphs():
+    probe = type("Probe", (NoGraphEval, _Eval), {})()
+    out = probe.evaluate(probe.model, None)
+    assert probe.eval_grad and out["loss"].grad_fn is None and torch.is_grad_enabled()
+    quiet = type("Quiet", (_Eval,), {"evaluate": torch.no_grad()(_Eval.evaluate)})  # as a fixed track's
+    fine = type("Probe", (NoGraphEval, quiet), {})()
+    fine.evaluate(fine.model, None)
+    assert not fine.eval_grad
+    row = steps.Row("lm", "base", "base-s0", "base")
+    item = steps.step_item(row, {**_slice(1, GIB, 1), "eval_grad": True, "evaluate": "m.T.evaluate"})
+    assert item.status == FAIL and "m.T.evaluate has no @torch.no_grad()" in item.text
 
 
 # ----------------------------------------------------------------------------- SLURM

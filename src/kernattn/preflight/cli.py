@@ -5,7 +5,9 @@
 
 - data: every data set the scale reads is here or pullable (data_check.py)
 - step: every training row of every track builds at the scale's shapes and trains one optimizer
-  step on a batch of one on the CPU, checkpoints and resumes it (steps.py, rowcheck.py)
+  step on a batch of one on the CPU, checkpoints and resumes it (steps.py, rowcheck.py), each
+  row's process under a memory ceiling (--max-memory, watch.py) with its peak reported; a row
+  too deep for the ceiling steps slices of its repeating layers, extrapolated (slices.py)
 - memory: each job's GPU memory at its configured micro-batch, beside the card's (memory.py)
 - slurm: the profile's partitions, GPUs, nodes and time limits against sinfo (slurm_check.py)
 
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..tracks import TRACKS
+from .watch import DEFAULT_MAX_GIB, Ceiling
 
 CHECKS = ("data", "step", "slurm")
 SHIPPED_PROFILE = "profiles/slurm/config.yaml"
@@ -55,6 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"installed ~/.config/snakemake/slurm, else {SHIPPED_PROFILE})")
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="the stand-in data and the steps' run folders (default: a temporary folder, removed)")
+    parser.add_argument("--max-memory", type=float, default=DEFAULT_MAX_GIB, metavar="GIB",
+                        help=f"the most resident memory one row's check may reach, GiB (default {DEFAULT_MAX_GIB:g}, "
+                             f"and at most 90%% of what this machine has available): a process beyond it is "
+                             f"stopped, and a row whose whole step would pass it steps slices of its layers")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write every item and its numbers as JSON")
 
 
@@ -73,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
     if not kind.memory_gib:
         raise UsageError(f"--gpu {args.gpu}: its memory is not in src/kernattn/bench/gpus.yaml (memory_gib)")
     profile = args.profile or installed_profile()
+    if args.max_memory <= 0:
+        raise UsageError(f"--max-memory {args.max_memory:g}: give the GiB a row's check may hold, e.g. 12")
+    ceiling = Ceiling.here(args.max_memory)
     params = params_from_args(args)
     print(f"kernattn preflight: scale {params.scale!r}, tracks {', '.join(tracks)}, GPU {kind.name} "
           f"({kind.memory_gib:g} GiB), profile {profile}", flush=True)
@@ -83,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="kernattn-preflight-") as tmp:
             work = Path(args.work_dir) if args.work_dir else Path(tmp)
             items += step_and_memory_items(str(args.params), params, tracks, _names(args.rows, None, "--rows"),
-                                           work, profile_gpus(profile), kind)
+                                           work, profile_gpus(profile), kind, ceiling)
     if "slurm" not in skip:
         items += _said(slurm_items(profile))
     failed = [i for i in items if i.status == "FAIL"]
@@ -94,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         atomic_write_json(args.json, {"scale": params.scale, "gpu": kind.name, "profile": profile, "wall_s": wall,
                                       "peak_rss_bytes": max((i.values.get("peak_rss", 0) for i in items), default=0),
+                                      "memory": {"ceiling_bytes": ceiling.limit, "max_memory_bytes": ceiling.asked,
+                                                 "available_bytes": ceiling.available},
                                       **machine(), "items": [vars(i) for i in items]})
     return 1 if failed else 0
 
@@ -111,6 +123,7 @@ def machine() -> dict:
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {"timestamp": utc_timestamp(), "git_commit": commit, "git_dirty": dirty,
             "machine": {"cpu": device_name(torch.device("cpu")), "cores": os.cpu_count(), "memory_bytes": total,
+                        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                         "python": platform.python_version(), "torch": torch.__version__}}
 
 

@@ -10,10 +10,16 @@ that each row's peak memory is its own (the parent reads it from wait4) and a cr
     3. a new Track resumes that checkpoint (the engine's own resume) and must hold the same
        weights, byte for byte
 
+The evaluation's forwards run without autograd whatever the track does (`NoGraphEval`): a
+track whose evaluate leaves autograd on keeps every validation batch's graph until the loss is
+summed, which on the GPU runs out of memory at the first evaluation; the row records it
+(`eval_grad`) and fails, and the check itself keeps its memory.
+
 SPEC (JSON): track, run_id, params, scale, overrides (the command's --overrides file, or null),
 full (overrides over those: stand-in data, CPU, no MLflow, outputs in the work folder), one
-(full + a batch of one), step (false: stop after 1, for a row whose model another row already
-stepped). OUT (JSON): what was measured, or `error`.
+(full + a batch of one; + a slice's depth, slices.py), step (false: stop after 1, for a row
+whose model another row already stepped), resume (false: skip 3, for the deeper slice).
+OUT (JSON): what was measured, or `error`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import traceback
 from pathlib import Path
 
 import torch
+
+from .watch import resident
 
 TRACK_CLASSES = {"char": ("kernattn.tracks.char.track", "CharTrack"),
                  "lm": ("kernattn.tracks.lm.track", "LMTrack"),
@@ -58,6 +66,32 @@ class SavedBytes:
         return out
 
 
+class NoGraphEval:
+    """A Track mixin: the model's forwards during `evaluate` run without autograd; `eval_grad`
+    records whether the track had left it on (a forward hook sees the mode evaluate set)."""
+    eval_grad = False
+
+    def evaluate(self, fwd, autocast):
+        modes: list[bool] = []
+
+        def before(module, args):
+            modes.append(torch.is_grad_enabled())
+            torch.set_grad_enabled(False)
+
+        def after(module, args, out):
+            torch.set_grad_enabled(modes[-1])
+
+        was = torch.is_grad_enabled()
+        hooks = [self.model.register_forward_pre_hook(before), self.model.register_forward_hook(after)]
+        try:
+            return super().evaluate(fwd, autocast)
+        finally:
+            for hook in hooks:
+                hook.remove()
+            torch.set_grad_enabled(was)
+            self.eval_grad = self.eval_grad or any(modes)
+
+
 def track_class(track: str):
     import importlib
 
@@ -82,51 +116,73 @@ def spec_params(spec: dict, stand_ins: dict):
 
 
 def check(spec: dict) -> dict:
-    from ..bench.models import held_bytes
-    from ..engine import train_run
-    from ..engine.rundir import CKPT, CONFIG
-    from ..engine.runtime import weights_digest
-
     track, run_id = spec["track"], spec["run_id"]
     cls = track_class(track)
-
-    def params(doc: dict):
-        return spec_params(spec, doc)
-
-    full = params(spec["full"])
+    full = spec_params(spec, spec["full"])
     run = run_spec(full, track, run_id)
+    out = planned(cls, full, run, track)
+    if not spec["step"]:
+        return out
+    one = spec_params(spec, spec["one"])
+    out |= step_once(cls, one, run)
+    run_dir = out.pop("run_dir")
+    if "error" not in out and spec.get("resume", True):
+        out |= resume(cls, one, run, run_dir, out["digest"])
+    shutil.rmtree(run_dir, ignore_errors=True)  # a paper LM checkpoint is ~10 GB: one at a time in the work folder
+    return out
+
+
+def planned(cls, full, run, track: str) -> dict:
+    """The row as the real run plans it: its batch split and schedule."""
+    from .slices import planned_params
+
     as_planned = cls(full, run)
     out = {"global_batch": as_planned.global_batch, "micro_default": as_planned.micro_default,
            "micro_batch": as_planned.section.micro_batch,
            # a ViT's steps count the stand-in's images, not the data set's: a check that it plans, no more
            "max_steps_on_stand_in": as_planned.max_steps,
            "stage_command": cls.command}
-    del as_planned
-    if not spec["step"]:
-        return out
-    one = params(spec["one"])
+    if (count := planned_params(track, as_planned)) is not None:
+        out["planned_params"] = count  # the full model's, which a slice's extrapolation must give
+    return out
+
+
+def step_once(cls, one, run) -> dict:
+    """One optimizer step and its checkpoint, counted (the run folder in `run_dir`)."""
+    from ..bench.models import held_bytes
+    from ..engine import train_run
+    from ..engine.rundir import CKPT
+    from ..engine.runtime import weights_digest
+
     t0 = time.perf_counter()
-    first = type(f"Preflight{cls.__name__}", (SavedBytes, cls), {})(one, run)
+    first = type(f"Preflight{cls.__name__}", (SavedBytes, NoGraphEval, cls), {})(one, run)
     if (code := train_run(first, fresh=True, stop_after=1, progress=False)) != 0:
-        return out | {"error": f"the step exited {code}"}
+        return {"error": f"the step exited {code}", "run_dir": first.run_dir}
     micro = first.micro_batch or 1  # the stand-in's batch (two images where Mixup pairs them): per sample below
-    out |= {"step_s": time.perf_counter() - t0, "params": sum(p.numel() for p in first.model.parameters()),
-            "step_micro_batch": micro, "held": held_bytes(*first.parts().values()),
-            "saved_float": first.saved_float // micro, "saved_other": first.saved_other // micro,
-            "digest": weights_digest(first.model)}
-    run_dir = first.run_dir
+    out = {"step_s": time.perf_counter() - t0, "params": sum(p.numel() for p in first.model.parameters()),
+           "step_micro_batch": micro, "held": held_bytes(*first.parts().values()),
+           "saved_float": first.saved_float // micro, "saved_other": first.saved_other // micro,
+           "digest": weights_digest(first.model), "eval_grad": first.eval_grad,
+           "evaluate": f"{cls.__module__}.{cls.evaluate.__qualname__}", "run_dir": first.run_dir,
+           "checkpoint_bytes": (first.run_dir / CKPT).stat().st_size}
     del first
-    gc.collect()
+    gc.collect()  # its weights and optimizer state, before the resume builds them again
+    return out
+
+
+def resume(cls, one, run, run_dir: Path, digest: str) -> dict:
+    """A new Track resumes the checkpoint through the engine and must hold the same weights."""
+    from ..engine import train_run
+    from ..engine.rundir import CONFIG
+    from ..engine.runtime import weights_digest
+
     t0 = time.perf_counter()
     again = cls(one, run)
     if (code := train_run(again, stop_after=1, progress=False)) != 0:
-        return out | {"error": f"the resume exited {code}"}
+        return {"error": f"the resume exited {code}"}
     resumed = json.loads((run_dir / CONFIG).read_text()).get("resumed_from_step")
-    same = weights_digest(again.model) == out["digest"]
-    out |= {"resume_s": time.perf_counter() - t0, "resumed_from_step": resumed, "same_weights": same,
-            "checkpoint_bytes": (run_dir / CKPT).stat().st_size}
-    del again
-    shutil.rmtree(run_dir, ignore_errors=True)  # a paper LM checkpoint is ~10 GB: one at a time in the work folder
+    same = weights_digest(again.model) == digest
+    out = {"resume_s": time.perf_counter() - t0, "resumed_from_step": resumed, "same_weights": same}
     if resumed != 1 or not same:
         out["error"] = (f"the resume started at step {resumed}, not 1" if resumed != 1
                         else "the resumed weights differ from the checkpointed ones")
@@ -142,6 +198,7 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         first = (str(exc).strip().splitlines() or [""])[0]
         result = {"error": f"{type(exc).__name__}: {first}"}
+    result["peak_rss_self"] = resident()[1]  # this process's own high-water mark (watch.py: why not the parent's count)
     out_path.write_text(json.dumps(result, indent=2) + "\n")
     return 1 if "error" in result else 0
 
