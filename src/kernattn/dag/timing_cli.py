@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
 from datetime import date
 from pathlib import Path
 
@@ -27,14 +26,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibrate", action="store_true",
                         help="fit the plan's CPU model (start-up, efficiency per track) to these jobs and print the "
                              "cpu: block of src/kernattn/bench/gpus.yaml (kernattn.dag.calibrate)")
-
-
-def _commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
 
 
 def machine() -> dict:
@@ -84,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         total = {"rule": "(DAG)", "jobs": span["jobs"], "wall_s": span["span_s"], "cpu_s": span["cpu_s"]}
         out = pd.concat([rules, pd.DataFrame([total])], ignore_index=True)
-        head = {"date": date.today().isoformat(), "commit": _commit(), **machine(), "scale": params.scale}
+        from ..engine.runtime import git_info
+
+        commit = git_info()[0]
+        head = {"date": date.today().isoformat(), "commit": commit and commit[:7], **machine(), "scale": params.scale}
         for i, (key, value) in enumerate(head.items()):
             out.insert(i, key, value)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -95,12 +89,10 @@ def run(args: argparse.Namespace) -> int:
 
 def calibration(params) -> str:
     """The fitted cpu: block, as YAML with its source line."""
-    from datetime import date as day
+    import json
 
     import pandas as pd
     import yaml
-
-    import json
 
     from ..bench import peaks
     from ..plan_files import plan_csv, summary_path
@@ -121,6 +113,6 @@ def calibration(params) -> str:
                                   stage_table(params))
     fitted = calibrate.fit(jobs, peak)
     m = machine()
-    source = (f"kernattn timing --calibrate on {day.today().isoformat()}, scale {params.scale}, {len(jobs)} jobs, "
+    source = (f"kernattn timing --calibrate on {date.today().isoformat()}, scale {params.scale}, {len(jobs)} jobs, "
               f"{m['machine']} ({m['cores']} cores, {m['cpu_capability']}), float32 matmul peak {peak / 1e9:.0f} GFLOP/s")
     return yaml.safe_dump({"cpu": {**fitted, "source": source}}, sort_keys=False, width=120)

@@ -28,6 +28,7 @@ ClaimResult, in file order; a part's template shows its own by `section`).
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -83,11 +84,16 @@ class ReportContext:
     def mlflow_ids(self, final: dict, run_dir: str | Path) -> dict:
         """A finished run's MLflow ids: final.json's (live tracking), else what the DAG's sync_mlflow
         stage recorded for its folder (tracking.live false), else none."""
-        from ..tracking import read_synced
-
         if final.get("mlflow_run_id"):
             return {k: final.get(k) for k in ("mlflow_run_id", "mlflow_experiment_id", "tracking_uri")}
-        return read_synced(self.scale).get(str(run_dir), {})
+        return self._synced.get(str(run_dir), {})
+
+    @functools.cached_property
+    def _synced(self) -> dict[str, dict]:
+        """The scale's sync record, read once per report (every run of every track looks it up)."""
+        from ..tracking import read_synced
+
+        return read_synced(self.scale)
 
     def claims_of(self, kinds: Iterable[str]) -> list[dict]:
         """The claims of paper_numbers.yaml of these kinds, in file order."""
