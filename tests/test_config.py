@@ -97,7 +97,7 @@ BAD = [
     ("negative lr", mutate(lambda d: d["train"].update(lr=-1e-3)), "train.lr must be > 0"),
     ("bad choice", mutate(lambda d: d["train"].update(dtype="fp8")), "train.dtype must be one of bfloat16, float32"),
     ("bad fraction", mutate(lambda d: d["data"].update(val_fraction=1.5)), "data.val_fraction must be between 0 and 1"),
-    ("unknown scale", mutate(lambda d: d.update(scale="huge")), "unknown scale 'huge'; allowed: micro, paper, small, tiny"),
+    ("unknown scale", mutate(lambda d: d.update(scale="huge")), "unknown scale 'huge'; allowed: micro, paper, small, small_long, tiny"),
     ("unknown variant", mutate(lambda d: d["matrix"]["rows"].append({"name": "x", "variant": "flash"})),
      "unknown attention variant 'flash'; valid names: favor, gka, gpa, nw, softmax, valueless"),
     ("unknown option", mutate(lambda d: d["matrix"]["rows"][0]["options"].update(positon="rope")),
