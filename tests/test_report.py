@@ -16,7 +16,7 @@ import yaml
 from kernattn.cli import main
 from kernattn.config import load_params, run_matrix
 from kernattn.bench import report_attention as bench_attention
-from kernattn.report import stats
+from kernattn.report import bootstrap, stats
 from kernattn.page import build
 from kernattn.tracks.char import report_runs
 from kernattn.tracks.char.track import lr_at
@@ -207,6 +207,13 @@ def test_scale_label():
     for v in (stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE, stats.not_judged("2 seeds"),
               stats.not_comparable("architecture differs: x: y")):
         assert stats.base_verdict(stats.at_scale(v, "micro")) == v and stats.base_verdict(v) == v
+        # a scale named with its training regime (issue 48) reads back the same
+        assert stats.base_verdict(stats.at_scale(v, "small", "early training, 0.4 epoch")) == v
+    assert stats.at_scale("reproduced", "small", "early training, 0.4 epoch") == \
+        "consistent at small (early training, 0.4 epoch)"
+    assert stats.at_scale("inconclusive", "small", "early training, 0.4 epoch") == \
+        "at scale small (early training, 0.4 epoch): inconclusive"
+    assert stats.at_scale("reproduced", "paper", "early training, 0.4 epoch") == "reproduced"
     assert build._verdict_class("inconsistent at tiny") == "bad"
     assert build._verdict_class("consistent at tiny") == "ok"
     assert build._verdict_class("at scale tiny: holds by construction") == "ok"
@@ -218,10 +225,10 @@ def test_paired_bootstrap_hand_case_and_coverage():
     difference over 400 simulated data sets of 100 paired items (seeded, so the count is fixed)."""
     import numpy as np
 
-    stat = stats.centered_diff_statistic([0.5])
-    same = stats.paired_bootstrap([([1, 0, 1, 0], [1, 0, 1, 0])], stat, resamples=200)
+    stat = bootstrap.centered_diff_statistic([0.5])
+    same = bootstrap.paired_bootstrap([([1, 0, 1, 0], [1, 0, 1, 0])], stat, resamples=200)
     assert (same.estimate, same.lo, same.hi) == (0.0, 0.0, 0.0)  # paired: identical rows never differ
-    shift = stats.paired_bootstrap([([1, 1, 1, 1], [0, 0, 0, 0])], stat, resamples=200)
+    shift = bootstrap.paired_bootstrap([([1, 1, 1, 1], [0, 0, 0, 0])], stat, resamples=200)
     assert (shift.estimate, shift.lo, shift.hi) == (2.0, 2.0, 2.0)  # (1 - 0) / (1 - 0.5)
     rng = np.random.default_rng(123)
     p_a, p_b, base, n, trials = 0.62, 0.55, 0.5, 100, 400
@@ -232,16 +239,16 @@ def test_paired_bootstrap_hand_case_and_coverage():
         a, b = (u < p_a).astype(float), (u < p_b).astype(float)
         flip = rng.random(n) < 0.3  # ... plus independent noise on some items
         b[flip] = (rng.random(flip.sum()) < p_b).astype(float)
-        ci = stats.paired_bootstrap([(a, b)], stat, resamples=500, seed=k)
+        ci = bootstrap.paired_bootstrap([(a, b)], stat, resamples=500, seed=k)
         covered += ci.lo <= truth <= ci.hi
         widths.append(ci.hi - ci.lo)
     assert 0.91 <= covered / trials <= 0.985, covered
     # a two-stratum mean: the statistic averages the strata's centered differences
-    two = stats.paired_bootstrap([([1, 1], [0, 0]), ([1, 0, 1, 0], [1, 0, 1, 0])],
-                                 stats.centered_diff_statistic([0.5, 0.0]), resamples=100)
+    two = bootstrap.paired_bootstrap([([1, 1], [0, 0]), ([1, 0, 1, 0], [1, 0, 1, 0])],
+                                 bootstrap.centered_diff_statistic([0.5, 0.0]), resamples=100)
     assert two.estimate == pytest.approx((2.0 + 0.0) / 2) and two.n_items == 6
     with pytest.raises(ValueError):
-        stats.paired_bootstrap([([1, 0], [1])], stat)
+        bootstrap.paired_bootstrap([([1, 0], [1])], stat)
 
 
 def test_combine_and_ordering_pairs():

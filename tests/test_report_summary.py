@@ -43,6 +43,18 @@ KNOWN = {label for _, label, _ in summary.BADGES}
     ("at scale tiny: not run", ("not run", "na")),
     ("not comparable (architecture differs: x)", ("not comparable", "na")),
     ("not measured here", ("not measured", "na")),
+    # a gap read across a budget sweep (report.budget_trend): each word its own badge
+    ("at scale small_long (early training, 0.9 epoch): holds, and persists with budget (a + b/L over 250–2,000 steps)",
+     ("holds, persists", "ok")),
+    ("at scale small_long: holds at this budget, shrinking toward zero (a + b/L over 250–2,000 steps)",
+     ("holds, shrinking", "ok")),
+    ("at scale small_long: holds at this budget, its limit unresolved (a + b/L over 250–2,000 steps)",
+     ("holds, limit open", "ok")),
+    ("at scale small_long: reverses with budget (crosses near 1,200 steps; a + b/L over 250–2,000 steps)",
+     ("reverses", "bad")),
+    ("at scale small_long (early training, 0.9 epoch): no difference ≥ δ (δ = 0.01; a + b/L over 250–2,000 steps)",
+     ("no difference", "bad")),
+    ("consistent at small (early training, 0.4 epoch)", ("consistent", "ok")),
     # a verdict the table does not know keeps its first two words, never vanishes
     ("at scale tiny: faster everywhere (GPU)", ("faster everywhere", "unk")),
     ("", ("no verdict", "unk")),

@@ -218,7 +218,7 @@ def test_a_test_after_holm_stops_prints_an_interval_that_agrees_with_its_verdict
     assert stopped.holm_lo < 0 < stopped.holm_hi
     text = fmt_comp_diff(after)
     assert "97.50%" in text and "Holm stopped at an earlier test, step 2" in text
-    frame = pairs_frame([type("R", (), {"claim": {"id": "c"}, "comparisons": [after], "scale": "small",
+    frame = pairs_frame([type("R", (), {"claim": {"id": "c"}, "comparisons": [after], "scale": "small", "regime": "",
                                         "shown": "x"})()])
     assert frame.loc[0, "holm_lo"] == pytest.approx(after.holm_lo) and frame.loc[0, "ci_lo"] > 0
 

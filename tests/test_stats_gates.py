@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from kernattn.report import gates, stats
+from kernattn.report import bootstrap, gates, stats
 
 from .test_report import PARAMS
 
@@ -242,5 +242,5 @@ def test_params_settled_reads_the_change_over_the_tail(tmp_path):
 def test_bootstrap_mde_by_hand():
     """A 95% interval [-1, 1]: se = 1 / 1.95996; MDE = (1.95996 + 0.84162) x se = 1.42941. At 99%
     (a Bonferroni level) the same interval is narrower in se: (2.57583 + 0.84162) / 2.57583 = 1.32674."""
-    assert stats.BootCI(0.0, -1.0, 1.0, 10, 100).mde() == pytest.approx(1.42941, abs=1e-5)
-    assert stats.BootCI(0.0, -1.0, 1.0, 10, 100, level=0.99).mde() == pytest.approx(1.32674, abs=1e-5)
+    assert bootstrap.BootCI(0.0, -1.0, 1.0, 10, 100).mde() == pytest.approx(1.42941, abs=1e-5)
+    assert bootstrap.BootCI(0.0, -1.0, 1.0, 10, 100, level=0.99).mde() == pytest.approx(1.32674, abs=1e-5)

@@ -38,6 +38,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "check-variant": ("kernattn.check_variant.cli", "the conformance suite of one attention variant, built-in or plugin (fast == reference, causal, precision, training, resume)"),
     "data": ("kernattn.data_cli", "list the data sets a scale reads and where they are, or pull them into the cache"),
     "report": ("kernattn.page.build", "render report/index.html from the runs"),
+    "records": ("kernattn.page.records", "export the files a scale's report reads (no checkpoints), or rebuild its claims CSV from them at this commit"),
     "results-table": ("kernattn.report.results_table", "write (or --check) the README's results table from the claims CSV it names"),
     "gpu-check": ("kernattn.gpu_check.stage", "prove and measure every GPU path in parts (tests, kernels, models, train) -> results/gpu/<device>/"),
     "dvc-yaml": ("kernattn.dag.dvc", "write dvc.yaml (the DVC form of the Snakefile's DAG) from params.yaml"),
@@ -58,7 +59,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "pipeline and cluster": ("dvc-yaml", "plan", "timing", "install-profile"),
     "tracking": ("mlflow-server", "sync-mlflow"),
     "checks": ("gpu-check", "check-variant"),
-    "report": ("report", "results-table"),
+    "report": ("report", "results-table", "records"),
 }
 
 # Old name -> new name of a renamed command (verb first, as prepare-lm, train-lm, eval-lm). No
@@ -70,6 +71,7 @@ RENAMED: dict[str, str] = {"lm-import": "import-lm", "lm-export": "export-lm"}
 OWN_PARAMS: dict[str, tuple[str, ...]] = {
     "install-profile": (),        # writes a SLURM profile; reads params only for --plan-scale (--plan-params)
     "results-table": (),          # reads a claims CSV and the README
+    "records": (),                # export: results/<scale>/ of this checkout; rebuild: its own --params
     "bench-attention": (),        # times the attention kernels alone, at its own shapes
     "gpu-check": ("--params",),
     "check-variant": ("--params",),  # its training check runs at the micro scale, whatever the file's   # a part sets its own sizes (--tiny); the train part writes its own scale

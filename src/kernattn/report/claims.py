@@ -36,10 +36,11 @@ class ClaimResult:
     hi: float | None = None
     interval: str = ""               # how the interval was made
     arm: str = ""                    # the same claim under another recipe, printed after the verdict
+    regime: str = ""                 # below the paper scale: how far its runs trained ("early training, 0.4 epoch")
 
     @property
     def shown(self) -> str:
-        shown = stats.at_scale(self.verdict, self.scale)
+        shown = stats.at_scale(self.verdict, self.scale, self.regime)
         return f"{shown}; {self.arm}" if self.arm else shown
 
     @property
@@ -148,7 +149,7 @@ def pairs_frame(results: list[ClaimResult]) -> pd.DataFrame:
                          "df": ci.df if ci else None, "p": comp.p, "p_holm": comp.p_holm,
                          "family_size": comp.family_size, "mde": comp.mde, "holm_level": comp.holm_level,
                          "holm_lo": comp.holm_lo, "holm_hi": comp.holm_hi,
-                         "margin": comp.margin, "verdict": stats.at_scale(comp.verdict, c.scale),
+                         "margin": comp.margin, "verdict": stats.at_scale(comp.verdict, c.scale, c.regime),
                          "claim_verdict": c.shown, "scale": c.scale, "detail": comp.note,
                          "trend": comp.trend.text() if comp.trend is not None else None})
     cols = ["claim", "a", "relation", "b", "paired", "diff", "ci_lo", "ci_hi", "df", "p", "p_holm", "family_size", "mde",

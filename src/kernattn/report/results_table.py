@@ -32,7 +32,7 @@ from ..io import atomic_write_text
 OPEN = re.compile(r"<!-- results-table: (?P<csv>\S+) -->\n")
 CLOSE = "<!-- /results-table -->"
 LATEST = "latest"
-PUBLISHED = re.compile(r"(?P<scale>[a-z]+)-(?P<date>\d{4}-\d{2}-\d{2})(?:-[0-9a-f]{7,40})?\.csv")
+PUBLISHED = re.compile(r"(?P<scale>[a-z_]+)-(?P<date>\d{4}-\d{2}-\d{2})(?:-[0-9a-f]{7,40})?\.csv")
 COLUMNS = ("claim", "paper", "statement", "verdict", "ours", "estimate", "ci_lo", "ci_hi")
 STATEMENT_CHARS, MEASURED_CHARS = 90, 60
 

@@ -2,22 +2,8 @@
 
 All verdict rules of the report live here; build.py, lm.py and the page only apply them.
 
-Mean over seeds: the Student t interval, mean +- t_{(1+level)/2, n-1} * s / sqrt(n), with s
-the sample standard deviation (ddof=1). Undefined for one seed (half-width None).
-
-Difference of two rows' means (a - b), two designs:
-- paired (`paired_diff_ci`): the rows were trained with the same seeds and the seed fixes the
-  batch order (kernattn.tracks.char.track draws every row's batches from a generator seeded by the run's
-  seed alone, and every run is scored on the same fixed validation windows), so seed s of row
-  a and seed s of row b saw the same data in the same order. The interval is the one-sample
-  t interval of the per-seed differences d_s = a_s - b_s (df = n - 1). Used whenever both rows
-  have the same seeds.
-- unpaired (`welch_diff_ci`): Welch's interval, se = sqrt(s_a^2/n_a + s_b^2/n_b),
-  Welch-Satterthwaite df; for rows whose seeds differ.
-Both need two seeds per row. With no spread the measurement can resolve (a standard error at
-most max(ZERO_SPREAD x |difference|, RESOLUTION): every per-seed difference equal to within
-float rounding, or to within the float32 rounding of an evaluated loss) the interval and the
-p-value do not exist ("variance not estimable"), never p = 0, p = 1e-9 or a zero-width interval.
+Intervals over seeds (the Student t interval of a mean, the paired and Welch intervals of a
+difference, the floor below which a spread is not resolved) are report/intervals.py.
 
 Verdicts (lower is better: the metric is a loss). A claim's comparisons are tests of one
 *family*: every comparison of the claims that read one figure or table (a claim's `family`
@@ -75,9 +61,8 @@ run can agree or disagree with a paper, never reproduce or contradict it: "repro
 "consistent at tiny", "contradicted" "inconsistent at tiny", any other verdict "at scale tiny:
 <verdict>"; the page styles the two scales apart.
 
-Paired bootstrap over items (`paired_bootstrap`): the interval of a statistic of two rows
-scored on the same items (CORE: per-item correctness), resampling the items with replacement
-jointly for both rows (and per task, stratified, for a mean over tasks); percentile interval.
+The paired bootstrap over items is report/bootstrap.py; the studies' rules (the sign test, the
+init comparisons) are report/study_rules.py: both build on the rules here.
 """
 
 from __future__ import annotations
@@ -89,11 +74,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _st
 
-LEVEL = 0.95
-ALPHA = 1 - LEVEL
-ONE_SIDED_ALPHA = ALPHA / 2   # each direction of a comparison: its two-sided 95% interval decides
+from .intervals import (ALPHA, LEVEL, ONE_SIDED_ALPHA, POWER, RESOLUTION, DiffCI, MeanCI,  # noqa: F401
+                        diff_ci, mde, mean_ci, paired_diff_ci, welch_diff_ci)
+
 MIN_SEEDS = 3                 # per arm: with 2 seeds a t test has 1 degree of freedom (t_0.975 = 12.7)
-POWER = 0.8                   # of the minimum detectable effect
 
 REPRODUCED = "reproduced"
 CONTRADICTED = "contradicted"
@@ -118,55 +102,6 @@ def seeds_text(n: int) -> str:
 
 
 ONE_SEED = not_judged(seeds_text(1))
-
-
-@dataclass(frozen=True)
-class MeanCI:
-    """Mean over seeds with its Student t interval (half, lo, hi None for one seed)."""
-
-    n: int
-    mean: float
-    sd: float | None
-    half: float | None
-    lo: float | None
-    hi: float | None
-
-
-@dataclass(frozen=True)
-class DiffCI:
-    """Interval of mean(a) - mean(b): two-sided at `level`, with its t statistic's pieces.
-    With se = 0 (zero spread) half, lo and hi are NaN: no interval exists."""
-
-    diff: float
-    se: float
-    df: float
-    half: float
-    lo: float
-    hi: float
-    paired: bool = False
-    n: int = 0                    # seeds of the smaller arm (pairs, when paired)
-
-    @property
-    def estimable(self) -> bool:
-        return self.se > 0.0
-
-    def p_two_sided(self, boundary: float = 0.0) -> float | None:
-        """Two-sided p of mean difference = boundary (twice the smaller one-sided p); None
-        when the variance is not estimable."""
-        if not self.estimable:
-            return None
-        return float(2 * _st.t.sf(abs(self.diff - boundary) / self.se, self.df))
-
-    def one_sided_bounds(self, level: float = 1 - ONE_SIDED_ALPHA) -> tuple[float, float]:
-        """(lower, upper) one-sided `level` bounds of the difference (NaN when not estimable)."""
-        if not self.estimable:
-            return math.nan, math.nan
-        q = float(_st.t.ppf(level, self.df)) * self.se
-        return self.diff - q, self.diff + q
-
-    def interval(self, level: float) -> tuple[float, float]:
-        """The two-sided `level` interval of the difference (NaN when not estimable)."""
-        return self.one_sided_bounds((1 + level) / 2)
 
 
 @dataclass(frozen=True)
@@ -219,101 +154,6 @@ class Test:
     @property
     def boundary(self) -> float:
         return 0.0 if self.margin is None else self.margin
-
-
-def _clean(values: Sequence[float]) -> list[float]:
-    vals = [float(v) for v in values]
-    if not vals:
-        raise ValueError("no values")
-    if any(not math.isfinite(v) for v in vals):
-        raise ValueError(f"non-finite value in {vals}")
-    return vals
-
-
-def _var(vals: list[float], mean: float) -> float:
-    return sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)
-
-
-def mean_ci(values: Sequence[float], level: float = LEVEL) -> MeanCI:
-    """Mean and Student t interval over seeds."""
-    vals = _clean(values)
-    n = len(vals)
-    mean = sum(vals) / n
-    if n < 2:
-        return MeanCI(n, mean, None, None, None, None)
-    sd = math.sqrt(_var(vals, mean))
-    half = float(_st.t.ppf((1 + level) / 2, n - 1)) * sd / math.sqrt(n)
-    return MeanCI(n, mean, sd, half, mean - half, mean + half)
-
-
-# A spread this small against the difference is float64 rounding (1.8 - 1.9 and 1.81 - 1.91
-# differ in the 16th digit): zero, not a standard error of 1e-17 that would make any difference
-# significant.
-ZERO_SPREAD = 1e-12
-# The absolute floor, in the metric's own unit: the finest difference a measurement resolves.
-# The report's losses are means of per-token cross-entropies computed in float32 (from float32
-# logits, bf16 ones under a GPU's autocast) and summed in float64 (tracks/char/data.py
-# loss_sums). A float32 value of 1-3 nats is rounded to ~1e-7 nats (a 24-bit mantissa), and
-# the matmuls before it round coarser still (TF32 / bf16 on a GPU), so scoring the same
-# weights in another kernel order moves the mean by amounts of that order; 1e-6 nats, about
-# ten float32 steps of a 1.5-nat loss, is the floor we take. A standard error below it
-# measures the arithmetic, not the seeds; the purely relative 1e-12 let a spread of 1e-11 nats
-# through and printed p ~ 1e-9. The other metrics compared (bits per byte, top-1 error in %
-# over 1e4-5e4 images, sigma ratios near 1) resolve no finer, so one floor serves them all.
-RESOLUTION = 1e-6
-
-
-def _not_resolved(se: float, diff: float) -> bool:
-    """Whether a standard error is below what the measurement resolves (module docstring)."""
-    return se <= max(ZERO_SPREAD * abs(diff), RESOLUTION)
-
-
-def _diff(diff: float, se: float, df: float, level: float, paired: bool, n: int) -> DiffCI:
-    if _not_resolved(se, diff):
-        return DiffCI(diff, 0.0, df, math.nan, math.nan, math.nan, paired, n)
-    half = float(_st.t.ppf((1 + level) / 2, df)) * se
-    return DiffCI(diff, se, df, half, diff - half, diff + half, paired, n)
-
-
-def welch_diff_ci(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> DiffCI | None:
-    """Welch interval of mean(a) - mean(b); None when either sample has fewer than 2 values."""
-    a, b = _clean(a), _clean(b)
-    na, nb = len(a), len(b)
-    if na < 2 or nb < 2:
-        return None
-    ma, mb = sum(a) / na, sum(b) / nb
-    qa, qb = _var(a, ma) / na, _var(b, mb) / nb
-    se = math.sqrt(qa + qb)
-    df = math.nan if _not_resolved(se, ma - mb) else (qa + qb) ** 2 / (qa**2 / (na - 1) + qb**2 / (nb - 1))
-    return _diff(ma - mb, se, df, level, paired=False, n=min(na, nb))
-
-
-def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> DiffCI | None:
-    """t interval of the mean per-seed difference a_s - b_s (the values in seed order);
-    None for fewer than two pairs."""
-    a, b = _clean(a), _clean(b)
-    if len(a) != len(b):
-        raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
-    if len(a) < 2:
-        return None
-    d = [x - y for x, y in zip(a, b)]
-    m = sum(d) / len(d)
-    return _diff(m, math.sqrt(_var(d, m) / len(d)), len(d) - 1, level, paired=True, n=len(d))
-
-
-def diff_ci(a, b, paired: bool, level: float = LEVEL) -> DiffCI | None:
-    return paired_diff_ci(a, b, level) if paired else welch_diff_ci(a, b, level)
-
-
-def mde(ci: DiffCI | None, family_size: int = 1, power: float = POWER) -> float | None:
-    """Minimum detectable effect: the true |difference - boundary| a one-sided t test at
-    ONE_SIDED_ALPHA / family_size detects with probability `power`, at this interval's
-    standard error and degrees of freedom: (t_{1-alpha', df} + t_{power, df}) * se.
-    None when the variance is not estimable."""
-    if ci is None or not ci.estimable:
-        return None
-    a1 = ONE_SIDED_ALPHA / max(1, family_size)
-    return float((_st.t.ppf(1 - a1, ci.df) + _st.t.ppf(power, ci.df)) * ci.se)
 
 
 def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[bool], list[float]]:
@@ -494,160 +334,25 @@ def holds_by_test(tests: str) -> str:
 _BELOW_PAPER = {REPRODUCED: "consistent at {scale}", CONTRADICTED: "inconsistent at {scale}"}
 
 
-def at_scale(verdict: str, scale: str) -> str:
+def at_scale(verdict: str, scale: str, regime: str = "") -> str:
     """The verdict as the report prints it (module docstring): below the paper scale
-    "consistent / inconsistent at <scale>" or "at scale <scale>: <verdict>"."""
+    "consistent / inconsistent at <scale>" or "at scale <scale>: <verdict>", the scale followed
+    by its training regime where the part names one ("small (early training, 0.4 epoch)")."""
     if scale == PAPER_SCALE:
         return verdict
+    where = f"{scale} ({regime})" if regime else scale
     if verdict in _BELOW_PAPER:
-        return _BELOW_PAPER[verdict].format(scale=scale)
-    return f"at scale {scale}: {verdict}"
+        return _BELOW_PAPER[verdict].format(scale=where)
+    return f"at scale {where}: {verdict}"
 
 
 def base_verdict(text: str) -> str:
     """The verdict without its scale (at_scale's inverse)."""
     for verdict, shown in _BELOW_PAPER.items():
         head = shown.split("{")[0]
-        if text.startswith(head) and " " not in text[len(head):]:
+        rest = text[len(head):]
+        if text.startswith(head) and (" " not in rest or (" (" in rest and rest.endswith(")") and ": " not in rest)):
             return verdict
     if text.startswith("at scale ") and ": " in text:
         return text.split(": ", 1)[1]
     return text
-
-
-# ----------------------------------------------------------------------------- bootstrap
-@dataclass(frozen=True)
-class BootCI:
-    """Point estimate and percentile interval of a paired bootstrap."""
-
-    estimate: float
-    lo: float
-    hi: float
-    n_items: int
-    resamples: int
-    level: float = LEVEL
-
-    def mde(self, power: float = POWER) -> float:
-        """Minimum detectable effect at this interval's spread: the true difference a one-sided
-        test at the interval's own level detects with probability `power`, the bootstrap
-        distribution taken as normal, so its standard error = half-width / z_{(1+level)/2}:
-        (z_{(1+level)/2} + z_power) x se."""
-        z = float(_st.norm.ppf((1 + self.level) / 2))
-        return (z + float(_st.norm.ppf(power))) * (self.hi - self.lo) / 2 / z
-
-
-def paired_bootstrap(strata: Sequence[tuple[Sequence[float], Sequence[float]]],
-                     statistic: Callable[[list[tuple[np.ndarray, np.ndarray]]], np.ndarray],
-                     resamples: int = 2000, level: float = LEVEL, seed: int = 0) -> BootCI:
-    """Percentile interval of `statistic` over item resamples, paired within each stratum.
-
-    strata: per stratum (task), the two rows' per-item scores in the same item order.
-    statistic: given per stratum (a, b) arrays of shape [R, n] (R resamples, the original
-    data as R = 1), returns [R] values. Items are drawn with replacement, the same indices
-    for both rows, independently per stratum.
-    """
-    rng = np.random.default_rng(seed)
-    data = []
-    for a, b in strata:
-        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-        if a.shape != b.shape or a.ndim != 1 or a.size == 0:
-            raise ValueError(f"paired item scores must be two non-empty vectors of one length: "
-                             f"{a.shape} and {b.shape}")
-        data.append((a, b))
-    estimate = float(statistic([(a[None], b[None]) for a, b in data])[0])
-    draws = []
-    for a, b in data:
-        idx = rng.integers(0, a.size, size=(resamples, a.size))
-        draws.append((a[idx], b[idx]))
-    values = np.asarray(statistic(draws), dtype=float)
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(values, [tail, 100 - tail])
-    return BootCI(estimate, float(lo), float(hi), sum(a.size for a, _ in data), resamples, level)
-
-
-def centered_diff_statistic(baselines: Sequence[float]):
-    """Statistic for paired_bootstrap: mean over strata of the centered-score difference
-    (acc_a - b) / (1 - b) - (acc_b - b) / (1 - b) = (acc_a - acc_b) / (1 - b)."""
-    def stat(strata):
-        diffs = [(a.mean(axis=1) - b.mean(axis=1)) / (1 - base) for (a, b), base in zip(strata, baselines)]
-        return np.mean(diffs, axis=0)
-    return stat
-
-
-# ----------------------------------------------------------------------------- the studies (issue 17)
-def reading_verdict(outcome: str, supports: str, contradicts: str) -> str:
-    """A study whose own rule returns one of two outcomes, one supporting the paper's reading
-    and one contradicting it (the line-wrap study: kernattn.studies.wrap.bumpshift), as a claim's
-    verdict: reproduced, contradicted, or inconclusive for anything else."""
-    if outcome == supports:
-        return REPRODUCED
-    if outcome == contradicts:
-        return CONTRADICTED
-    return INCONCLUSIVE
-
-
-def init_comparisons(baseline: str, values: dict[str, dict[int, float]],
-                     level: float = LEVEL) -> tuple[str, list[Comparison]]:
-    """"Some init beats `baseline`" (GKA's bandwidth study) in one track: init_family_comparisons
-    with a single family, comparisons named by the inits alone."""
-    return init_family_comparisons({"": (baseline, values)}, level)
-
-
-def init_family_comparisons(families: dict[str, tuple[str, dict[str, dict[int, float]]]],
-                            level: float = LEVEL) -> tuple[str, list[Comparison]]:
-    """"Some init beats its baseline", across families (tracks): {family: (baseline init,
-    {init: {seed: value}})}, a lower value better. Each other init x of a family against that
-    family's baseline, the claim x < baseline tested paired by seed (the seeds both have),
-    Holm across every pair of every family (compare_ordering); a comparison is named
-    "<family>: <init>" (the init alone for the family ""). Verdict: reproduced if any init is
-    significantly lower; contradicted if every other init is significantly higher;
-    the first pair's gate (not judged, variance not estimable) when no pair was tested;
-    otherwise inconclusive."""
-    pairs = []
-    for family, (baseline, values) in families.items():
-        base = values[baseline]
-        name = (lambda init: f"{family}: {init}") if family else (lambda init: init)
-        for init, vals in values.items():
-            if init == baseline:
-                continue
-            seeds = sorted(set(vals) & set(base))
-            pairs.append((name(init), [vals[s] for s in seeds], name(baseline), [base[s] for s in seeds]))
-    if not pairs:
-        return NOT_RUN, []
-    comps = compare_ordering(pairs, level, paired=True)
-    return init_verdict(comps), comps
-
-
-def sign_test(k: int, n: int) -> tuple[float, float]:
-    """Exact sign test of k positive signs among n non-zero ones: the one-sided binomial
-    p-values (P(X >= k), P(X <= k)) under X ~ Binomial(n, 1/2); (1, 1) with no signs."""
-    if n == 0:
-        return 1.0, 1.0
-    from scipy.stats import binomtest
-
-    return float(binomtest(k, n, 0.5, alternative="greater").pvalue), float(binomtest(k, n, 0.5, alternative="less").pvalue)
-
-
-def sign_gate(n: int, what: str, alpha: float = ONE_SIDED_ALPHA) -> str | None:
-    """The power gate of an exact one-sided sign test over n signs: with every sign in the
-    claimed direction its p is 1/2^n, so below 6 signs (1/32 = 0.031) nothing can reach 2.5%.
-    "not judged (...)" naming the count of `what` then, else None (the test can decide)."""
-    if 0.5 ** n < alpha:
-        return None
-    needed = next(m for m in range(1, 64) if 0.5 ** m < alpha)
-    return not_judged(f"{n} {what}: a sign test needs {needed} to reach {alpha:g}")
-
-
-def init_verdict(comps: Sequence[Comparison]) -> str:
-    """The verdict of init comparisons (init_family_comparisons' rule), for the whole family or
-    for one family's share of its already Holm-adjusted tests."""
-    verdicts = [c.verdict for c in comps]
-    if not verdicts:
-        return NOT_RUN
-    if REPRODUCED in verdicts:
-        return REPRODUCED
-    if all(v == CONTRADICTED for v in verdicts):
-        return CONTRADICTED
-    if all(is_withheld(v) for v in verdicts):
-        return verdicts[0]
-    return INCONCLUSIVE

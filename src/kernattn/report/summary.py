@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..config.rows import DOCUMENT_KEYS, SEEDS   # the four documents, in page order
-from . import gates, stats, unit_tests
+from . import budget_trend, gates, stats, unit_tests
 from .claims import ClaimResult
 from .part import num
 
@@ -26,6 +26,12 @@ from .part import num
 # failed), unk (tested or gated without an answer), na (no test of it here).
 BADGES = (
     (stats.BY_CONSTRUCTION, "by construction", "ok"),
+    # a gap read across a budget sweep (report.budget_trend): the word says where it goes
+    (budget_trend.PERSISTS, "holds, persists", "ok"),
+    (budget_trend.SHRINKING, "holds, shrinking", "ok"),
+    (budget_trend.UNRESOLVED, "holds, limit open", "ok"),
+    (budget_trend.REVERSES, "reverses", "bad"),
+    (budget_trend.NO_DIFFERENCE, "no difference", "bad"),
     (stats.HOLDS, "holds", "ok"),
     (stats.REPRODUCED, "reproduced", "ok"),
     ("consistent at ", "consistent", "ok"),

@@ -14,6 +14,7 @@ number (report_claims.py).
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -84,8 +85,27 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     converged = report_claims.convergence(section["runs_df"], section["curves"], ctx.papers, ctx.params)
     judged = report_claims.judge(compared, ctx.params, section["runs_df"], ctx.papers, section["curves"])
     _budget_table(ctx, section["runs_df"], judged)
-    return (judged + report_readings.judge(readings, section["gpa"], ctx.params, converged)
-            + [_stable(c, ctx, section["runs_df"]) for c in stable])
+    results = (judged + report_readings.judge(readings, section["gpa"], ctx.params, converged)
+               + [_stable(c, ctx, section["runs_df"]) for c in stable])
+    trained = regime(ctx.params)
+    for res in results:
+        if res.claim["kind"] not in ("count", "number"):   # those hold by construction, at any length
+            res.regime = trained
+    return results
+
+
+def regime(params) -> str:
+    """How far the scale's longest run trains, in passes over the training split: what a verdict
+    below the paper scale rests on (the papers' runs: hundreds of passes). "" without the prepared
+    data's meta.json (n_train)."""
+    meta = stages.data_dir(params) / "meta.json"
+    try:
+        n_train = json.loads(meta.read_text())["n_train"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    tp, mp = params.train, params.model
+    epochs = tp.max_steps * tp.batch_size * mp.context / max(1, n_train)
+    return f"early training, {epochs:.2g} epoch{'s' if epochs >= 2 else ''}"
 
 
 def _budget_table(ctx: ReportContext, runs_df: pd.DataFrame, judged: list) -> None:

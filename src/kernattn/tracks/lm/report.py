@@ -12,7 +12,7 @@ whatever the scale.
 
 Uncertainty: BPB per row is the mean over seeds with its t interval; the CORE difference of
 each row from the reference row (per task and the mean centered score) gets a paired bootstrap
-interval over items (stats.paired_bootstrap: the same items resampled for both rows, per task
+interval over items (bootstrap.paired_bootstrap: the same items resampled for both rows, per task
 for the mean; each item's score is its correctness averaged over the seeds both rows share).
 `claims` judges gka-paper's section 5 claims of paper_numbers.yaml on these numbers, on the pair
 the paper compared: the rows whose `paper` field names Table 8's baseline and GKA-LM
@@ -30,7 +30,7 @@ import yaml
 
 from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from .core_eval import KINDS, RANDOM_BASELINE
-from ...report import gates, gka_state, stability, stats
+from ...report import bootstrap, gates, gka_state, stability, stats
 from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
 from .stages import data_outputs, eval_path, run_dir, runs
@@ -195,10 +195,10 @@ def core_bootstrap(groups: dict[str, list[dict]], ref: str | None) -> dict[str, 
             continue
         res = {"seeds": seeds, "against": ref}
         for i, t in enumerate(TASKS):
-            res[t] = stats.paired_bootstrap([pairs[t]], stats.centered_diff_statistic([RANDOM_BASELINE[t]]),
+            res[t] = bootstrap.paired_bootstrap([pairs[t]], bootstrap.centered_diff_statistic([RANDOM_BASELINE[t]]),
                                             BOOT_RESAMPLES, seed=BOOT_SEED + i)
-        res["mean"] = stats.paired_bootstrap([pairs[t] for t in TASKS],
-                                             stats.centered_diff_statistic([RANDOM_BASELINE[t] for t in TASKS]),
+        res["mean"] = bootstrap.paired_bootstrap([pairs[t] for t in TASKS],
+                                             bootstrap.centered_diff_statistic([RANDOM_BASELINE[t] for t in TASKS]),
                                              BOOT_RESAMPLES, seed=BOOT_SEED + len(TASKS))
         out[key] = res
     return out
@@ -376,7 +376,7 @@ def _core_tasks_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: s
         if a is None or b is None or len(a) != len(b):
             return ClaimResult(claim, stats.INCONCLUSIVE, scale=scale, ours="no per-item results",
                                detail="rerun eval-lm: its output lacks per-item correctness")
-        boot = stats.paired_bootstrap([(a, b)], stats.centered_diff_statistic([RANDOM_BASELINE[task]]),
+        boot = bootstrap.paired_bootstrap([(a, b)], bootstrap.centered_diff_statistic([RANDOM_BASELINE[task]]),
                                       BOOT_RESAMPLES, level=level, seed=BOOT_SEED + i)
         side = "higher" if boot.lo > 0 else "lower" if boot.hi < 0 else "equal"
         calls.append("agrees" if side == want else "disagrees" if "equal" not in (side, want) else "undecided")

@@ -1,0 +1,160 @@
+"""Published records: the files a scale's report reads, kept so that its claims rebuild at HEAD.
+
+    kernattn records export --scale S --to results/records/<name>   # after the DAG, in its checkout
+    kernattn records rebuild results/records/<name> --write results/claims/<name>.csv
+    kernattn records rebuild results/records/<name> --check results/claims/<name>.csv
+
+A published verdict is only as good as the ability to rebuild it: the claims CSV under
+results/claims/ is `kernattn report` run at the current commit on these records, and the suite
+checks that it still is (tests/test_records.py), so a change of a verdict rule shows up as a
+changed published table, not as a table nobody can make again.
+
+`export` copies, under <to>/ and at their repository paths, every file of results/<scale>/ but
+the ones no part of the page reads and that make a folder large (PRUNED: checkpoints, exported
+weights, the prepared data arrays and image tensors); the JUnit record of the fast tests beside
+the params file (the unit-tested claims read it) and the benchmark folders the page reads
+(report's default --bench-dir), so a later commit of new benchmark CSVs does not change them.
+manifest.json names the scale, date, commit and machine, and each file's size and SHA-256.
+
+`rebuild` runs the report in a scratch folder holding the records' files and a copy of the
+given params file (the HEAD's by default), with the records' benchmark folders, and compares its
+tables/claims.csv byte for byte with the published CSV (--check: exit 1 and the first differing
+line) or writes it there (--write, atomically)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import UsageError
+from ..io import atomic_write_bytes, atomic_write_json
+
+# (folder part, file name suffix): a file whose path has the part and ends with the suffix is not
+# published. Checkpoints and exported weights (the report reads metrics, final records, lr.npy and
+# the bank traces, never a model); the prepared data (the corpus, the LM's token arrays, the ViT's
+# image tensors): the manifest keeps their digests through the data folders' meta.json.
+PRUNED = (("", ".pt"), ("", ".safetensors"), ("/data/", ".npy"), ("/data/", ".bin"), ("/data/", ".tiktoken"))
+UNIT_TESTS = "results/unit-tests.xml"
+BENCH_DIRS = ("results/cpu", "results/gpu")
+MANIFEST = "manifest.json"
+
+
+def published(path: str) -> bool:
+    """Whether a file of results/<scale>/ (its repository path, '/'-separated) is kept."""
+    return not any(part in f"/{path}" and path.endswith(suffix) for part, suffix in PRUNED)
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def export(scale: str, to: Path, root: Path = Path(".")) -> dict:
+    """Copy the scale's published files from the checkout `root` into `to` (which must not exist);
+    returns the manifest it writes."""
+    from ..dag.timing_cli import machine
+    from ..engine.runtime import git_info
+
+    source = root / "results" / scale
+    if not source.is_dir():
+        raise UsageError(f"{source}: no results of scale {scale!r} here; run the DAG at that scale first")
+    if to.exists():
+        raise UsageError(f"{to}: exists; records are written once (remove it to export again)")
+    files = sorted(p for p in source.rglob("*") if p.is_file() and published(p.relative_to(root).as_posix()))
+    extra = [root / UNIT_TESTS] if (root / UNIT_TESTS).is_file() else []
+    for folder in BENCH_DIRS:
+        extra += sorted(p for p in (root / folder).rglob("*.csv") if p.is_file())
+    scratch = Path(tempfile.mkdtemp(prefix=f".{to.name}.tmp-", dir=to.parent if to.parent.exists() else None))
+    try:
+        listed = {}
+        for path in files + extra:
+            rel = path.relative_to(root).as_posix()
+            (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, scratch / rel)
+            listed[rel] = {"bytes": path.stat().st_size, "sha256": _digest(path)}
+        commit, dirty = git_info()
+        manifest = {"scale": scale, "date": datetime.now(timezone.utc).date().isoformat(),
+                    "commit": commit, "dirty": dirty, **machine(), "files": listed}
+        atomic_write_json(scratch / MANIFEST, manifest, indent=1)
+        to.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(scratch, to)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return manifest
+
+
+def rebuild(records: Path, params_file: Path = Path("params.yaml")) -> bytes:
+    """The claims CSV `kernattn report` writes at this commit from the records (bytes)."""
+    manifest = records / MANIFEST
+    if not manifest.is_file():
+        raise UsageError(f"{manifest}: missing; not a records folder (make one with `kernattn records export`)")
+    scale = json.loads(manifest.read_text())["scale"]
+    with tempfile.TemporaryDirectory(prefix="kernattn-records-") as tmp:
+        work = Path(tmp)
+        shutil.copytree(records / "results", work / "results", symlinks=False)
+        shutil.copy2(params_file, work / "params.yaml")
+        benches = [a for d in BENCH_DIRS for a in ("--bench-dir", d)]
+        cmd = [str(Path(sys.executable).with_name("kernattn")), "report", "--params", "params.yaml", "--scale", scale,
+               "--out", "report", *benches]
+        done = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
+                              env={**os.environ, "KERNATTN_DATA_MIRROR": "", "MPLBACKEND": "Agg"})
+        if done.returncode != 0:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+            raise UsageError(f"kernattn report on {records} failed (exit {done.returncode}):\n{tail}")
+        return (work / "report" / "tables" / "claims.csv").read_bytes()
+
+
+def first_difference(a: bytes, b: bytes) -> str:
+    """The first line where two CSVs differ, both sides, for an error message."""
+    la, lb = a.decode().splitlines(), b.decode().splitlines()
+    for i, (x, y) in enumerate(zip(la, lb), start=1):
+        if x != y:
+            return f"line {i}:\n  published: {x[:300]}\n  rebuilt:   {y[:300]}"
+    return f"line {min(len(la), len(lb)) + 1}: one has {len(la)} lines, the other {len(lb)}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    ex = sub.add_parser("export", help="copy the files the report reads of a scale into a records folder")
+    ex.add_argument("--scale", required=True)
+    ex.add_argument("--to", required=True, type=Path, help="records folder to create (results/records/<name>)")
+    rb = sub.add_parser("rebuild", help="rebuild the claims CSV from a records folder at this commit")
+    rb.add_argument("records", type=Path)
+    rb.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
+    what = rb.add_mutually_exclusive_group(required=True)
+    what.add_argument("--check", type=Path, metavar="CSV", help="fail unless the rebuilt CSV equals this one")
+    what.add_argument("--write", type=Path, metavar="CSV", help="write the rebuilt CSV here")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "export":
+        manifest = export(args.scale, args.to)
+        size = sum(f["bytes"] for f in manifest["files"].values())
+        print(f"{args.to}: {len(manifest['files'])} files, {size / 2**20:.1f} MiB")
+        return 0
+    built = rebuild(args.records, args.params)
+    if args.write:
+        atomic_write_bytes(args.write, built)
+        print(args.write)
+        return 0
+    if not args.check.is_file():
+        raise UsageError(f"{args.check}: no such file; write it with --write")
+    published_csv = args.check.read_bytes()
+    if published_csv != built:
+        print(f"{args.check}: differs from the report rebuilt on {args.records} at this commit, "
+              f"{first_difference(published_csv, built)}\n(rebuild it with --write if the change is meant)",
+              file=sys.stderr)
+        return 1
+    print(f"{args.check}: rebuilt byte for byte from {args.records}")
+    return 0
