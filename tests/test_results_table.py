@@ -22,13 +22,28 @@ def test_the_table_of_a_claims_csv(tmp_path):
     long = "x" * 100
     (tmp_path / "c.csv").write_text(CSV + f"003-z,003,T5,{long},—,{long},,,,,"
                                           f"at scale small: not judged (gap not stable: ...),small,claims,\n")
+    head = ("| claim | document | what the paper says | verdict (papers' recipe) | other recipe "
+            "| effect [95% interval] or what we measured |\n|---|---|---|---|---|---|\n")
     assert results_table.table(tmp_path / "c.csv") == (
-        "*From `c.csv` (scale small).*\n\n"
-        "| claim | document | what the paper says | verdict | effect [95% interval] or what we measured |\n"
-        "|---|---|---|---|---|\n"
-        "| 000-x | gpa-short | a < b (validation MCE) | consistent | -0.0200 [-0.0300, -0.0100] |\n"
-        "| 001-y | gpa-long | one \\| two | not run | — |\n"
-        f"| 003-z | gka-paper | {'x' * 89}… | not judged | {'x' * 59}… |\n")
+        "*From `c.csv` (scale small). One recipe: every parameter at the papers' one learning rate; no other arm "
+        "trained at this scale.*\n\n" + head +
+        "| 000-x | gpa-short | a < b (validation MCE) | consistent | — | -0.0200 [-0.0300, -0.0100] |\n"
+        "| 001-y | gpa-long | one \\| two | not run | — | — |\n"
+        f"| 003-z | gka-paper | {'x' * 89}… | not judged | — | {'x' * 59}… |\n")
+
+
+def test_the_other_recipe_arm_is_its_own_column(tmp_path):
+    """A char claim judged on the papers' recipe prints the other lr factor's verdict after "; ":
+    the table shows both, and says when the two arms' intervals exclude 0 on opposite sides."""
+    arm = ("at scale small: holds at this budget, shrinking toward zero (a + b/L over 200–800 steps); the ×10 arm "
+           "(variant-owned parameters at 10 × the lr, not the papers' one lr): reverses with budget (crosses near "
+           "900 steps; a + b/L over 200–800 steps) — the verdict depends on the recipe")
+    (tmp_path / "c.csv").write_text(CSV + f'000-w,000,Fig 2,"a < rope",—,,,,,,"{arm}",small,claims,\n')
+    lines = results_table.table(tmp_path / "c.csv").splitlines()
+    assert lines[0] == "*From `c.csv` (scale small).*"
+    assert lines[-1] == ("| 000-w | gpa-short | a < rope | holds, shrinking | ×10: reverses (depends on the recipe) "
+                         "| — |")
+    assert lines[4].split(" | ")[4] == "—"     # a claim without an arm
 
 
 def test_latest_is_the_newest_published_csv_by_its_date(tmp_path):

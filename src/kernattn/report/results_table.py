@@ -32,6 +32,9 @@ from ..io import atomic_write_text
 OPEN = re.compile(r"<!-- results-table: (?P<csv>\S+) -->\n")
 CLOSE = "<!-- /results-table -->"
 LATEST = "latest"
+# tracks/char/report_budgets.arm_text, after "; " in a verdict
+ARM = re.compile(r"; the ×(?P<factor>[0-9.]+) arm \([^)]*\): (?P<verdict>.*?)(?P<depends> — the verdict depends on "
+                 r"the recipe)?$")
 PUBLISHED = re.compile(r"(?P<scale>[a-z_]+)-(?P<date>\d{4}-\d{2}-\d{2})(?:-[0-9a-f]{7,40})?\.csv")
 COLUMNS = ("claim", "paper", "statement", "verdict", "ours", "estimate", "ci_lo", "ci_hi")
 STATEMENT_CHARS, MEASURED_CHARS = 90, 60
@@ -65,12 +68,29 @@ def table(csv: Path) -> str:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise UsageError(f"{csv}: no column {', '.join(missing)}; a claims CSV is the report's tables/claims.csv")
-    head = "| claim | document | what the paper says | verdict | effect [95% interval] or what we measured |"
+    head = ("| claim | document | what the paper says | verdict (papers' recipe) | other recipe "
+            "| effect [95% interval] or what we measured |")
+    arms = [other_arm(r["verdict"]) for _, r in df.iterrows()]
     rows = [f"| {r['claim']} | {DOCUMENT_KEYS.get(r['paper'], r['paper'] or '—')} | "
-            f"{_short(r['statement'], STATEMENT_CHARS)} | {verdict_badge(r['verdict'])[0]} | {_effect(r)} |"
-            for _, r in df.iterrows()]
+            f"{_short(r['statement'], STATEMENT_CHARS)} | {verdict_badge(r['verdict'])[0]} | {arm or '—'} | {_effect(r)} |"
+            for (_, r), arm in zip(df.iterrows(), arms)]
     scale = df["scale"].iloc[0] if "scale" in df.columns and len(df) else "?"
-    return "\n".join([f"*From `{csv.name}` (scale {scale}).*", "", head, "|---|---|---|---|---|", *rows]) + "\n"
+    recipes = ("" if any(arms) else " One recipe: every parameter at the papers' one learning rate; no other arm "
+               "trained at this scale.")
+    caption = f"*From `{csv.name}` (scale {scale}).{recipes}*"
+    return "\n".join([caption, "", head, "|---|---|---|---|---|---|", *rows]) + "\n"
+
+
+def other_arm(verdict: str) -> str:
+    """The badge of the claim's other recipe arm, printed after its verdict by the char track
+    ("; the ×10 arm (...): <verdict>[ — the verdict depends on the recipe]"), or ""."""
+    from .summary import verdict_badge
+
+    m = ARM.search(" ".join(str(verdict).split()))
+    if m is None:
+        return ""
+    depends = " (depends on the recipe)" if m.group("depends") else ""
+    return f"×{m.group('factor')}: {verdict_badge(m.group('verdict'))[0]}{depends}"
 
 
 def latest(folder: Path) -> Path:
