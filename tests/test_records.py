@@ -74,6 +74,13 @@ def test_rebuild_names_a_folder_that_is_not_records(tmp_path):
         records.rebuild(tmp_path)
 
 
+def test_the_published_tables_sit_beside_the_claims_csv():
+    got = records.published_tables(Path("results/claims/small_long-2026-12-02.csv"))
+    assert {k: v.name for k, v in got.items()} == {
+        "claims.csv": "small_long-2026-12-02.csv", "claims-pairs.csv": "small_long-2026-12-02-pairs.csv",
+        "budget-gaps.csv": "small_long-2026-12-02-budget-gaps.csv"}
+
+
 def test_first_difference_names_the_line_and_both_sides():
     assert records.first_difference(b"a\nb\nc\n", b"a\nB\nc\n") == "line 2:\n  published: b\n  rebuilt:   B"
     assert records.first_difference(b"a\n", b"a\nb\n") == "line 2: one has 1 lines, the other 2"

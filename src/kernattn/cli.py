@@ -38,6 +38,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "check-variant": ("kernattn.check_variant.cli", "the conformance suite of one attention variant, built-in or plugin (fast == reference, causal, precision, training, resume)"),
     "data": ("kernattn.data_cli", "list the data sets a scale reads and where they are, or pull them into the cache"),
     "report": ("kernattn.page.build", "render report/index.html from the runs"),
+    "lm-eval": ("kernattn.tracks.lm.harness_cli", "score an LM run with EleutherAI's lm-evaluation-harness (model `kernattn`), or write CORE-6 as its local tasks"),
     "records": ("kernattn.page.records", "export the files a scale's report reads (no checkpoints), or rebuild its claims CSV from them at this commit"),
     "results-table": ("kernattn.report.results_table", "write (or --check) the README's results table from the claims CSV it names"),
     "gpu-check": ("kernattn.gpu_check.stage", "prove and measure every GPU path in parts (tests, kernels, models, train) -> results/gpu/<device>/"),
@@ -58,7 +59,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     **{u.title: tuple(u.commands) for u in units.UNITS},
     "pipeline and cluster": ("dvc-yaml", "plan", "timing", "install-profile"),
     "tracking": ("mlflow-server", "sync-mlflow"),
-    "checks": ("gpu-check", "check-variant"),
+    "checks": ("gpu-check", "check-variant", "lm-eval"),
     "report": ("report", "results-table", "records"),
 }
 
@@ -72,6 +73,7 @@ OWN_PARAMS: dict[str, tuple[str, ...]] = {
     "install-profile": (),        # writes a SLURM profile; reads params only for --plan-scale (--plan-params)
     "results-table": (),          # reads a claims CSV and the README
     "records": (),                # export: results/<scale>/ of this checkout; rebuild: its own --params
+    "lm-eval": (),                # the harness's own command line (and `tasks --params`)
     "bench-attention": (),        # times the attention kernels alone, at its own shapes
     "gpu-check": ("--params",),
     "check-variant": ("--params",),  # its training check runs at the micro scale, whatever the file's   # a part sets its own sizes (--tiny); the train part writes its own scale

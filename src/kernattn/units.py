@@ -64,7 +64,7 @@ UNITS: tuple[Unit, ...] = (
     _track("lm", "LM track", {
         "prepare-lm": ("data", "LM track: documents -> BPE tokenizer -> BOS-delimited token streams"),
         "train-lm": ("track", "LM track: train one run (nanochat GPT, baseline or GKA-LM; resumable)"),
-        "eval-lm": ("evaluate", "LM track: bits per byte and the CORE subset of one trained run"),
+        "eval-lm": ("evaluate", "LM track: bits per byte and CORE-6 (GKA Table 7's six tasks) of one trained run"),
         "import-lm": ("import_nanochat", "LM track: a nanochat c7ba252 checkpoint -> an LM run folder eval-lm scores"),
         "export-lm": ("export_nanochat", "LM track: a finished LM run -> a nanochat c7ba252 checkpoint folder"),
     }),

@@ -3,7 +3,7 @@
 One dataclass of flat keys, the runtime ones (device, dtype, ...) inherited from
 common.RunSettings (the loader validates every key, type and range, deep-merges the scales
 and runs `check` whenever params are loaded). Paper defaults reproduce the depth-20 runs of gka-paper (Tables 6-8); the tiny and
-micro scales shrink depth, context, vocabulary, steps and the CORE subset.
+micro scales shrink depth, context, vocabulary, steps and CORE-6 (GKA Table 7 tasks).
 
 The model and schedule defaults are nanochat's at NANOCHAT_COMMIT, the last commit on its
 master at or before 2026-02-28, the date the GKA paper cites nanochat as accessed (gka-paper,

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         out = pd.concat([rules, pd.DataFrame([total])], ignore_index=True)
         from ..engine.runtime import git_info
 
-        commit = git_info()[0]
+        commit = git_info(Path("."))[0]   # the checkout whose benchmark files these are
         head = {"date": date.today().isoformat(), "commit": commit and commit[:7], **machine(), "scale": params.scale}
         for i, (key, value) in enumerate(head.items()):
             out.insert(i, key, value)

@@ -42,9 +42,10 @@ def weights_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def git_info() -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the repository holding this package, or (None, None)."""
-    root = Path(__file__).resolve().parents[3]
+def git_info(root: Path | None = None) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the repository holding this package (or the checkout `root`: the one
+    whose results a tool reads, which may be another clone), or (None, None)."""
+    root = Path(__file__).resolve().parents[3] if root is None else Path(root)
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, timeout=10, check=True).stdout.strip()

@@ -18,8 +18,9 @@ manifest.json names the scale, date, commit and machine, and each file's size an
 
 `rebuild` runs the report in a scratch folder holding the records' files and a copy of the
 given params file (the HEAD's by default), with the records' benchmark folders, and compares its
-tables/claims.csv byte for byte with the published CSV (--check: exit 1 and the first differing
-line) or writes it there (--write, atomically)."""
+tables/claims.csv, claims-pairs.csv and budget-gaps.csv byte for byte with the published CSV and
+the two beside it (<name>-pairs.csv, <name>-budget-gaps.csv) (--check: exit 1 and the first
+differing line of each) or writes them there (--write, atomically)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def export(scale: str, to: Path, root: Path = Path(".")) -> dict:
             (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, scratch / rel)
             listed[rel] = {"bytes": path.stat().st_size, "sha256": _digest(path)}
-        commit, dirty = git_info()
+        commit, dirty = git_info(root)   # the checkout that trained them, not this package's
         manifest = {"scale": scale, "date": datetime.now(timezone.utc).date().isoformat(),
                     "commit": commit, "dirty": dirty, **machine(), "files": listed}
         atomic_write_json(scratch / MANIFEST, manifest, indent=1)
@@ -94,8 +95,19 @@ def export(scale: str, to: Path, root: Path = Path(".")) -> dict:
     return manifest
 
 
-def rebuild(records: Path, params_file: Path = Path("params.yaml")) -> bytes:
-    """The claims CSV `kernattn report` writes at this commit from the records (bytes)."""
+# The tables a publication copies from the report (report/tables/<name>) and the name each takes
+# beside the published claims CSV (<stem>.csv): the claims, the pairwise tests, the budget sweep.
+TABLES = {"claims.csv": "", "claims-pairs.csv": "-pairs", "budget-gaps.csv": "-budget-gaps"}
+
+
+def published_tables(csv: Path) -> dict[str, Path]:
+    """report table name -> its published path, for the claims CSV `csv`."""
+    return {name: csv.with_name(f"{csv.stem}{suffix}.csv") for name, suffix in TABLES.items()}
+
+
+def rebuild(records: Path, params_file: Path = Path("params.yaml")) -> dict[str, bytes]:
+    """The tables (TABLES) `kernattn report` writes at this commit from the records: name -> bytes
+    (a table the report does not write at that scale is absent)."""
     manifest = records / MANIFEST
     if not manifest.is_file():
         raise UsageError(f"{manifest}: missing; not a records folder (make one with `kernattn records export`)")
@@ -112,7 +124,8 @@ def rebuild(records: Path, params_file: Path = Path("params.yaml")) -> bytes:
         if done.returncode != 0:
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
             raise UsageError(f"kernattn report on {records} failed (exit {done.returncode}):\n{tail}")
-        return (work / "report" / "tables" / "claims.csv").read_bytes()
+        tables = work / "report" / "tables"
+        return {name: (tables / name).read_bytes() for name in TABLES if (tables / name).is_file()}
 
 
 def first_difference(a: bytes, b: bytes) -> str:
@@ -133,8 +146,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rb.add_argument("records", type=Path)
     rb.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
     what = rb.add_mutually_exclusive_group(required=True)
-    what.add_argument("--check", type=Path, metavar="CSV", help="fail unless the rebuilt CSV equals this one")
-    what.add_argument("--write", type=Path, metavar="CSV", help="write the rebuilt CSV here")
+    what.add_argument("--check", type=Path, metavar="CSV",
+                      help="fail unless the rebuilt claims CSV and its -pairs and -budget-gaps CSVs equal these")
+    what.add_argument("--write", type=Path, metavar="CSV", help="write the rebuilt claims CSV (and the two beside it) here")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,17 +158,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.to}: {len(manifest['files'])} files, {size / 2**20:.1f} MiB")
         return 0
     built = rebuild(args.records, args.params)
+    targets = published_tables(args.write or args.check)
     if args.write:
-        atomic_write_bytes(args.write, built)
-        print(args.write)
+        for name, data in built.items():
+            atomic_write_bytes(targets[name], data)
+            print(targets[name])
         return 0
-    if not args.check.is_file():
-        raise UsageError(f"{args.check}: no such file; write it with --write")
-    published_csv = args.check.read_bytes()
-    if published_csv != built:
-        print(f"{args.check}: differs from the report rebuilt on {args.records} at this commit, "
-              f"{first_difference(published_csv, built)}\n(rebuild it with --write if the change is meant)",
-              file=sys.stderr)
+    stale = []
+    for name, path in targets.items():
+        if name not in built and not path.is_file():
+            continue
+        have = path.read_bytes() if path.is_file() else b""
+        if have != built.get(name, b""):
+            stale.append(f"{path}: differs from the report rebuilt on {args.records} at this commit, "
+                         f"{first_difference(have, built.get(name, b''))}")
+    if stale:
+        print("\n".join(stale) + "\n(republish with --write if the change is meant)", file=sys.stderr)
         return 1
-    print(f"{args.check}: rebuilt byte for byte from {args.records}")
+    print(f"{', '.join(str(targets[n]) for n in built)}: rebuilt byte for byte from {args.records}")
     return 0

@@ -199,18 +199,28 @@ def _crop(seqs, ranges, context: int):
 
 
 @torch.no_grad()
-def score_item(model_fn, item: Item, seqs: list[list[int]], ranges: list[tuple[int, int]], pad: int) -> bool:
-    """Is the model right on `item`? model_fn: LongTensor [B, N] -> logits [B, N, V]."""
+def span_scores(model_fn, seqs: list[list[int]], ranges: list[tuple[int, int]], pad: int) -> list[tuple[float, int, bool]]:
+    """(sum of log-probabilities, tokens, every token the argmax) of each sequence's [start, end)
+    span, teacher-forced, float32 logits: what every decision below reads (and what an
+    lm-evaluation-harness model must give for the same tokens: tracks/lm/harness.py)."""
     width = max(map(len, seqs))
     x = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
-    logits = model_fn(x).float()
-    if item.kind == "language_modeling":
-        (a, b), s = ranges[0], x[0]
-        return bool((logits[0, a - 1:b - 1].argmax(-1) == s[a:b]).all())
-    losses = []
+    logprobs = F.log_softmax(model_fn(x).float(), dim=-1)
+    out = []
     for i, (a, b) in enumerate(ranges):
-        nll = F.cross_entropy(logits[i, a - 1:b - 1], x[i, a:b], reduction="none")
-        losses.append(float(nll.mean()) if b > a else float("inf"))
+        lp, want = logprobs[i, a - 1:b - 1], x[i, a:b]
+        picked = lp.gather(-1, want[:, None].to(lp.device))[:, 0]
+        out.append((float(picked.double().sum()), b - a, bool((lp.argmax(-1) == want.to(lp.device)).all())))
+    return out
+
+
+def score_item(model_fn, item: Item, seqs: list[list[int]], ranges: list[tuple[int, int]], pad: int) -> bool:
+    """Is the model right on `item`? model_fn: LongTensor [B, N] -> logits [B, N, V]. Language
+    modelling: the greedy continuation; otherwise the option of lowest mean loss per token."""
+    scores = span_scores(model_fn, seqs, ranges, pad)
+    if item.kind == "language_modeling":
+        return scores[0][2]
+    losses = [-total / n if n > 0 else float("inf") for total, n, _ in scores]
     return min(range(len(losses)), key=losses.__getitem__) == item.gold
 
 

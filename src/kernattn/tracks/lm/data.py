@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     except (DataError, tok.TokenizerError) as exc:
         raise UsageError(str(exc)) from None
     print(f"kernattn prepare-lm: {meta['train_tokens']:,} train / {meta['val_tokens']:,} val tokens, "
-          f"vocab {meta['vocab_size']} -> {lm.data_dir}; CORE tasks in {core_dir}")
+          f"vocab {meta['vocab_size']} -> {lm.data_dir}; CORE-6 tasks in {core_dir}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Stage `kernattn eval-lm`: bits per byte and the CORE subset of one trained LM run.
+"""Stage `kernattn eval-lm`: bits per byte and CORE-6 (GKA Table 7 tasks) of one trained LM run.
 
     kernattn eval-lm [--params params.yaml] [--scale S] --run base-s0
 
@@ -108,6 +108,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = eval_path(params, spec.run_id)
     atomic_write_json(out, result, sort_keys=False)
-    print(f"kernattn eval-lm: {spec.run_id}: val bpb {result['val_bpb']:.4f}, CORE subset "
+    print(f"kernattn eval-lm: {spec.run_id}: val bpb {result['val_bpb']:.4f}, CORE-6 "
           f"{result['core']['core']:.4f} -> {out}")
     return 0

@@ -1,0 +1,81 @@
+"""`kernattn lm-eval`: EleutherAI's lm-evaluation-harness command with kernattn's LM runs as a model.
+
+    kernattn lm-eval tasks --out DIR [--limit N] [--eval-dir DIR | --params FILE]   # CORE-6, local
+    kernattn lm-eval run --model kernattn --model_args run=<LM run folder> --tasks ... [harness options]
+
+Everything after `lm-eval` but `tasks` is the harness's own command line (`lm_eval --help`), run
+with the `kernattn` model registered (tracks/lm/harness.py: lm-eval 0.4 discovers no models of
+other packages, so its own `lm_eval` command cannot load this one). A kernattn run scored
+without --output_path writes its results beside the run's own evaluation, in
+<lm.out_dir>/../eval/<run_id>-lm-eval/ (the harness's results JSON, per-sample logs with
+--log_samples)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from ...errors import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("harness_args", nargs=argparse.REMAINDER,
+                        help="`tasks --out DIR [--limit N] [--eval-dir DIR]`, or the harness's own arguments "
+                             "(lm_eval run --help)")
+
+
+def default_output(args: list[str]) -> list[str]:
+    """The harness's arguments with --output_path beside the run's own evaluation when the model
+    is kernattn's and none is given."""
+    joined = " ".join(args)
+    if "--output_path" in args or "-o" in args or not re.search(r"--model[ =]kernattn\b", joined):
+        return args
+    m = re.search(r"(?:^|,)run=([^,\s]+)", joined.split("--model_args", 1)[-1].split()[0] if "--model_args" in args
+                  else "")
+    if m is None:
+        return args
+    run = Path(m.group(1))
+    return [*args, "--output_path", str(run.parent.parent / "eval" / f"{run.name}-lm-eval")]
+
+
+def write_tasks(argv: list[str]) -> int:
+    from . import harness_tasks
+
+    p = argparse.ArgumentParser(prog="kernattn lm-eval tasks",
+                                description="write the CORE-6 tasks as local lm-eval tasks")
+    p.add_argument("--out", required=True, type=Path, help="folder for the tasks (then --include_path DIR)")
+    p.add_argument("--limit", type=int, default=None, help="the first N items of each task")
+    p.add_argument("--eval-dir", type=Path, default=None,
+                   help="folder of the CORE files (default: where `kernattn eval-lm` finds them for --params)")
+    p.add_argument("--params", default="params.yaml", help="params file naming lm.eval_dir or lm.eval_set")
+    a = p.parse_args(argv)
+    eval_dir = a.eval_dir or _catalogue_eval_dir(a.params)
+    names = harness_tasks.write(eval_dir, a.out, a.limit)
+    print(f"{a.out}: {', '.join(names)} (group {harness_tasks.GROUP}); score them with "
+          f"`kernattn lm-eval run --include_path {a.out} --tasks {harness_tasks.GROUP} ...`")
+    return 0
+
+
+def _catalogue_eval_dir(params_file: str) -> Path:
+    """The CORE files' folder, as `kernattn eval-lm` finds it (mirror, cache, then a download)."""
+    from ...config import load_params
+    from .data import eval_folder
+
+    return Path(eval_folder(load_params(params_file)))
+
+
+def run(args: argparse.Namespace) -> int:
+    argv = list(args.harness_args)
+    if argv[:1] == ["tasks"]:
+        return write_tasks(argv[1:])
+    try:
+        from lm_eval.__main__ import cli_evaluate
+    except ImportError:
+        raise UsageError("lm-evaluation-harness is not installed; pip install -e '.[lm]'") from None
+    from . import harness  # noqa: F401  (registers the `kernattn` model)
+
+    sys.argv = ["lm_eval", *default_output(argv)]
+    cli_evaluate()
+    return 0
