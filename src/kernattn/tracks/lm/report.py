@@ -22,6 +22,7 @@ the paper compared: the rows whose `paper` field names Table 8's baseline and GK
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -438,4 +439,18 @@ def _core_claim(claim: dict, row: dict, pair: tuple[str, str], groups: dict, sca
     return ClaimResult(claim, verdict, scale=scale, estimate=b.estimate, lo=b.lo, hi=b.hi,
                        ours=f"GKA − base mean centered: {b.estimate:+.4f} [{b.lo:+.4f}, {b.hi:+.4f}], MDE {b.mde():.4f}",
                        interval=f"95% paired bootstrap over {b.n_items} items ({b.resamples} resamples), "
-                                f"seeds {', '.join(map(str, boot['seeds']))}")
+                                f"seeds {', '.join(map(str, boot['seeds']))}",
+                       detail=core_resolution(b, claim.get("paper_value"), boot["seeds"]))
+
+
+def core_resolution(b, paper_value, seeds) -> str:
+    """What a CORE-6 verdict can resolve: the bootstrap's MDE at these items and seeds, against
+    the paper's reported gap (the first number of its paper_value)."""
+    found = re.match(r"\s*([+-]?\d*\.\d+)", str(paper_value or ""))
+    head = (f"resolution: MDE {b.mde():.4f} (80% power) over {b.n_items} items at seeds "
+            f"{', '.join(map(str, seeds))}")
+    if found is None:
+        return head
+    paper = float(found.group(1))
+    size = "below" if abs(paper) < b.mde() else "at or above"
+    return f"{head}; the paper's gap {paper:+.4f} is {size} what these runs resolve"
