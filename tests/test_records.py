@@ -86,6 +86,7 @@ def test_first_difference_names_the_line_and_both_sides():
     assert records.first_difference(b"a\n", b"a\nb\n") == "line 2: one has 1 lines, the other 2"
 
 
+@pytest.mark.e2e   # the report built as a process on a scale's records (about 20 s)
 @pytest.mark.parametrize("folder", PUBLISHED, ids=[p.name for p in PUBLISHED])
 def test_published_claims_rebuild_byte_for_byte_from_their_records(folder):
     """The published verdicts are `kernattn report` at this commit on the published records: a
