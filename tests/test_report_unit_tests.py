@@ -26,18 +26,18 @@ def _junit(path: Path, cases: dict[str, str]) -> Path:
 def test_verdicts_from_the_record(tmp_path):
     ok = unit_tests.read_junit(_junit(tmp_path / "a.xml", {"test_a": "passed", "test_b[1]": "passed",
                                                            "test_b[2]": "passed"}))
-    res = unit_tests.judge(CLAIM, "tiny", ok, tmp_path / "a.xml")
+    res = unit_tests.judge(CLAIM, "tiny", ok)
     assert res.verdict == "holds (test test_a, test_b)" and res.shown == res.verdict  # scale-free
     assert build._verdict_class(res.shown) == "ok"
     bad = unit_tests.read_junit(_junit(tmp_path / "b.xml", {"test_a": "passed", "test_b[1]": "passed",
                                                             "test_b[2]": "failed"}))
-    res = unit_tests.judge(CLAIM, "tiny", bad, tmp_path / "b.xml")
+    res = unit_tests.judge(CLAIM, "tiny", bad)
     assert res.verdict == "fails (test test_b)" and build._verdict_class(res.verdict) == "bad"
     skipped = unit_tests.read_junit(_junit(tmp_path / "c.xml", {"test_a": "passed", "test_b": "skipped"}))
-    res = unit_tests.judge(CLAIM, "tiny", skipped, tmp_path / "c.xml")
+    res = unit_tests.judge(CLAIM, "tiny", skipped)
     assert res.verdict == stats.NOT_MEASURED and "no record of test_b" in res.detail
     assert unit_tests.read_junit(tmp_path / "missing.xml") is None
-    res = unit_tests.judge(CLAIM, "tiny", None, tmp_path / "missing.xml")
+    res = unit_tests.judge(CLAIM, "tiny", None)
     assert res.verdict == stats.NOT_MEASURED and "pytest --junitxml=results/unit-tests.xml" in res.detail
 
 

@@ -159,7 +159,7 @@ def judge_claims(ctx: ReportContext, parts: list[Part], sections: dict[str, dict
     """Every claim of paper_numbers.yaml judged by the part that owns its kind, in file order."""
     where = Path(ctx.params_file).resolve().parent / unit_tests.UNIT_TESTS
     record = unit_tests.read_junit(where)
-    judged = {id(c): unit_tests.judge(c, ctx.scale, record, where) for c in ctx.claims_of(PAGE_CLAIM_KINDS)}
+    judged = {id(c): unit_tests.judge(c, ctx.scale, record) for c in ctx.claims_of(PAGE_CLAIM_KINDS)}
     for p in parts:
         judged.update((id(r.claim), r) for r in p.module.claims(ctx, sections[p.key]))
     return [judged.get(id(c)) or ClaimResult(c, stats.NOT_RUN, scale=ctx.scale, ours="—",

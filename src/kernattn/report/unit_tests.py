@@ -38,13 +38,16 @@ def read_junit(path: Path) -> dict[tuple[str, str], str] | None:
     return out
 
 
-def judge(claim: dict, scale: str, record: dict | None, where: Path) -> ClaimResult:
+def judge(claim: dict, scale: str, record: dict | None) -> ClaimResult:
     names = [t.strip() for t in str(claim["test"]).split(",") if t.strip()]
     file = claim.get("test_file", DEFAULT_FILE)
     stem = Path(file).stem
     run = f"pytest --junitxml={UNIT_TESTS} {file}"
     outcomes = {n: (record or {}).get((stem, n), "absent") for n in names}
     listed = f"{file}: {', '.join(names)}"
+    # the record as the repository names it, beside the params file: the same words in every clone
+    # (a published claims CSV must rebuild byte for byte wherever its records are read)
+    where = UNIT_TESTS
     if record is not None and all(o == "passed" for o in outcomes.values()):
         verdict, detail = stats.holds_by_test(", ".join(names)), f"passed in {where}"
     elif failed := [n for n, o in outcomes.items() if o == "failed"]:
