@@ -13,7 +13,6 @@ without --output_path writes its results beside the run's own evaluation, in
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -26,17 +25,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(lm_eval run --help)")
 
 
+def _option(args: list[str], name: str) -> str | None:
+    """The value of option `name` in a harness command line (`--name value` or `--name=value`)."""
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def default_output(args: list[str]) -> list[str]:
     """The harness's arguments with --output_path beside the run's own evaluation when the model
     is kernattn's and none is given."""
-    joined = " ".join(args)
-    if "--output_path" in args or "-o" in args or not re.search(r"--model[ =]kernattn\b", joined):
+    if _option(args, "--model") != "kernattn" or _option(args, "--output_path") or "-o" in args:
         return args
-    m = re.search(r"(?:^|,)run=([^,\s]+)", joined.split("--model_args", 1)[-1].split()[0] if "--model_args" in args
-                  else "")
-    if m is None:
+    pairs = dict(kv.split("=", 1) for kv in (_option(args, "--model_args") or "").split(",") if "=" in kv)
+    if "run" not in pairs:
         return args
-    run = Path(m.group(1))
+    run = Path(pairs["run"])
     return [*args, "--output_path", str(run.parent.parent / "eval" / f"{run.name}-lm-eval")]
 
 

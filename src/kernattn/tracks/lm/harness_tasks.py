@@ -22,6 +22,7 @@ Zero-shot: the harness draws few-shot examples its own way; CORE-6's come from c
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -71,9 +72,7 @@ def _config(task: str, data: Path) -> dict:
 
 def _yaml(config: dict) -> str:
     """YAML whose "!function x" strings are the harness's !function tags, not quoted strings."""
-    text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
-    return text.replace("'!function ", "!function ").replace("core6_harness_utils.gold'", "core6_harness_utils.gold") \
-               .replace("core6_harness_utils.contexts'", "core6_harness_utils.contexts")
+    return re.sub(r"'(!function [\w.]+)'", r"\1", yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
 
 def write(eval_dir: str | Path, out: str | Path, limit: int | None = None, tasks=tuple(core.KINDS)) -> list[str]:
