@@ -179,6 +179,13 @@ def seeds(params) -> tuple[int, ...]:
     return params.studies.seeds if params.studies.seeds is not None else params.matrix.seeds
 
 
+def row_seeds(params, row: str) -> tuple[int, ...]:
+    """The studies' seeds that `row` trains: a row with its own seeds (a recipe twin trains
+    fewer) pairs with only those of its runs."""
+    own = next((r.seeds for r in params.matrix.rows if r.name == row), None)
+    return tuple(s for s in seeds(params) if own is None or s in own)
+
+
 def trained_rows(params) -> tuple[str, ...]:
     only = params.matrix.only
     return tuple(r.name for r in params.matrix.rows if only is None or r.name in only)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
-from ...config.studies import prune_rows, seeds
+from ...config.studies import prune_rows, row_seeds
 from ...stage import Stage
 from ...tracks.char import stages as char
 from ..common import SUMMARY, root, summary_path
@@ -25,7 +25,7 @@ ARMS = ("pruned", "control", "random")  # the weak heads removed; none; as many 
 
 def prune_runs(p: Params) -> list[str]:
     """The main DAG's GPA runs the prune study reads."""
-    return [f"{row}-s{seed}" for row in prune_rows(p) for seed in seeds(p)]
+    return [f"{row}-s{seed}" for row in prune_rows(p) for seed in row_seeds(p, row)]
 
 
 def prune_dir(p: Params, run_id: str) -> Path:

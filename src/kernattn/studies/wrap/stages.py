@@ -17,7 +17,7 @@ import dataclasses
 from pathlib import Path
 
 from ...config import Params, RunSpec, find_run
-from ...config.studies import seeds, wrap_rows
+from ...config.studies import row_seeds, wrap_rows
 from ...stage import Stage
 from ...tracks.char import stages as char
 from ..common import SUMMARY, final, root, summary_path
@@ -48,7 +48,7 @@ def wrap_runs(p: Params) -> dict[str, tuple[str, RunSpec]]:
     out = {}
     for corpus in p.studies.wrap.corpora:
         for row in wrap_rows(p):
-            for seed in seeds(p):
+            for seed in row_seeds(p, row):
                 spec = find_run(p, f"{row}-s{seed}")
                 run_id = f"{row}-{corpus}-s{seed}"
                 out[run_id] = (corpus, dataclasses.replace(spec, run_id=run_id, label=f"{spec.label}, {corpus}"))
@@ -57,7 +57,7 @@ def wrap_runs(p: Params) -> dict[str, tuple[str, RunSpec]]:
 
 def wrap_original_runs(p: Params) -> list[str]:
     """The main DAG's runs the wrap study compares with (not retrained)."""
-    return [f"{row}-s{seed}" for row in wrap_rows(p) for seed in seeds(p)]
+    return [f"{row}-s{seed}" for row in wrap_rows(p) for seed in row_seeds(p, row)]
 
 
 def wrap_run_dir(p: Params) -> Path:
