@@ -9,22 +9,34 @@ VENV_FLAGS ?=
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kernattn-installed
+# The test tools (pytest, Playwright, MkDocs) and lm-eval (the `lm` extra) only where the suite
+# needs them: `make pipeline` on a fresh machine installs the package alone (issue 47: the
+# harness and its dependencies doubled the README's first set-up step).
+TEST_STAMP := $(VENV)/.kernattn-test-installed
 # The suite's two jobs (tests/conftest.py). The fast one is CPU-bound: one worker per core. The
 # end-to-end one spends much of its time waiting on subprocesses and daemons, which a third
 # worker fills (docs/development.md).
 FAST_JOBS ?= 2
 E2E_JOBS ?= 3
 
-.PHONY: env test test-fast test-e2e test-data pipeline bench clean-env
+.PHONY: env env-pipeline test test-fast test-e2e test-data pipeline bench clean-env
 
-env: $(STAMP)
+# The venv with the package and its test extras (what the suite and the docs need).
+env: $(TEST_STAMP)
+
+# The venv with the package alone (what the DAG needs).
+env-pipeline: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch, torchvision" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e .
 	touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(TEST_STAMP)
 
 # `make test` is README's test command: the fast job, then the end-to-end job, and it fails if
 # either does. pytest exits 5 when it collects no tests: make treats that as the failure it is.
@@ -32,7 +44,7 @@ $(STAMP): pyproject.toml
 # read: holds (test ...). The tests read the micro scale's data sets from the mirror folder
 # KERNATTN_DATA_MIRROR names (.ci/run sets it), else from the data cache, which
 # `kernattn data pull` fills first (40 MB).
-test: $(STAMP)
+test: $(TEST_STAMP)
 	@fast=0; $(MAKE) --no-print-directory test-fast || fast=$$?; \
 	 $(MAKE) --no-print-directory test-e2e || exit $$?; exit $$fast
 
@@ -46,7 +58,7 @@ test-fast: test-data
 test-e2e: test-data
 	$(PY) -m pytest -q -m e2e -n $(E2E_JOBS) --dist loadgroup --junitxml=results/e2e-tests.xml
 
-test-data: $(STAMP)
+test-data: $(TEST_STAMP)
 	@if [ -z "$$KERNATTN_DATA_MIRROR" ]; then $(VENV)/bin/kernattn data pull --scale micro; fi
 
 # The main job: the whole DAG (data -> every run of the matrix -> report) at params.yaml's scale.

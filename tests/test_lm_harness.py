@@ -10,6 +10,8 @@ exactly only on items that fit."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,7 +47,7 @@ def scored(tmp_path_factory):
     manager = TaskManager(include_path=str(ws / "tasks"), include_defaults=False)
     results = lm_eval.simple_evaluate(model=model, tasks=names, task_manager=manager, num_fewshot=0,
                                       log_samples=True, bootstrap_iters=0)
-    return model, results
+    return model, results, ws
 
 
 def _own(model, task):
@@ -61,7 +63,7 @@ def _samples(results, task):
 
 
 def test_the_harness_knows_the_model_and_the_local_tasks(scored):
-    _, results = scored
+    _, results, _ = scored
     assert set(results["results"]) >= {f"core6_{t}" for t in TASKS}
     assert all(len(_samples(results, t)) == ITEMS for t in TASKS)
 
@@ -70,7 +72,7 @@ def test_the_harness_knows_the_model_and_the_local_tasks(scored):
 def test_loglikelihoods_and_accuracy_agree_with_core6_item_by_item(scored, task):
     """The tasks where the harness and CORE-6 score the same tokens the same way: every
     log-likelihood to float tolerance, every item's correctness, so the accuracy too."""
-    model, results = scored
+    model, results, _ = scored
     items, rows = _own(model, task)
     fn = model.model
     for item, (seqs, ranges), sample in zip(items, rows, _samples(results, task)):
@@ -87,7 +89,7 @@ def test_loglikelihoods_and_accuracy_agree_with_core6_item_by_item(scored, task)
 def test_multiple_choice_loglikelihoods_are_the_model_s_own_on_the_harness_s_span(scored):
     """A choice's log-likelihood from the end of the context (the harness's span; CORE-6 reads
     from where the choices part, by mean loss) equals the run's own model on those tokens."""
-    model, results = scored
+    model, results, _ = scored
     items, _ = _own(model, "copa")
     enc, bos = model.enc, model.bos
     for item, sample in zip(items, _samples(results, "copa")):
@@ -98,7 +100,7 @@ def test_multiple_choice_loglikelihoods_are_the_model_s_own_on_the_harness_s_spa
 
 
 def test_rolling_loglikelihood_and_generation_run_on_the_model(scored):
-    model, _ = scored
+    model, _, _ = scored
     """A text within the context is one window (BOS, then every token scored); a longer one is
     scored in disjoint windows, every token once."""
     short = "The quick brown fox jumps over the lazy dog."
@@ -112,6 +114,23 @@ def test_rolling_loglikelihood_and_generation_run_on_the_model(scored):
     out = model.generate_until([Instance(
         "generate_until", {}, ("Once upon a time", {"until": ["\n"], "max_gen_toks": 5}), 0)])
     assert isinstance(out[0], str) and "\n" not in out[0]
+
+
+def test_the_harness_s_own_command_scores_a_run_on_a_task_folder(scored):
+    """`lm_eval --model kernattn --tasks <folder kernattn wrote>`: the harness's console script,
+    not kernattn's, finds the model (loading the folder imports the module that registers it) and
+    gives the accuracies the in-process evaluation gave on the same items."""
+    _, results, ws = scored
+    script = Path(sys.executable).with_name("lm_eval")
+    done = subprocess.run([str(script), "run", "--model", "kernattn", "--model_args", f"run={ws / 'lm/runs/base-s0'}",
+                           "--tasks", str(ws / "tasks"), "--output_path", str(ws / "cli")],
+                          capture_output=True, text=True, cwd=ws, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (found,) = (ws / "cli").rglob("results_*.json")
+    got = json.loads(found.read_text())["results"]
+    assert {t: got[f"core6_{t}"]["acc,none"] for t in TASKS} == {
+        t: results["results"][f"core6_{t}"]["acc,none"] for t in TASKS}
+    assert "core6_copa" in done.stdout   # its table
 
 
 def test_a_folder_that_is_not_an_lm_run_is_one_clear_error(tmp_path):

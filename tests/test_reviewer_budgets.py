@@ -112,10 +112,23 @@ def test_recipe_arm_maps_rows_with_their_own_parameters_to_their_twins():
     rows = [row("rope", "softmax", {"position": "rope"}), row("gpa"), row("gpa_lr1", scale=1.0),
             row("lrope", "softmax", {"position": "learned_rope"})]
     runs = pd.DataFrame({"row": ["rope", "gpa", "gpa_lr1", "lrope"], "n_variant_params": [0, 512, 512, 32]})
-    arm = rb.recipe_arm(rows, 10.0, runs)
+    arms = rb.recipe_arm(rows, 10.0, runs)
     # rope has nothing the factor speeds up: itself; gpa: its twin; learned RoPE: no twin here
-    assert arm == {"rope": "rope", "gpa": "gpa_lr1", "gpa_lr1": "gpa_lr1", "lrope": None}
+    assert arms.primary == {"rope": "rope", "gpa": "gpa_lr1", "gpa_lr1": "gpa_lr1", "lrope": None}
+    assert arms.other == {"rope": "rope", "gpa": "gpa", "gpa_lr1": "gpa", "lrope": "lrope"}
+    assert arms.factor == 10.0
     assert rb.recipe_arm(rows, 1.0, runs.iloc[:2]) is None   # every trained row at 1 x: no arm
+
+
+def test_recipe_arm_reads_rows_named_at_the_papers_recipe_with_twins_at_another_factor():
+    """small_long: the rows as the claims name them train at 1 x, their twins at 10 x."""
+    rows = [row("rope", "softmax", {"position": "rope"}), row("gpa"), row("gpa_lr10", scale=10.0),
+            row("lrope", "softmax", {"position": "learned_rope"})]
+    runs = pd.DataFrame({"row": ["rope", "gpa", "gpa_lr10", "lrope"], "n_variant_params": [0, 512, 512, 32]})
+    arms = rb.recipe_arm(rows, 1.0, runs)
+    assert arms.primary == {"rope": "rope", "gpa": "gpa", "gpa_lr10": "gpa", "lrope": "lrope"}
+    assert arms.other == {"rope": "rope", "gpa": "gpa_lr10", "gpa_lr10": "gpa_lr10", "lrope": None}
+    assert arms.factor == 10.0
 
 
 def comp(lo, hi):

@@ -176,18 +176,20 @@ def test_the_papers_recipe_is_the_verdict_and_the_other_factor_follows():
     """C of issue 48: the x1 twins (the papers' one lr) give the verdict; the x10 rows' verdict is
     printed after it, with "depends on the recipe" when their intervals exclude 0 on opposite
     sides (000-gpa-beats-rope at small: -0.0175 [-0.0307, -0.0043] at x10, +0.0584 at x1)."""
+    from kernattn.tracks.char import report_budgets as rb
     from kernattn.tracks.char import report_claims
 
     rope = [2.00, 2.01, 2.02]
     def row(shift):
         return {i: x + shift + d for i, (x, d) in enumerate(zip(rope, (-3e-3, 0, 3e-3)))}
     values = {"rope": dict(enumerate(rope)), "gpa": row(-0.0175), "gpa_lr1": row(0.0584), "no_pos": row(0.6)}
-    arm = {"rope": "rope", "gpa": "gpa_lr1", "gpa_lr1": "gpa_lr1", "no_pos": "no_pos", "lrope": None}
+    arm = rb.RecipeArms({"rope": "rope", "gpa": "gpa_lr1", "gpa_lr1": "gpa_lr1", "no_pos": "no_pos", "lrope": None},
+                        {"rope": "rope", "gpa": "gpa", "gpa_lr1": "gpa", "no_pos": "no_pos", "lrope": "lrope"}, 10.0)
     claims = [{"id": "beats", "kind": "order", "order": ["gpa", "rope"]},
               {"id": "nope", "kind": "order", "order": ["rope", "no_pos"]},
               {"id": "missing", "kind": "order", "order": ["lrope", "rope"]}]
     values["lrope"] = dict(values["rope"])
-    got = report_claims._recipe_arms(claims, _setting(values), arm, 10.0)
+    got = report_claims._recipe_arms(claims, _setting(values), arm)
     beats = got["beats"]
     assert beats.verdict == stats.CONTRADICTED and beats.comparisons[0].a == "gpa_lr1"
     assert beats.shown == ("inconsistent at small; the ×10 arm (variant-owned parameters at 10 × the lr, not the "
@@ -197,6 +199,29 @@ def test_the_papers_recipe_is_the_verdict_and_the_other_factor_follows():
     missing = got["missing"]
     assert missing.verdict == stats.NOT_RUN and "no row at the papers' one lr (×1) for lrope" in missing.detail
     assert got["missing"].arm.startswith("the ×10 arm")
+
+
+def test_rows_named_at_the_papers_recipe_print_their_x10_twins_after_the_verdict():
+    """small_long names its rows at x1 (the verdict as named) and trains x10 twins: the twins'
+    verdict follows it; a claim whose row has no x10 twin prints no other arm."""
+    from kernattn.tracks.char import report_budgets as rb
+    from kernattn.tracks.char import report_claims
+
+    rope = [2.00, 2.01, 2.02]
+    def row(shift):
+        return {i: x + shift + d for i, (x, d) in enumerate(zip(rope, (-3e-3, 0, 3e-3)))}
+    values = {"rope": dict(enumerate(rope)), "gpa": row(0.0584), "gpa_lr10": row(-0.0175), "lrope": row(0.001)}
+    arms = rb.RecipeArms({"rope": "rope", "gpa": "gpa", "gpa_lr10": "gpa", "lrope": "lrope"},
+                         {"rope": "rope", "gpa": "gpa_lr10", "gpa_lr10": "gpa_lr10", "lrope": None}, 10.0)
+    claims = [{"id": "beats", "kind": "order", "order": ["gpa", "rope"]},
+              {"id": "lrope", "kind": "order", "order": ["lrope", "rope"]}]
+    got = report_claims._recipe_arms(claims, _setting(values), arms)
+    beats = got["beats"]
+    assert beats.verdict == stats.CONTRADICTED and beats.comparisons[0].a == "gpa"
+    assert beats.shown.endswith("the ×10 arm (variant-owned parameters at 10 × the lr, not the papers' one lr): "
+                                "consistent at small — the verdict depends on the recipe")
+    assert "×10 arm: gpa_lr10 − rope: -0.0175" in beats.detail
+    assert got["lrope"].arm == "" and got["lrope"].comparisons[0].a == "lrope"
 
 
 def test_every_gate_passes_on_some_data_and_fails_on_other():

@@ -115,9 +115,11 @@ def _budget_table(ctx: ReportContext, runs_df: pd.DataFrame, judged: list) -> No
     if not p.train.budgets:
         return
     values = report_budgets.budget_values(p, runs_df)
-    arm = report_budgets.recipe_arm(p.matrix.rows, p.train.variant_lr_scale, runs_df) or {}
+    arms = report_budgets.recipe_arm(p.matrix.rows, p.train.variant_lr_scale, runs_df)
     pairs = [(c.a, c.b) for res in judged for c in res.comparisons]
-    pairs += [(arm[a], arm.get(b) or b) for a, b in pairs if arm.get(a) and arm.get(b, b)]
+    for twin in (arms.primary, arms.other) if arms else ():   # the other arm's pairs too
+        pairs += [(twin.get(a, a), twin.get(b, b)) for a, b in pairs if twin.get(a, a) and twin.get(b, b)]
+    pairs = list(dict.fromkeys(pairs))
     report_budgets.gap_table(values, report_budgets.budgets_of(p), pairs).to_csv(ctx.tables / "budget-gaps.csv",
                                                                                  index=False)
 

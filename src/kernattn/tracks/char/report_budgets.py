@@ -7,9 +7,10 @@ per seed and budget with the budgets' L: what report.budget_trend reads (g = a +
 
 The recipe arm: a scale may train the variant-owned parameters (banks, tables, learned RoPE
 frequencies, GKA's sigma) at train.variant_lr_scale x lr, the papers at 1 x. `recipe_arm` maps
-each row with such parameters trained at another factor to its twin at 1 x (a row of the same
-variant and options whose variant_lr_scale is 1). The papers' recipe is the primary arm: a claim
-reads the twins, and prints the other factor's verdict after it (`arm_text`), with "the verdict
+each row with such parameters to its twin at 1 x and to its twin at the other factor (a row of
+the same variant and options whose variant_lr_scale is that factor), whichever factor the scale
+names its rows at. The papers' recipe is the primary arm: a claim reads the 1 x twins, and
+prints the other factor's verdict after it (`arm_text`), with "the verdict
 depends on the recipe" when the two arms' intervals exclude 0 on opposite sides
 (`depends_on_recipe`), judged or not.
 """
@@ -17,6 +18,7 @@ depends on the recipe" when the two arms' intervals exclude 0 on opposite sides
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -123,28 +125,39 @@ def gap_table(values: Values, budgets: list[int], pairs) -> pd.DataFrame:
     return pd.DataFrame.from_records(recs, columns=["a", "b", "budget", "gap", "se", "seeds"])
 
 
-def recipe_arm(rows, default_scale: float, runs_df: pd.DataFrame) -> dict[str, str | None] | None:
-    """row -> the row that trains it at variant_lr_scale 1 (itself when the factor changes
-    nothing: no variant-owned parameters, or already 1 x; None: no such twin at this scale).
-    None when every row already trains at 1 x (no arm to read)."""
+@dataclass(frozen=True)
+class RecipeArms:
+    """The two recipes of a scale: each trained row's twin at the papers' one lr (`primary`)
+    and at the other factor (`other`): itself when the factor changes nothing for it (no
+    variant-owned parameters, or it already trains at that factor), None when the scale has no
+    such twin. A scale may name its rows at either factor (small: x10 with x1 twins; small_long:
+    x1 with x10 twins); a claim's rows map through both."""
+    primary: dict[str, str | None]
+    other: dict[str, str | None]
+    factor: float
+
+
+def recipe_arm(rows, default_scale: float, runs_df: pd.DataFrame) -> RecipeArms | None:
+    """The scale's two recipe arms, or None when every trained row with variant-owned
+    parameters trains at 1 x (one recipe). With more than one other factor, the largest."""
     owned = dict(zip(runs_df["row"], runs_df["n_variant_params"])) if "n_variant_params" in runs_df else {}
-    trained = set(runs_df["row"])
+    trained = [r for r in rows if r.name in set(runs_df["row"])]
 
     def scale(r) -> float:
         return default_scale if r.variant_lr_scale is None else r.variant_lr_scale
-    if all(scale(r) == 1.0 for r in rows if r.name in trained):
+    moving = [r for r in trained if owned.get(r.name) != 0]   # None (a run before the count): assume it has some
+    factors = sorted({scale(r) for r in moving} - {1.0})
+    if not factors:
         return None
-    out = {}
-    for r in rows:
-        if r.name not in trained:
-            continue
-        if scale(r) == 1.0 or owned.get(r.name) == 0:   # None (a run before the count): assume it has some
-            out[r.name] = r.name
-            continue
-        twin = next((t for t in rows if t.name in trained and scale(t) == 1.0 and t.variant == r.variant
-                     and t.options == r.options), None)
-        out[r.name] = twin.name if twin is not None else None
-    return out
+
+    def twin(r, at: float) -> str | None:
+        if scale(r) == at or owned.get(r.name) == 0:
+            return r.name
+        found = next((t for t in trained if scale(t) == at and t.variant == r.variant and t.options == r.options),
+                     None)
+        return found.name if found is not None else None
+    return RecipeArms({r.name: twin(r, 1.0) for r in trained}, {r.name: twin(r, factors[-1]) for r in trained},
+                      factors[-1])
 
 
 def depends_on_recipe(primary, secondary) -> bool:

@@ -283,24 +283,26 @@ def _renamed(claim: dict, arm: dict[str, str | None]) -> dict | None:
     return {**claim, key: one(names)}
 
 
-def _recipe_arms(claims: list[dict], st: Setting, arm: dict, scale: float) -> dict[str, ClaimResult]:
-    """Every comparison claim judged on the papers' recipe, the rows' twins at variant lr x 1
-    (the verdict), with the rows as named, at x `scale`, printed after it (report_budgets.arm_text)."""
-    renamed = {c["id"]: _renamed(c, arm) for c in claims}
-    primary = _judge_comparisons([c for c in renamed.values() if c is not None], st)
-    secondary = _judge_comparisons(claims, st)
+def _recipe_arms(claims: list[dict], st: Setting, arms: report_budgets.RecipeArms) -> dict[str, ClaimResult]:
+    """Every comparison claim judged on the papers' recipe, its rows' twins at variant lr x 1
+    (the verdict), and on their twins at the other factor, printed after it
+    (report_budgets.arm_text)."""
+    ours = {c["id"]: _renamed(c, arms.primary) for c in claims}
+    theirs = {c["id"]: _renamed(c, arms.other) for c in claims}
+    primary = _judge_comparisons([c for c in ours.values() if c is not None], st)
+    secondary = _judge_comparisons([c for c in theirs.values() if c is not None], st)
     for claim in claims:
-        sec, res = secondary[claim["id"]], primary.get(claim["id"])
+        sec, res = secondary.get(claim["id"]), primary.get(claim["id"])
         if res is None:
             pairs = stats.ordering_pairs(claim["order"]) if claim["kind"] == "order" else [tuple(claim["rows"])]
-            missing = sorted({x for pair in pairs for x in pair if arm.get(x, x) is None})
+            missing = sorted({x for pair in pairs for x in pair if arms.primary.get(x, x) is None})
             why = f"no row at the papers' one lr (×1) for {', '.join(missing)}"
             res = primary[claim["id"]] = ClaimResult(claim, stats.NOT_RUN, scale=st.scale, ours="—", detail=why)
-        if renamed[claim["id"]] == claim:   # no row of it has parameters the factor speeds up: one arm
+        if sec is None or ours[claim["id"]] == theirs[claim["id"]]:   # no twin, or nothing the factor speeds up
             continue
-        res.arm = report_budgets.arm_text(sec.shown, scale, report_budgets.depends_on_recipe(res.comparisons,
-                                                                                          sec.comparisons))
-        res.detail = " | ".join(x for x in (res.detail, f"×{scale:g} arm: {sec.ours}") if x)
+        res.arm = report_budgets.arm_text(sec.shown, arms.factor,
+                                          report_budgets.depends_on_recipe(res.comparisons, sec.comparisons))
+        res.detail = " | ".join(x for x in (res.detail, f"×{arms.factor:g} arm: {sec.ours}") if x)
     return primary
 
 
@@ -339,8 +341,7 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
                  budget_trend.rule(papers), _eval_error(runs_df))
     comparing = [c for c in claims if c["kind"] in ("order", "noninferior")]
     arm = report_budgets.recipe_arm(params.matrix.rows, params.train.variant_lr_scale, runs_df)
-    compared = (_judge_comparisons(comparing, st) if arm is None else
-                _recipe_arms(comparing, st, arm, params.train.variant_lr_scale))
+    compared = _judge_comparisons(comparing, st) if arm is None else _recipe_arms(comparing, st, arm)
     results = []
     for claim in claims:
         kind = claim["kind"]

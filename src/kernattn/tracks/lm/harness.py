@@ -4,9 +4,10 @@
     # or, in Python: import kernattn.tracks.lm.harness, then lm_eval.simple_evaluate(model="kernattn", ...)
 
 The harness finds models through its own registry (lm_eval.api.registry); importing this module
-registers `kernattn` there. lm-eval 0.4 discovers no models from other packages, so its own
-`lm_eval` command does not know this one: `kernattn lm-eval` is that command with the model
-registered first (every argument is the harness's).
+registers `kernattn` there. lm-eval 0.4 discovers no models from other packages: its own
+`lm_eval --model kernattn` finds this one when its --tasks is a folder `kernattn lm-eval tasks`
+wrote (the folder's function module imports this one); `kernattn lm-eval run` is that command
+with the model registered first, for any task (every argument is the harness's).
 
 The model reads the run folder alone: config.json (the LM section it trained with, its variant
 and options, its plugins), model.pt, and the tokenizer of its lm.data_dir (found from the folder

@@ -5,10 +5,11 @@
 
 Everything after `lm-eval` but `tasks` is the harness's own command line (`lm_eval --help`), run
 with the `kernattn` model registered (tracks/lm/harness.py: lm-eval 0.4 discovers no models of
-other packages, so its own `lm_eval` command cannot load this one). A kernattn run scored
-without --output_path writes its results beside the run's own evaluation, in
-<lm.out_dir>/../eval/<run_id>-lm-eval/ (the harness's results JSON, per-sample logs with
---log_samples)."""
+other packages; its own `lm_eval --model kernattn` finds this one only when a task folder that
+`tasks` wrote is loaded: harness_tasks.UTILS). A kernattn run scored without --output_path
+writes its results beside the run's own evaluation, in <lm.out_dir>/../eval/<run_id>-lm-eval/
+(the harness's results JSON, per-sample logs with --log_samples), and its scores go into the
+run's MLflow run (harness_results)."""
 
 from __future__ import annotations
 
@@ -38,13 +39,20 @@ def _option(args: list[str], name: str) -> str | None:
 def default_output(args: list[str]) -> list[str]:
     """The harness's arguments with --output_path beside the run's own evaluation when the model
     is kernattn's and none is given."""
-    if _option(args, "--model") != "kernattn" or _option(args, "--output_path") or "-o" in args:
+    if _option(args, "--output_path") or "-o" in args:
         return args
-    pairs = dict(kv.split("=", 1) for kv in (_option(args, "--model_args") or "").split(",") if "=" in kv)
-    if "run" not in pairs:
+    run = _model_run(args)
+    if run is None:
         return args
-    run = Path(pairs["run"])
     return [*args, "--output_path", str(run.parent.parent / "eval" / f"{run.name}-lm-eval")]
+
+
+def _model_run(args: list[str]) -> Path | None:
+    """The kernattn run folder a harness command line scores (--model_args run=...), or None."""
+    if _option(args, "--model") != "kernattn":
+        return None
+    pairs = dict(kv.split("=", 1) for kv in (_option(args, "--model_args") or "").split(",") if "=" in kv)
+    return Path(pairs["run"]) if "run" in pairs else None
 
 
 def write_tasks(argv: list[str]) -> int:
@@ -52,7 +60,7 @@ def write_tasks(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="kernattn lm-eval tasks",
                                 description="write the CORE-6 tasks as local lm-eval tasks")
-    p.add_argument("--out", required=True, type=Path, help="folder for the tasks (then --include_path DIR)")
+    p.add_argument("--out", required=True, type=Path, help="folder for the tasks (then lm_eval ... --tasks DIR)")
     p.add_argument("--limit", type=int, default=None, help="the first N items of each task")
     p.add_argument("--eval-dir", type=Path, default=None,
                    help="folder of the CORE files (default: where `kernattn eval-lm` finds them for --params)")
@@ -60,8 +68,9 @@ def write_tasks(argv: list[str]) -> int:
     a = p.parse_args(argv)
     eval_dir = a.eval_dir or _catalogue_eval_dir(a.params)
     names = harness_tasks.write(eval_dir, a.out, a.limit)
-    print(f"{a.out}: {', '.join(names)} (group {harness_tasks.GROUP}); score them with "
-          f"`kernattn lm-eval run --include_path {a.out} --tasks {harness_tasks.GROUP} ...`")
+    print(f"{a.out}: {', '.join(names)} (tag {harness_tasks.GROUP}); score a run with "
+          f"`lm_eval --model kernattn --model_args run=<LM run folder> --tasks {a.out}` (or `kernattn lm-eval "
+          f"run ...`, which also logs to the run's MLflow run)")
     return 0
 
 
@@ -83,6 +92,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("lm-evaluation-harness is not installed; pip install -e '.[lm]'") from None
     from . import harness  # noqa: F401  (registers the `kernattn` model)
 
-    sys.argv = ["lm_eval", *default_output(argv)]
+    argv = default_output(argv)
+    sys.argv = ["lm_eval", *argv]
     cli_evaluate()
+    run_folder, output = _model_run(argv), _option(argv, "--output_path") or _option(argv, "-o")
+    if run_folder is not None and output is not None:
+        from . import harness_results
+
+        harness_results.log(run_folder, Path(output), warn=lambda m: print(m, file=sys.stderr))
     return 0

@@ -1,12 +1,12 @@
 """The six CORE-6 tasks (gka-paper Table 7) as local lm-evaluation-harness tasks, over the files the
 data catalogue already has (core-tasks): no network, the same items the CORE-6 evaluator reads.
 
-    kernattn lm-eval tasks --out DIR [--limit N]      # then: kernattn lm-eval run --include_path DIR ...
+    kernattn lm-eval tasks --out DIR [--limit N]      # then: lm_eval --model kernattn --tasks DIR ...
 
 `write(eval_dir, out)` reads each task through core_eval.load_task (so HellaSwag's text format
 and every malformed line fail as they do there) and writes, under `out`, one JSON-lines file and
-one task YAML per task (task names `core6_<task>`, group `core6`), plus the two functions the
-schema tasks need (UTILS). Each kind is posed as the harness poses its own version of it, the
+one task YAML per task (task names `core6_<task>`, tag `core6`), plus the functions they name
+(UTILS): every task names one, so loading any of them registers the `kernattn` model. Each kind is posed as the harness poses its own version of it, the
 target delimiter " " as CORE-6's:
 - multiple choice (HellaSwag, COPA, OpenBookQA): context, the choices, acc and acc_norm. The
   harness scores a choice's summed log-likelihood from the end of the context; CORE-6 its mean
@@ -32,7 +32,14 @@ from . import core_eval as core
 GROUP = "core6"
 UTILS = "core6_harness_utils.py"
 # the schema tasks' multiple-input form: the gold context's index, the options, the continuation
-UTILS_SOURCE = '''"""Written by kernattn (tracks/lm/harness_tasks.py): the CORE-6 schema tasks' multiple-input form."""
+UTILS_SOURCE = '''"""Written by kernattn (tracks/lm/harness_tasks.py): the CORE-6 tasks' functions.
+
+Importing kernattn's harness module here registers the `kernattn` model: the harness's own
+`lm_eval --model kernattn --tasks <this folder>` loads every task YAML of a folder (and so this
+module) before it looks the model up, and lm-eval 0.4 has no other way to find another
+package's model."""
+
+import kernattn.tracks.lm.harness  # noqa: F401
 
 
 def gold(doc):
@@ -41,6 +48,10 @@ def gold(doc):
 
 def contexts(doc):
     return list(doc["contexts"])
+
+
+def spaced_continuation(doc):
+    return " " + doc["continuation"]
 '''
 
 
@@ -59,14 +70,15 @@ def _config(task: str, data: Path) -> dict:
             "metadata": {"version": 1.0, "source": "kernattn CORE-6 (gka-paper Table 7), data catalogue core-tasks"}}
     if kind == "multiple_choice":
         return {**base, "output_type": "multiple_choice", "doc_to_text": "{{context}}", "doc_to_choice": "{{choices}}",
-                "doc_to_target": "{{gold}}", "metric_list": [{"metric": "acc"}, {"metric": "acc_norm"}]}
+                "doc_to_target": "!function core6_harness_utils.gold",
+                "metric_list": [{"metric": "acc"}, {"metric": "acc_norm"}]}
     if kind == "schema":
         return {**base, "output_type": "multiple_choice", "doc_to_text": "!function core6_harness_utils.gold",
                 "doc_to_choice": "!function core6_harness_utils.contexts", "doc_to_target": "{{continuation}}",
                 "metric_list": [{"metric": "acc"}]}
     # the harness puts no delimiter before a loglikelihood task's target: the space is the target's own
     return {**base, "output_type": "loglikelihood", "doc_to_text": "{{context}}",
-            "doc_to_target": "{{' ' + continuation}}",
+            "doc_to_target": "!function core6_harness_utils.spaced_continuation",
             "metric_list": [{"metric": "acc"}, {"metric": "perplexity"}]}
 
 
