@@ -101,3 +101,27 @@ def test_published_claims_rebuild_byte_for_byte_from_their_records(folder):
 def test_some_records_are_published():
     """The rebuild test above is not vacuous: at least one records folder is in the repository."""
     assert PUBLISHED, "results/records/ holds no records folder (kernattn records export)"
+
+
+def test_add_brings_later_runs_and_names_their_commit_and_keeps_what_was_recorded(tmp_path):
+    first, later = tmp_path / "first", tmp_path / "later"
+    _tree(first)
+    out = tmp_path / "records" / "s-2026-12-02"
+    records.export("s", out, root=first)
+    _tree(later)
+    (later / "results/s/runs/rope_lr10-s0").mkdir(parents=True)
+    (later / "results/s/runs/rope_lr10-s0/final.json").write_text('{"val_loss": 1.0}')
+    (later / "results/s/runs/rope_lr10-s0/ckpt.pt").write_bytes(b"weights")
+    (later / "results/s/benchmarks/train-rope-s0.tsv").write_bytes(b"s\n2\n")   # a rerun's: the record stays
+    assert records.add("s", out, root=later) == ["results/s/runs/rope_lr10-s0/final.json"]
+    manifest = json.loads((out / records.MANIFEST).read_text())
+    assert manifest["additions"][0]["files"] == ["results/s/runs/rope_lr10-s0/final.json"]
+    assert "commit" in manifest["additions"][0] and "cores" in manifest["additions"][0]
+    assert (out / "results/s/runs/rope_lr10-s0/final.json").read_text() == '{"val_loss": 1.0}'
+    assert (out / "results/s/benchmarks/train-rope-s0.tsv").read_bytes() == b"s\n1\n"
+    assert manifest["files"]["results/s/runs/rope_lr10-s0/final.json"]["bytes"] == len('{"val_loss": 1.0}')
+    (later / "results/s/data/dickens/meta.json").write_text('{"n_train": 10}')
+    with pytest.raises(UsageError, match="prepared data differ"):
+        records.add("s", out, root=later)
+    with pytest.raises(UsageError, match="missing; `add` extends"):
+        records.add("s", tmp_path / "nothing", root=later)

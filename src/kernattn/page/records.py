@@ -1,6 +1,7 @@
 """Published records: the files a scale's report reads, kept so that its claims rebuild at HEAD.
 
     kernattn records export --scale S --to results/records/<name>   # after the DAG, in its checkout
+    kernattn records add --scale S --to results/records/<name>      # runs of the scale trained later
     kernattn records rebuild results/records/<name> --write results/claims/<name>.csv
     kernattn records rebuild results/records/<name> --check results/claims/<name>.csv
 
@@ -15,6 +16,10 @@ weights, the prepared data arrays and image tensors); the JUnit record of the fa
 the params file (the unit-tested claims read it) and the benchmark folders the page reads
 (report's default --bench-dir), so a later commit of new benchmark CSVs does not change them.
 manifest.json names the scale, date, commit and machine, and each file's size and SHA-256.
+
+`add` extends a records folder with the files of runs trained later, in another checkout of the
+same scale (a recipe arm added to it): new files only, the same prepared data required, each
+addition named in the manifest with its own commit.
 
 `rebuild` runs the report in a scratch folder holding the records' files and a copy of the
 given params file (the HEAD's by default), with the records' benchmark folders, and compares its
@@ -95,6 +100,42 @@ def export(scale: str, to: Path, root: Path = Path(".")) -> dict:
     return manifest
 
 
+def add(scale: str, to: Path, root: Path = Path(".")) -> list[str]:
+    """Add to the records `to` the files of results/<scale>/ in the checkout `root` that they lack:
+    runs trained later in another checkout (a second recipe arm). A file both have is kept as
+    recorded; the prepared data must be the same (its meta.json digests), or the new runs are
+    not comparable. The manifest lists each addition with its own date, commit and machine.
+    Returns the added paths."""
+    from ..dag.timing_cli import machine
+    from ..engine.runtime import git_info
+
+    manifest_path = to / MANIFEST
+    if not manifest_path.is_file():
+        raise UsageError(f"{manifest_path}: missing; `add` extends a records folder made by `kernattn records export`")
+    manifest = json.loads(manifest_path.read_text())
+    source = root / "results" / scale
+    if manifest["scale"] != scale or not source.is_dir():
+        raise UsageError(f"{to} records scale {manifest['scale']!r}; {source} must hold results of that scale")
+    files = {p.relative_to(root).as_posix(): p for p in sorted(source.rglob("*"))
+             if p.is_file() and published(p.relative_to(root).as_posix())}
+    differ = [rel for rel, p in files.items() if "/data/" in rel and rel in manifest["files"]
+              and _digest(p) != manifest["files"][rel]["sha256"]]
+    if differ:
+        raise UsageError(f"{root}: its prepared data differ from the records' ({', '.join(differ)}); runs on other "
+                         f"data are not comparable with them")
+    new = [rel for rel in files if rel not in manifest["files"]]
+    for rel in new:
+        (to / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(files[rel], to / rel)
+        manifest["files"][rel] = {"bytes": files[rel].stat().st_size, "sha256": _digest(files[rel])}
+    commit, dirty = git_info(root)
+    manifest.setdefault("additions", []).append({"date": datetime.now(timezone.utc).date().isoformat(),
+                                                 "commit": commit, "dirty": dirty, **machine(), "files": new})
+    manifest["files"] = dict(sorted(manifest["files"].items()))
+    atomic_write_json(manifest_path, manifest, indent=1)
+    return new
+
+
 # The tables a publication copies from the report (report/tables/<name>) and the name each takes
 # beside the published claims CSV (<stem>.csv): the claims, the pairwise tests, the budget sweep.
 TABLES = {"claims.csv": "", "claims-pairs.csv": "-pairs", "budget-gaps.csv": "-budget-gaps"}
@@ -142,6 +183,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex = sub.add_parser("export", help="copy the files the report reads of a scale into a records folder")
     ex.add_argument("--scale", required=True)
     ex.add_argument("--to", required=True, type=Path, help="records folder to create (results/records/<name>)")
+    ad = sub.add_parser("add", help="add the runs of another checkout of the same scale to a records folder")
+    ad.add_argument("--scale", required=True)
+    ad.add_argument("--to", required=True, type=Path, help="the records folder to extend")
     rb = sub.add_parser("rebuild", help="rebuild the claims CSV from a records folder at this commit")
     rb.add_argument("records", type=Path)
     rb.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
@@ -156,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
         manifest = export(args.scale, args.to)
         size = sum(f["bytes"] for f in manifest["files"].values())
         print(f"{args.to}: {len(manifest['files'])} files, {size / 2**20:.1f} MiB")
+        return 0
+    if args.action == "add":
+        added = add(args.scale, args.to)
+        print(f"{args.to}: {len(added)} files added")
         return 0
     built = rebuild(args.records, args.params)
     targets = published_tables(args.write or args.check)
