@@ -66,6 +66,30 @@ def test_lm_flops_per_step_equal_flopcounter_over_the_accumulated_batch():
     assert work.flops_per_step == _counted(step)
 
 
+def test_the_lm_eval_suite_costs_its_requests_times_one_full_context_forward():
+    """kernattn plan --lm-eval-suite: per task, documents x requests per document forward passes
+    of the row's model at its full context (counted by FlopCounterMode here), at the plan's
+    eval-lm efficiency."""
+    from kernattn.dag import plan_harness
+    from kernattn.tracks.lm.model import GPT
+    from kernattn.tracks.lm.track import row_config
+
+    p = load_params(PARAMS, "micro")
+    lm = p.lm
+    device = pl.Device("h100", 1e15, 0.5, "test", {"eval_lm": 0.25})
+    lines = [x for x in plan_harness.suite_costs(p, device) if x["row"] == "base"]
+    run = pf.stage_runs(p, "train_lm")["base-s0"].spec
+    model = GPT(row_config(lm, lm.vocab_size, run))
+    forward = _counted(lambda: model(torch.randint(0, lm.vocab_size, (1, lm.context))))
+    assert [x["task"] for x in lines] == list(plan_harness.SUITE)
+    hellaswag = lines[1]
+    assert hellaswag["requests"] == 10042 * 4 and hellaswag["context"] == lm.context
+    assert hellaswag["flops"] == pytest.approx(hellaswag["requests"] * forward, rel=1e-6)
+    assert hellaswag["seconds"] == pytest.approx(hellaswag["flops"] / (1e15 * 0.25))
+    text = plan_harness.render(lines, device)
+    assert "(suite)" in text and "an upper bound" in text
+
+
 def test_vision_flops_per_step_and_steps_of_a_real_batch():
     from kernattn.tracks.vision import model as vm
 

@@ -4,6 +4,7 @@ the DAG at a scale, and of the whole DAG on a cluster, before anything is launch
     kernattn plan --scale paper                                  # one 8-GPU H100 node
     kernattn plan --scale paper --gpu a100 --gpus-per-node 8 --nodes 2 --mfu 0.4 --out plan.csv
     kernattn plan --scale tiny --gpu cpu --gpus-per-node 2       # this machine: 2 runs at a time
+    kernattn plan --scale paper --lm-eval-suite                  # lm-eval's 0-shot suite per LM row and task
 
 The method and its assumptions: kernattn.dag.plan.
 """
@@ -27,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"snakemake profile whose set-resources give GPUs per run (default {PROFILE})")
     parser.add_argument("--safety", type=float, default=SAFETY, metavar="X",
                         help=f"SLURM time limit = planned wall time x X + start-up margin (default {SAFETY})")
+    parser.add_argument("--lm-eval-suite", action="store_true",
+                        help="instead: what lm-eval's standard 0-shot suite costs per task on each LM row "
+                             "(kernattn.dag.plan_harness)")
     parser.add_argument("--out", default=None, metavar="CSV",
                         help="also write the per-job table as CSV and the DAG's summary beside it (.json); "
                              "the report shows results/<scale>/plan/{<scale>,paper}.csv")
@@ -81,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     from ..plan_files import summary_path
     from .plan import summary, table
 
+    if args.lm_eval_suite:
+        return _suite(args)
     _, plan = compute(args)
     print(render(plan, args.safety))
     if args.out:
@@ -88,4 +94,16 @@ def run(args: argparse.Namespace) -> int:
         summary_file = summary_path(args.out)
         atomic_write_text(summary_file, json.dumps(summary(plan), indent=2) + "\n")
         print(f"wrote {args.out} and {summary_file}")
+    return 0
+
+
+def _suite(args: argparse.Namespace) -> int:
+    from ..config import params_from_args
+    from .plan import resolve_device
+    from .plan_harness import render as render_suite
+    from .plan_harness import suite_costs
+
+    params = params_from_args(args)
+    device = resolve_device(args.gpu, args.mfu, params.train.threads or 1, MEASURED)
+    print(render_suite(suite_costs(params, device), device))
     return 0
