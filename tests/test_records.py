@@ -27,6 +27,8 @@ def _tree(root: Path) -> None:
         "results/s/runs/rope-s0/lr.npy": b"lr",
         "results/s/runs/rope-s0/param_trace.npz": b"bank",
         "results/s/runs/rope-s0/ckpt.pt": b"weights",
+        "results/s/runs/budgets/rope-s0-b2/param_trace.npz": b"a branch's bank",
+        "results/s/runs/budgets/rope-s0-b2/final.json": b"{}",
         "results/s/lm/runs/base-s0/model.pt": b"weights",
         "results/s/data/dickens/train.npy": b"corpus",
         "results/s/data/dickens/meta.json": b'{"n_train": 9}',
@@ -47,6 +49,7 @@ def test_export_keeps_what_the_report_reads_and_no_weights_or_data_arrays(tmp_pa
     kept = set(manifest["files"])
     assert kept == {"results/s/runs/rope-s0/final.json", "results/s/runs/rope-s0/metrics.jsonl",
                     "results/s/runs/rope-s0/lr.npy", "results/s/runs/rope-s0/param_trace.npz",
+                    "results/s/runs/budgets/rope-s0-b2/final.json",
                     "results/s/data/dickens/meta.json", "results/s/benchmarks/train-rope-s0.tsv",
                     "results/unit-tests.xml", "results/cpu/attention-x.csv"}
     out = tmp_path / "out" / "s-2026-12-02"

@@ -47,7 +47,10 @@ from ..io import atomic_write_bytes, atomic_write_json
 # published. Checkpoints and exported weights (the report reads metrics, final records, lr.npy and
 # the bank traces, never a model); the prepared data (the corpus, the LM's token arrays, the ViT's
 # image tensors): the manifest keeps their digests through the data folders' meta.json.
-PRUNED = (("", ".pt"), ("", ".safetensors"), ("/data/", ".npy"), ("/data/", ".bin"), ("/data/", ".tiktoken"))
+# A cooldown branch's parameter trace: the bank gates read the runs' own (report_bankgate), never a
+# branch's (about half of a budget sweep's records).
+PRUNED = (("", ".pt"), ("", ".safetensors"), ("/data/", ".npy"), ("/data/", ".bin"), ("/data/", ".tiktoken"),
+          ("/runs/budgets/", "param_trace.npz"))
 UNIT_TESTS = "results/unit-tests.xml"
 BENCH_DIRS = ("results/cpu", "results/gpu")
 MANIFEST = "manifest.json"
