@@ -123,6 +123,8 @@ def test_add_brings_later_runs_and_names_their_commit_and_keeps_what_was_recorde
     assert (out / "results/s/runs/rope_lr10-s0/final.json").read_text() == '{"val_loss": 1.0}'
     assert (out / "results/s/benchmarks/train-rope-s0.tsv").read_bytes() == b"s\n1\n"
     assert manifest["files"]["results/s/runs/rope_lr10-s0/final.json"]["bytes"] == len('{"val_loss": 1.0}')
+    (later / "results/s/data/dickens/meta.json").write_text('{"n_train": 9, "created_utc": "later", "seconds": 2}')
+    assert records.add("s", out, root=later) == []   # the same data prepared again: nothing new, no error
     (later / "results/s/data/dickens/meta.json").write_text('{"n_train": 10}')
     with pytest.raises(UsageError, match="prepared data differ"):
         records.add("s", out, root=later)

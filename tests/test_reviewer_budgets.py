@@ -151,3 +151,17 @@ def test_the_verdict_depends_on_the_recipe_when_the_arms_intervals_exclude_0_on_
     assert text.startswith("the ×10 arm (variant-owned parameters at 10 × the lr, not the papers' one lr): ")
     assert text.endswith("not judged (x) — the verdict depends on the recipe")
     assert "depends" not in rb.arm_text("consistent at small", 10.0, False)
+
+
+def test_a_reading_over_every_gpa_run_pools_the_papers_recipe_only():
+    """small_long's x10 twins are another recipe: the bank readings (strength vs removal cost,
+    layer-1 banks, ...) read the rows trained at x1 alone."""
+    from kernattn.tracks.char.report import _papers_recipe
+
+    rows = [row("gpa"), row("gpa_lr10", scale=10.0), row("rope", "softmax", {"position": "rope"})]
+    runs = pd.DataFrame({"row": ["gpa", "gpa_lr10", "rope"], "n_variant_params": [512, 512, 0]})
+    params = SimpleNamespace(matrix=SimpleNamespace(rows=rows), train=SimpleNamespace(variant_lr_scale=1.0))
+    section = {"gpa": {"rows": [{"row": "gpa"}, {"row": "gpa_lr10"}], "figures": 1}, "runs_df": runs}
+    assert _papers_recipe(params, section) == {"rows": [{"row": "gpa"}], "figures": 1}
+    one_recipe = {**section, "runs_df": runs.iloc[[0, 2]]}
+    assert _papers_recipe(params, one_recipe) is section["gpa"]

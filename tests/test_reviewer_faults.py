@@ -221,6 +221,7 @@ def test_rows_named_at_the_papers_recipe_print_their_x10_twins_after_the_verdict
     assert beats.shown.endswith("the ×10 arm (variant-owned parameters at 10 × the lr, not the papers' one lr): "
                                 "consistent at small — the verdict depends on the recipe")
     assert "×10 arm: gpa_lr10 − rope: -0.0175" in beats.detail
+    assert all(got[c["id"]].claim is c for c in claims)   # the page finds each result by its claim
     assert got["lrope"].arm == "" and got["lrope"].comparisons[0].a == "lrope"
 
 

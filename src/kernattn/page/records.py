@@ -103,6 +103,21 @@ def export(scale: str, to: Path, root: Path = Path(".")) -> dict:
     return manifest
 
 
+# when and how long a preparation took: a data folder's meta.json differs in them alone when the
+# same data are prepared again
+PREPARED_AT = ("created_utc", "seconds")
+
+
+def _same_data(new: Path, recorded: Path) -> bool:
+    """Whether two prepared data files hold the same data (a JSON record: but for PREPARED_AT)."""
+    if new.suffix != ".json":
+        return new.read_bytes() == recorded.read_bytes()
+    def content(path):
+        doc = json.loads(path.read_text())
+        return {k: v for k, v in doc.items() if k not in PREPARED_AT} if isinstance(doc, dict) else doc
+    return content(new) == content(recorded)
+
+
 def add(scale: str, to: Path, root: Path = Path(".")) -> list[str]:
     """Add to the records `to` the files of results/<scale>/ in the checkout `root` that they lack:
     runs trained later in another checkout (a second recipe arm). A file both have is kept as
@@ -122,7 +137,7 @@ def add(scale: str, to: Path, root: Path = Path(".")) -> list[str]:
     files = {p.relative_to(root).as_posix(): p for p in sorted(source.rglob("*"))
              if p.is_file() and published(p.relative_to(root).as_posix())}
     differ = [rel for rel, p in files.items() if "/data/" in rel and rel in manifest["files"]
-              and _digest(p) != manifest["files"][rel]["sha256"]]
+              and not _same_data(p, to / rel)]
     if differ:
         raise UsageError(f"{root}: its prepared data differ from the records' ({', '.join(differ)}); runs on other "
                          f"data are not comparable with them")

@@ -85,13 +85,24 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     converged = report_claims.convergence(section["runs_df"], section["curves"], ctx.papers, ctx.params)
     judged = report_claims.judge(compared, ctx.params, section["runs_df"], ctx.papers, section["curves"])
     _budget_table(ctx, section["runs_df"], judged)
-    results = (judged + report_readings.judge(readings, section["gpa"], ctx.params, converged)
+    results = (judged + report_readings.judge(readings, _papers_recipe(ctx.params, section), ctx.params, converged)
                + [_stable(c, ctx, section["runs_df"]) for c in stable])
     trained = regime(ctx.params)
     for res in results:
         if res.claim["kind"] not in ("count", "number"):   # those hold by construction, at any length
             res.regime = trained
     return results
+
+
+def _papers_recipe(params, section: dict) -> dict:
+    """The GPA part with only the rows trained at the papers' recipe (variant lr x1) where the
+    scale trains another arm too: a reading over "every GPA run" pools one recipe, the verdict's
+    (report_budgets.recipe_arm)."""
+    gpa = section["gpa"]
+    arms = report_budgets.recipe_arm(params.matrix.rows, params.train.variant_lr_scale, section["runs_df"])
+    if arms is None:
+        return gpa
+    return {**gpa, "rows": [r for r in gpa.get("rows", []) if arms.primary.get(r["row"], r["row"]) == r["row"]]}
 
 
 def regime(params) -> str:

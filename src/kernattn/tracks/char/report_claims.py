@@ -298,6 +298,7 @@ def _recipe_arms(claims: list[dict], st: Setting, arms: report_budgets.RecipeArm
             missing = sorted({x for pair in pairs for x in pair if arms.primary.get(x, x) is None})
             why = f"no row at the papers' one lr (×1) for {', '.join(missing)}"
             res = primary[claim["id"]] = ClaimResult(claim, stats.NOT_RUN, scale=st.scale, ours="—", detail=why)
+        res.claim = claim   # the claim as written (the page finds its result by it), not its twins' copy
         if sec is None or ours[claim["id"]] == theirs[claim["id"]]:   # no twin, or nothing the factor speeds up
             continue
         res.arm = report_budgets.arm_text(sec.shown, arms.factor,
