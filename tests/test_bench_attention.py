@@ -15,6 +15,7 @@ import torch
 
 from kernattn import hardware
 from kernattn.bench import attention as bench
+from kernattn.bench import attention_measure as measure_mod
 from kernattn.bench import attention_configs as configs
 from kernattn.bench import attention_ratios as ratios_mod
 from kernattn.bench import timing, typed_csv
@@ -56,7 +57,7 @@ def quick_run(tmp_path_factory):
 def test_in_process_run_writes_documented_schema(quick_run):
     rc, out = quick_run
     assert rc == 0
-    assert list(bench.SCHEMA) == COLUMNS
+    assert list(measure_mod.SCHEMA) == COLUMNS
     assert _header(out) == COLUMNS
     rows = bench.read_rows(out)  # typed by the schema; raises on a malformed value
     assert len(rows) == 2 * 2 * 2
@@ -189,19 +190,19 @@ def test_default_variant_list():
 
 
 def test_reference_plan():
-    settings = bench.BenchSettings(configs=list(configs.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048])
-    jobs = bench.plan(settings)
+    settings = measure_mod.BenchSettings(configs=list(configs.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048])
+    jobs = measure_mod.plan(settings)
     ref = {(c.label, n) for c, impl, n in jobs if impl == "reference"}
     fast = {(c.label, n) for c, impl, n in jobs if impl == "fast"}
     assert fast == {(label, n) for label in configs.labels() for n in (256, 1024, 2048)}
     assert {label for label, n in ref if n == 2048} == {"gka", "softmax-rope", "gpa-mult-decay-M8"}
     assert {n for label, n in ref if label == "gpa-add-dp-M64"} == {256}
     assert {n for label, n in ref if label == "nw-yat"} == {256, 1024}
-    capped = bench.plan(bench.BenchSettings(configs=list(configs.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048],
-                                            max_reference_n=256))
+    capped = measure_mod.plan(measure_mod.BenchSettings(configs=list(configs.DEFAULT_CONFIGS),
+                                                        seq_lens=[256, 1024, 2048], max_reference_n=256))
     assert {n for c, impl, n in capped if impl == "reference"} == {256}
-    full = bench.plan(bench.BenchSettings(configs=list(configs.DEFAULT_CONFIGS), seq_lens=[256, 1024, 2048],
-                                          full_reference=True))
+    full = measure_mod.plan(measure_mod.BenchSettings(configs=list(configs.DEFAULT_CONFIGS),
+                                                      seq_lens=[256, 1024, 2048], full_reference=True))
     assert len([j for j in full if j[1] == "reference"]) == 3 * len(configs.DEFAULT_CONFIGS)
 
 
@@ -264,9 +265,9 @@ def test_cpu_peak_bytes_of_a_known_allocation_pattern():
 
 def test_peak_of_a_reference_step_exceeds_its_kernel_matrix():
     # gka reference at N=128 keeps a [B, H, N, N] float32 kernel for backward: >= 0.5 MiB.
-    m = bench.measure(next(c for c in configs.DEFAULT_CONFIGS if c.label == "gka"), "reference", n=128,
-                      batch=2, heads=4, d_head=8, dtype=torch.float32, device=torch.device("cpu"),
-                      warmup=0, repeats=1, max_n=128)
+    m = measure_mod.measure(next(c for c in configs.DEFAULT_CONFIGS if c.label == "gka"), "reference", n=128,
+                            batch=2, heads=4, d_head=8, dtype=torch.float32, device=torch.device("cpu"),
+                            warmup=0, repeats=1, max_n=128)
     assert m.peak_bytes >= 2 * 4 * 128 * 128 * 4
     assert len(m.times_ms) == 1 and m.times_ms[0] > 0
 
@@ -284,14 +285,14 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
 
 
 def test_failing_rows_are_skipped_listed_and_flagged(tmp_path, monkeypatch, capsys):
-    real = bench.prepare
+    real = measure_mod.prepare
 
     def prepare(cfg, impl, **kw):  # inject the failure torch gives for cdist in half precision
         if impl == "reference":
             raise NotImplementedError('"cdist" not implemented for \'Half\'\nsecond line')
         return real(cfg, impl, **kw)
 
-    monkeypatch.setattr(bench, "prepare", prepare)
+    monkeypatch.setattr(measure_mod, "prepare", prepare)
     out = tmp_path / "a.csv"
     assert main([*QUICK, "--seq-lens", "8", "--variants", "gka", "--out", str(out)]) == 1
     assert [(r["label"], r["impl"]) for r in bench.read_rows(out)] == [("gka", "fast")]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernattn.report.bootstrap import BootCI
-from kernattn.tracks.lm.report import core_resolution
+from kernattn.tracks.lm.report_claims import core_resolution
 
 REPO = Path(__file__).resolve().parents[1]
 # the user-facing text: the report's LM part, the claims, the CLI's help, the docs and the README

@@ -873,9 +873,9 @@ def _diagonal(value: float):
 
 
 def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path, monkeypatch):
-    from kernattn.tracks.lm import report as lm_report
+    from kernattn.tracks.lm import report_claims as lm_claims
 
-    monkeypatch.setattr(lm_report, "_identity_reading", _diagonal(0.5))  # GKA that learned to mix
+    monkeypatch.setattr(lm_claims, "_identity_reading", _diagonal(0.5))  # GKA that learned to mix
     params_path = write_params(tmp_path, seeds=(0,), only=["rope"])
     doc = yaml.safe_load(params_path.read_text())
     doc["lm"]["out_dir"] = str(tmp_path / "lm" / "runs")
@@ -949,18 +949,18 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path, monkeypatch):
     assert "value embeddings 419,430,400 (10 alternating layers)" in html  # the depth-20 count, not a flag
     # gate (a): the pair's gap of training losses must have stopped moving over the last 20%
     from kernattn.report.part import ReportContext
-    from kernattn.tracks.lm import report as lm_report
+    from kernattn.tracks.lm import report_claims as lm_claims
     from kernattn.tracks.lm.stages import run_dir
 
     ctx = ReportContext(params, str(params_path), tmp_path, build.load_paper_numbers())
-    assert lm_report._converged(ctx, ("base", "gka_paper")).passed
+    assert lm_claims._converged(ctx, ("base", "gka_paper")).passed
     # every run of both rows still falls 0.01 a step side by side: no gap, not moving: the gate passes
     for row in ("base", "gka_paper"):
         for seed in (0, 1, 2):
             (run_dir(params, f"{row}-s{seed}") / "metrics.jsonl").write_text("".join(
                 json.dumps({"step": st, "split": "train", "loss": 3.0 - 0.01 * st, "lr": 1e-3}) + "\n"
                 for st in range(0, 101, 5)))
-    g = lm_report._converged(ctx, ("base", "gka_paper"))
+    g = lm_claims._converged(ctx, ("base", "gka_paper"))
     assert g.passed and "base − gka_paper +0.0000 at the end, at its test's boundary 0" in g.why, g.why
     # one of gka_paper's three runs falls 0.01 a step to the end while base falls 0.02 a step to
     # step 80 and then flattens: over the last half of the lr-sum (steps 50-100) that seed's gap
@@ -972,12 +972,12 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path, monkeypatch):
             (run_dir(params, f"{row}-s{seed}") / "metrics.jsonl").write_text("".join(
                 json.dumps({"step": st, "split": "train", "loss": 3.0 - 0.01 * st if fall else converged_loss(st),
                             "lr": 1e-3}) + "\n" for st in range(0, 101, 5)))
-    g = lm_report._converged(ctx, ("base", "gka_paper"))
+    g = lm_claims._converged(ctx, ("base", "gka_paper"))
     assert not g.passed and g.why.startswith("base − gka_paper -0.2007 at the end, opening at 46% of itself"), g.why
     assert "upper 97.5% bound +152% over 3 seeds (paired)" in g.why
     # a run without a metrics.jsonl is named, never left out of its row's mean
     (run_dir(params, "base-s2") / "metrics.jsonl").unlink()
-    assert lm_report._converged(ctx, ("base", "gka_paper")).why == "no train loss evaluations of base-s2"
+    assert lm_claims._converged(ctx, ("base", "gka_paper")).why == "no train loss evaluations of base-s2"
 
 
 def test_one_colour_per_matrix_row():

@@ -15,7 +15,7 @@ from kernattn.config import ParamsError, load_params
 from kernattn.report import stats
 from kernattn.page import build
 from kernattn.report.claims import paper_row
-from kernattn.tracks.lm.report import claim_rows
+from kernattn.tracks.lm.report_claims import claim_rows
 from kernattn.tracks.lm.stages import lm_runs
 from kernattn.tracks.vision import stages as vision_stages
 from kernattn.tracks.vision.report import PAIR
@@ -201,7 +201,7 @@ def test_vlt_above_deit_on_imagenet():
 
 def test_core_task_directions_on_constructed_items():
     """Table 7's directions: per task a Bonferroni paired bootstrap over items of GKA - base."""
-    from kernattn.tracks.lm.report import _core_tasks_claim
+    from kernattn.tracks.lm.report_claims import _core_tasks_claim
 
     claim = next(c for c in build.load_paper_numbers()["claims"] if c["id"] == "003-lm-core-tasks")
     want = claim["directions"]

@@ -154,7 +154,7 @@ def test_the_lm_claims_name_the_missing_row_as_the_rows_are_written():
     """Fault 4: the LM claims said "paper: {seed: "003", ...}" of a field long since written
     `document:`; the small scale's micro LM trains the baseline of Table 8 and not GKA-LM."""
     from kernattn.config import load_params
-    from kernattn.tracks.lm.report import _missing_pair
+    from kernattn.tracks.lm.report_claims import _missing_pair
 
     from .test_report import PARAMS
 

@@ -23,7 +23,7 @@ from kernattn.report.part import ReportContext
 from kernattn.attention.gka_readings import gka_modules
 from kernattn.studies.gka_init.report import named_init_readings
 from kernattn.tracks.char.model import GPT
-from kernattn.tracks.lm import report as lm_report
+from kernattn.tracks.lm import report_claims as lm_claims
 from kernattn.tracks.vision import report as vision_report
 from kernattn.tracks.vision import stages as vision_stages
 
@@ -120,11 +120,11 @@ def test_lm_claims_that_compare_the_gka_row_follow_the_rule():
     ctx = SimpleNamespace(papers=PAPERS)
     bpb = ClaimResult(_claim("003-lm-bpb"), stats.CONTRADICTED, scale="paper")
     size = ClaimResult(_claim("003-lm-size"), stats.BY_CONSTRUCTION, scale="paper")
-    lm_report._with_identity(ctx, [bpb, size], _reading(0.96, 0.97, 0.95, row="gka_paper"))
+    lm_claims._with_identity(ctx, [bpb, size], _reading(0.96, 0.97, 0.95, row="gka_paper"))
     assert bpb.verdict.startswith("not comparable (sigma stayed at identity: gka_paper's")
     assert size.verdict == stats.BY_CONSTRUCTION and size.detail == ""
     core = ClaimResult(_claim("003-lm-core"), stats.INCONCLUSIVE, scale="paper")
-    lm_report._with_identity(ctx, [core], _reading(0.3, 0.2, 0.25, row="gka_paper"))
+    lm_claims._with_identity(ctx, [core], _reading(0.3, 0.2, 0.25, row="gka_paper"))
     assert core.verdict == stats.INCONCLUSIVE and "gka_paper-s1 0.200" in core.detail
 
 

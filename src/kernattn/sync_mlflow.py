@@ -57,6 +57,25 @@ def sync_key(final: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
+def read_run_folder(run_dir: Path) -> tuple[dict, dict, list[dict]]:
+    """(final.json, config.json, the lines of metrics.jsonl) of a finished run's folder."""
+    final = json.loads((run_dir / "final.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return final, config, lines
+
+
+def run_tags(final: dict[str, Any], config: dict[str, Any], name: str, key: str) -> dict[str, str]:
+    """The tags of the run in the store: training's (its source, final.json's TAG_KEYS), its
+    name and sync key, and the final validation loss; a missing value is no tag."""
+    from .engine.mlrun import TAG_KEYS, source_tags
+
+    tags = {**source_tags(config.get("command"), final.get("git_commit")),
+            **{k: final.get(k) for k in TAG_KEYS}, "run_id": name, SYNC_KEY_TAG: key,
+            "val_loss": f"{final['val_loss']:.6f}" if final.get("val_loss") is not None else None}
+    return {k: str(v) for k, v in tags.items() if v is not None}
+
+
 def run_folders(out_dir: Path) -> list[Path]:
     if not out_dir.is_dir():
         return []
@@ -160,12 +179,10 @@ class Syncer:
         """Make the MLflow run of `run_dir` complete; returns (what was done, whether anything was)."""
         from mlflow.entities import Param, RunTag
 
-        from .engine.mlrun import TAG_KEYS, mlflow_params, source_tags
+        from .engine.mlrun import mlflow_params
         from .io import atomic_write_json
 
-        final = json.loads((run_dir / "final.json").read_text())
-        config = json.loads((run_dir / "config.json").read_text())
-        lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        final, config, lines = read_run_folder(run_dir)
         name = final.get("run_id") or run_dir.name
         key = sync_key(final)
         start_ms = int((run_dir / "config.json").stat().st_mtime * 1000)
@@ -178,10 +195,7 @@ class Syncer:
             how = "resumed an interrupted sync" if run is not None else "uploaded"
         if run is None and self.dry_run:
             return f"{name}: would upload it ({len(lines)} lines of metrics.jsonl)", True
-        tags = {**source_tags(config.get("command"), final.get("git_commit")),
-                **{k: final.get(k) for k in TAG_KEYS}, "run_id": name, SYNC_KEY_TAG: key,
-                "val_loss": f"{final['val_loss']:.6f}" if final.get("val_loss") is not None else None}
-        tags = {k: str(v) for k, v in tags.items() if v is not None}
+        tags = run_tags(final, config, name, key)
         if run is None:
             run = self.client.create_run(self.experiment_id, start_time=start_ms, run_name=name,
                                          tags={**tags, "kernattn.synced_by": "kernattn sync-mlflow"})

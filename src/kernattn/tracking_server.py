@@ -274,24 +274,30 @@ def stop_from_pid_file(pid_file: Path, grace: float) -> str:
 
 
 # ----------------------------------------------------------------------------- stage
-def run(args: argparse.Namespace) -> int:
+def _url_to_serve(cfg: dict) -> str:
+    """The URL the server will answer at; a UsageError when a server of ours already runs or
+    the port is taken, and a warning when the host is reachable from other machines."""
     from .errors import UsageError
 
-    cfg = settings(args)
-    if args.stop:
-        print(stop_from_pid_file(cfg["pid_file"], args.grace))
-        return 0
     old = read_pid(cfg["pid_file"])
     if old is not None and _proc_stat(old) is not None and _is_mlflow_server(old):
         raise UsageError(f"an MLflow server is already running (pid {old}, {cfg['pid_file']}); "
                          f"stop it with `kernattn mlflow-server --stop`")
     if port_open(cfg["host"], cfg["port"]):
         raise UsageError(f"port {cfg['port']} on {probe_host(cfg['host'])} is in use; pick another with --port")
-    url = f"http://{probe_host(cfg['host'])}:{cfg['port']}"
     if cfg["host"] not in LOCAL_HOSTS:
         print(f"kernattn mlflow-server: warning: binding {cfg['host']}: anyone who can reach port {cfg['port']} "
               f"can read and change every run (MLflow has no login here); prefer an SSH tunnel "
               f"(docs/reliability.md)", file=sys.stderr)
+    return f"http://{probe_host(cfg['host'])}:{cfg['port']}"
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = settings(args)
+    if args.stop:
+        print(stop_from_pid_file(cfg["pid_file"], args.grace))
+        return 0
+    url = _url_to_serve(cfg)
 
     # Ctrl-C, SIGTERM, SIGHUP -> KeyboardInterrupt from here on, so that the server is stopped
     # whenever we are (while it starts too); a detached server is on its own once it answers.

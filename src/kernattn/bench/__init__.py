@@ -5,7 +5,8 @@
 - `typed_csv`: CSV files with a schema, written atomically and read back typed.
 - `attention`: the `kernattn bench-attention` stage: forward+backward time and peak memory
   of every attention variant, fast path against the explicit reference; its configurations
-  in `attention_configs`, its ratios and printed tables in `attention_ratios`.
+  in `attention_configs`, its measurement in `attention_measure`, its ratios and printed
+  tables in `attention_ratios`.
 - `stage`: the `kernattn bench` stage: whole-model throughput, peak memory and MFU, measured
   by `models` on the models `cases` builds.
 """

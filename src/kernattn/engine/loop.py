@@ -9,7 +9,7 @@ steps until max_steps: each step is grad_accum micro-batches, clipping, the opti
 track's after_step. Train lines every log_every steps (the mean loss since the last one),
 evaluations at step 0, every eval_every steps and at the end (each records the variants' own
 parameters: trace.py, param_trace.npz), checkpoints every checkpoint_every steps and at the
-end; final.json last.
+end (what one holds: checkpoint.py); final.json last.
 
 Exit codes: 0 finished (or already finished, or --stop-after), 143 SIGTERM (checkpoint
 saved), 3 divergence: a nan/inf training loss (its first step is kept on the device, read
@@ -32,12 +32,10 @@ same, only the split differs) and says so.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import platform
 import shutil
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,11 +43,12 @@ import torch
 from ..attention.plugins import records
 from ..config.common import RunSettings
 from ..errors import UsageError
-from ..io import atomic_path, atomic_torch_save
+from ..io import atomic_torch_save
 from . import dist
-from .rundir import CKPT, CKPT_FORMAT, open_run_dir, read_checkpoint
-from .runtime import (autocast_factory, derive_seed, digest, resolve_device, rng_state, seed_everything,
-                      set_rng_state)
+from .checkpoint import (LoopState, all_finite, checkpoint_state, keep_copy, keep_name, restore_counters,
+                         restore_parts, restore_rng)
+from .rundir import CKPT, open_run_dir, read_checkpoint
+from .runtime import autocast_factory, derive_seed, digest, resolve_device, rng_state, seed_everything
 from .session import QuietSession, Session
 from .signals import EXIT_SIGTERM, StopSignal, hold, hold_at_step, nonfinite_at
 from .schedule import LrSchedule
@@ -65,40 +64,6 @@ class Diverged(Exception):
     def __init__(self, step: int, what: str):
         super().__init__(f"step {step}: {what}")
         self.step, self.what = step, what
-
-
-@dataclasses.dataclass
-class LoopState:
-    """What the loop carries between steps and across sessions (the checkpoint's 'loop' part
-    and its counters)."""
-    acc: torch.Tensor  # training loss summed on the device since the last train line
-    acc_n: int = 0
-    step: int = 0
-    metrics_lines: int = 0
-    elapsed_s: float = 0.0  # wall seconds of training and evaluation, over sessions
-    train_s: float = 0.0    # of pure training (the rates' denominator)
-    last_train: float | None = None
-    last_val: dict[str, float] | None = None
-    mlflow_run_id: str | None = None
-    ckpt_step: int | None = None
-    final_values: dict | None = None   # Track.final_evaluate's, after the last step (not checkpointed)
-
-
-def keep_name(step: int) -> str:
-    """The kept copy of the checkpoint at `step` (Track.keep_at)."""
-    return f"keep-{step}.pt"
-
-
-def keep_copy(src: Path, dest: Path) -> None:
-    """Copy a checkpoint whole or not at all (a reader never sees half a file)."""
-    with atomic_path(dest) as tmp:
-        shutil.copyfile(src, tmp)
-
-
-def all_finite(model: torch.nn.Module) -> bool:
-    """Every parameter finite (one sync): checked before a checkpoint replaces the last one."""
-    flags = [torch.isfinite(p).all() for p in model.parameters()]
-    return bool(torch.stack(flags).all().item()) if flags else True
 
 
 def train_run(track: Track, *, fresh: bool = False, stop_after: int | None = None, stale: str = "error",
@@ -206,37 +171,11 @@ class Loop:
 
     # ------------------------------------------------------------------ checkpoints
     def _restore(self, ckpt: dict[str, Any]) -> None:
-        track, st = self.track, self.st
-        missing = [name for name in track.parts() if name not in ckpt]
-        if missing:  # open_run_dir checked the engine's keys; the track's parts are known only now
-            raise UsageError(f"{track.run_dir / CKPT}: not a {track.name} checkpoint (no {', '.join(missing)}); "
-                             f"rerun with --fresh to train {track.run_id} from scratch")
-        for name, part in track.parts().items():
-            part.load_state_dict(ckpt[name])
-        self._restore_rng(ckpt)
-        loop = ckpt["loop"]
-        st.acc, st.acc_n = loop["acc"].to(self.device), int(loop["acc_n"])
-        st.last_train, st.last_val = loop["last_train"], loop["last_val"]
-        st.step, st.metrics_lines = int(ckpt["step"]), int(ckpt["metrics_lines"])
-        st.elapsed_s, st.train_s = float(ckpt["elapsed_s"]), float(ckpt["train_s"])
-        st.mlflow_run_id, st.ckpt_step = ckpt.get("mlflow_run_id"), st.step
+        restore_parts(self.track, ckpt)
+        restore_rng(self.track, self.world, ckpt)
+        restore_counters(self.st, ckpt, self.device)
         self.trace.load_state_dict(ckpt.get("param_trace"))
-        self.schedule.load_state_dict(ckpt.get("lr_schedule"), st.step)
-
-    def _restore_rng(self, ckpt: dict[str, Any]) -> None:
-        """This rank's RNG states; on another number of ranks, the shared generators (the data
-        position) and a fresh per-rank stream for the global ones."""
-        world = self.world
-        ranks = ckpt.get("rng_ranks") or [ckpt["rng"]]
-        same = len(ranks) == world.size
-        set_rng_state(ranks[world.rank] if same else ranks[0], self.track.generators())
-        if not same:
-            if world.rank:
-                seed_everything(derive_seed(self.track.seed, f"rank{world.rank}:step{int(ckpt['step'])}"))
-            if world.main:
-                print(f"kernattn {self.track.command}: {self.track.run_id}: the checkpoint was written by "
-                      f"{len(ranks)} rank{'s' if len(ranks) > 1 else ''}, resuming on {world.size}: the same "
-                      f"global batch and data position, another split", flush=True)
+        self.schedule.load_state_dict(ckpt.get("lr_schedule"), self.st.step)
 
     def checkpoint(self) -> None:
         st, track = self.st, self.track
@@ -248,18 +187,9 @@ class Loop:
         if not self.world.main:
             return
         self.session.log.fsync()  # the lines the checkpoint counts are on disk before it is
-        state = {"format": CKPT_FORMAT, "fingerprint": self.fingerprint, "fingerprint_config": self.fp_config,
-                 "step": st.step, "metrics_lines": self.session.log.lines, "elapsed_s": st.elapsed_s,
-                 "train_s": st.train_s, "mlflow_run_id": st.mlflow_run_id,
-                 "loop": {"acc": st.acc.detach().cpu(), "acc_n": st.acc_n, "last_train": st.last_train,
-                          "last_val": st.last_val},
-                 "rng": rngs[0], "world_size": self.world.size}
-        if self.world.size > 1:
-            state["rng_ranks"] = rngs
-        if self.trace:
-            state["param_trace"] = self.trace.state_dict()
-        state["lr_schedule"] = self.schedule.state_dict()
-        state |= {name: part.state_dict() for name, part in track.parts().items()}
+        state = checkpoint_state(st, fingerprint=self.fingerprint, fp_config=self.fp_config,
+                                 metrics_lines=self.session.log.lines, rngs=rngs, world_size=self.world.size,
+                                 trace=self.trace, schedule=self.schedule, track=track)
         atomic_torch_save(self.ckpt_path, state)
         self.session.tracker.flush()
 
@@ -440,4 +370,4 @@ class Loop:
                 "torch_version": torch.__version__, "python_version": platform.python_version()}
 
 
-__all__ = ["train_run", "Loop", "Diverged", "EXIT_DIVERGED", "EXIT_SIGTERM", "all_finite"]
+__all__ = ["train_run", "Loop", "Diverged", "EXIT_DIVERGED", "EXIT_SIGTERM"]

@@ -17,7 +17,7 @@ import argparse
 
 from ...config import params_from_args
 from ...config.char import cooldown_start
-from ...engine.loop import keep_name
+from ...engine.checkpoint import keep_name
 from ...engine.options import add_run_options, run_track
 from ...engine.rundir import CKPT, METRICS, read_checkpoint
 from ...errors import UsageError

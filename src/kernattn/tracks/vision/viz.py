@@ -135,19 +135,34 @@ def fig_sigma(sigma: list[list[float]], out: Path, title: str) -> None:
 def figures(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, size: int, title: str,
             max_tokens: int) -> dict:
     """All section 7 figures except sigma; returns the numbers for summary.json."""
-    L, H = len(weights), weights[0].shape[0]
-    summary: dict = {"rollout": {}, "layers": []}
-    # rollout
+    summary = {"rollout": _fig_rollout(out, img, weights, grid, size, title),
+               "layers": _fig_cls_layers(out, img, weights, grid, size, title)}
+    _fig_patch_to_patch(out, img, weights, grid, size, title)
+    _fig_evolution(out, img, weights, grid, size, title)
+    _fig_diag_masked(out, weights, title, max_tokens)
+    return summary
+
+
+def _fig_rollout(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, size: int, title: str) -> dict:
+    """rollout.png: the attention rollout at each of DISCARD_RATIOS; its CLS maps by ratio."""
+    maps = {}
     fig = new_figure(2.2 * (1 + len(DISCARD_RATIOS)), 2.6)
     axes = fig.subplots(1, 1 + len(DISCARD_RATIOS))
     _show(axes[0], img, title="input")
     for ax, ratio in zip(axes[1:], DISCARD_RATIOS):
         m = cls_map(rollout(weights, ratio), grid)
-        summary["rollout"][str(ratio)] = m.tolist()
+        maps[str(ratio)] = m.tolist()
         _show(ax, img, upsample(m / m.max(), size), f"rollout, discard {ratio}")
     fig.suptitle(f"{title}: attention rollout", fontsize=9)
     fig.savefig(out / "rollout.png", dpi=110)
-    # per-head CLS maps, one figure per layer
+    return maps
+
+
+def _fig_cls_layers(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, size: int,
+                    title: str) -> list[dict]:
+    """cls_layer<l>.png: per-head CLS maps, one figure per layer; each layer's numbers."""
+    layers = []
+    H = weights[0].shape[0]
     for li, w in enumerate(weights):
         fig = new_figure(2.0 * H, 2.3)
         axes = np.atleast_1d(fig.subplots(1, H))
@@ -157,19 +172,24 @@ def figures(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, 
         fig.suptitle(f"{title}: CLS-to-patch attention, layer {li + 1}", fontsize=9)
         fig.savefig(out / f"cls_layer{li + 1}.png", dpi=110)
         cls = w[:, 0, 1:]
-        summary["layers"].append({
+        layers.append({
             "layer": li + 1,
             "mean_diagonal": float(torch.diagonal(w, dim1=-2, dim2=-1).mean()),
             "cls_self": float(w[:, 0, 0].mean()),  # how much the class token keeps to itself
             "cls_entropy_per_head": [entropy(cls[h]) for h in range(H)],
             "max_entropy": math.log(grid * grid),
         })
-    # patch-to-patch for the four canonical queries
-    queries = canonical_queries(grid)
-    fig = new_figure(1.6 * 2 * len(queries), 1.8 * L)
-    axes = np.asarray(fig.subplots(L, 2 * len(queries))).reshape(L, -1)
+    return layers
+
+
+def _fig_patch_to_patch(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, size: int,
+                        title: str) -> None:
+    """patch_to_patch.png: the head-mean attention of the four canonical queries, every layer."""
     from matplotlib.patches import Rectangle
 
+    L, queries = len(weights), canonical_queries(grid)
+    fig = new_figure(1.6 * 2 * len(queries), 1.8 * L)
+    axes = np.asarray(fig.subplots(L, 2 * len(queries))).reshape(L, -1)
     scale = size / grid
     for li, w in enumerate(weights):
         for qi, (r, c) in enumerate(queries):
@@ -186,7 +206,12 @@ def figures(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, 
             ax.add_patch(Rectangle((c * scale - 0.5, r * scale - 0.5), scale, scale, fill=False, ec="cyan", lw=1.2))
     fig.suptitle(f"{title}: patch-to-patch attention (head mean)", fontsize=9)
     fig.savefig(out / "patch_to_patch.png", dpi=110)
-    # layer-wise evolution
+
+
+def _fig_evolution(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, size: int,
+                   title: str) -> None:
+    """evolution.png: per layer, the head-mean attention, its CLS map and the map over the image."""
+    L = len(weights)
     fig = new_figure(6.6, 2.1 * L)
     axes = np.asarray(fig.subplots(L, 3)).reshape(L, 3)
     for li, w in enumerate(weights):
@@ -202,7 +227,12 @@ def figures(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, 
             ax.set_yticks([])
     fig.suptitle(f"{title}: layer-wise evolution", fontsize=9)
     fig.savefig(out / "evolution.png", dpi=110)
-    # diagonal-masked matrices, every layer x head
+
+
+def _fig_diag_masked(out: Path, weights: list[torch.Tensor], title: str, max_tokens: int) -> None:
+    """diag_masked.png: every layer x head's attention with the diagonal zeroed, on at most
+    max_tokens evenly spaced tokens."""
+    L, H = len(weights), weights[0].shape[0]
     n = weights[0].shape[-1]
     keep = torch.linspace(0, n - 1, min(n, max_tokens)).round().long().unique()
     fig = new_figure(2.2 * H, 2.1 * L)
@@ -217,7 +247,6 @@ def figures(out: Path, img: np.ndarray, weights: list[torch.Tensor], grid: int, 
             axes[li, h].set_yticks([])
     fig.suptitle(f"{title}: attention with the diagonal masked ({len(keep)} of {n} tokens)", fontsize=9)
     fig.savefig(out / "diag_masked.png", dpi=110)
-    return summary
 
 
 # ----------------------------------------------------------------------------- stage

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import time
@@ -101,6 +102,40 @@ def _prompts(val: torch.Tensor, n: int, context: int, seed: int) -> tuple[torch.
 
 
 # ----------------------------------------------------------------------------- the analysis
+@dataclasses.dataclass
+class BankReading:
+    """The banks at init and trained, their bumps, the trained kernels and each head's strength."""
+    shapes: dict[str, np.ndarray]   # "init" | "trained" -> [layers, heads, lags]
+    bumps: dict[str, list]          # "init" | "trained" -> per layer, per head: the bump or None
+    kernels: pd.DataFrame
+    strength: np.ndarray            # [layers, heads]
+    mean_g: np.ndarray              # [layers, heads]: G averaged over the lags the model uses
+
+
+@dataclasses.dataclass
+class SampledText:
+    """The sampled streams and the histogram of their newline separations."""
+    per_stream: int
+    streams: np.ndarray
+    prompt_starts: np.ndarray
+    per_stream_hist: np.ndarray
+    overflow: int
+    counts: np.ndarray
+    peak: int | None
+    peak_ci: tuple | None
+
+
+@dataclasses.dataclass
+class HeadRemoval:
+    """Each head's cost when zeroed and when replaced by its mean, and the weakest-head readings."""
+    base: float
+    costs: np.ndarray
+    mean_costs: np.ndarray
+    claim: dict
+    mean_claim: dict
+    ranks: np.ndarray
+
+
 def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
     """Run every analysis of one GPA run and write its folder; returns summary.json's content."""
     from ....engine import resolve_device
@@ -108,7 +143,7 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    a, mp, tp = params.analysis, params.model, params.train
+    mp, tp = params.model, params.train
     if tp.threads is not None:
         torch.set_num_threads(tp.threads)
     device = resolve_device(tp.device)
@@ -117,89 +152,121 @@ def analyze(params, spec: RunSpec, params_file: str = "params.yaml") -> dict:
     chars = load_vocab(params.data.out_dir)
     init, model, final = load_models(params, spec, data, device, params_file)
     timings["load_s"] = time.perf_counter() - t_start
-
-    # ---- 1. shapes, parameters, bumps
     t0 = time.perf_counter()
+    read = read_banks(init, model, params)
+    timings["banks_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    text = sample_text(model, data, params, device, nl)
+    timings["sample_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    removal = remove_heads(model, data, params, device, read.strength)
+    timings["heads_s"] = time.perf_counter() - t0
+    head_rows = _head_rows(read, removal, params.analysis.strength_threshold)
+    summary = _summary(params, spec, final, read, text, removal, head_rows, nl)
+    with atomic_dir(analysis_dir(params, spec.run_id)) as tmp:
+        t0 = time.perf_counter()
+        _write_tables(tmp, read, text, head_rows, params, chars)
+        _figures(tmp, spec, params, read.shapes, read.bumps, text.counts, text.peak)
+        timings["write_s"] = time.perf_counter() - t0
+        timings["total_s"] = time.perf_counter() - t_start  # imports and process start-up excluded
+        summary["timings"] = timings
+        (tmp / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def read_banks(init, model, params) -> BankReading:
+    """1. The banks' shapes at init and trained, their bumps, the kernels' parameters, strengths."""
+    a, mp = params.analysis, params.model
     n_lags = mp.context + 1
     shapes = {"init": banks.bank_shapes(init, n_lags), "trained": banks.bank_shapes(model, n_lags)}
     bumps = {stage: [[_bump(g, a.bump_min_lag) for g in layer] for layer in s] for stage, s in shapes.items()}
     kernels = pd.DataFrame(banks.kernel_parameters(model))
     bias = banks.bank_biases(model, mp.context)  # the lags the model uses
-    strength = banks.strength(bias)
-    mean_g = shapes["trained"][..., : mp.context].mean(-1)
-    timings["banks_s"] = time.perf_counter() - t0
+    return BankReading(shapes, bumps, kernels, banks.strength(bias), shapes["trained"][..., : mp.context].mean(-1))
 
-    # ---- 2. sampled text and its newline histogram
-    t0 = time.perf_counter()
+
+def sample_text(model, data, params, device, nl: int) -> SampledText:
+    """2. Sampled text and its newline histogram (per stream, so that the peak can be bootstrapped)."""
+    a, mp = params.analysis, params.model
     per_stream = math.ceil(a.sample_chars / a.streams)
     prompts, prompt_starts = _prompts(data.val, a.streams, mp.context, a.sample_seed)
     gen = torch.Generator(device=device).manual_seed(a.sample_seed)
     streams = sample_streams(model, prompts.to(device), per_stream, temperature=a.temperature,
                              generator=gen).cpu().numpy()
     per_stream_hist, overflow = newlines.stream_histograms(streams, nl, a.max_separation)
-    gen_counts = per_stream_hist.sum(0)
-    gen_peak = newlines.main_peak(gen_counts)
-    gen_ci = newlines.bootstrap_peak(per_stream_hist, a.bootstrap, a.sample_seed)
-    timings["sample_s"] = time.perf_counter() - t0
+    counts = per_stream_hist.sum(0)
+    return SampledText(per_stream, streams, prompt_starts, per_stream_hist, overflow, counts,
+                       newlines.main_peak(counts), newlines.bootstrap_peak(per_stream_hist, a.bootstrap, a.sample_seed))
 
-    # ---- 3. head removal: zeroed, and replaced by its mean
-    t0 = time.perf_counter()
+
+def remove_heads(model, data, params, device, strength: np.ndarray) -> HeadRemoval:
+    """3. Head removal: each head zeroed, and replaced by its mean; the weakest head's readings."""
+    threshold = params.analysis.strength_threshold
     base, costs, mean_costs = removal_costs(model, data, params, device)
-    claim = heads.weakest_head_summary(strength, costs, a.strength_threshold)
-    mean_claim = heads.weakest_head_summary(strength, mean_costs, a.strength_threshold)
-    ranks = heads.cost_ranks(costs)
-    timings["heads_s"] = time.perf_counter() - t0
+    return HeadRemoval(base, costs, mean_costs, heads.weakest_head_summary(strength, costs, threshold),
+                       heads.weakest_head_summary(strength, mean_costs, threshold), heads.cost_ranks(costs))
 
-    # ---- outputs
+
+def _head_rows(read: BankReading, removal: HeadRemoval, threshold: float) -> list[dict]:
+    """heads.csv: one row per head, its strength, mean G and removal costs."""
+    strength, mean_g, base = read.strength, read.mean_g, removal.base
+    costs, mean_costs, ranks = removal.costs, removal.mean_costs, removal.ranks
     n_layer, n_head = strength.shape
-    names = [f"L{l + 1}H{h + 1}" for l in range(n_layer) for h in range(n_head)]
-    head_rows = [{"layer": l + 1, "head": h + 1, "strength": float(strength[l, h]), "mean_G": float(mean_g[l, h]),
-                  "weak": bool(strength[l, h] < a.strength_threshold), "loss_removed": float(base + costs[l, h]),
-                  "cost": float(costs[l, h]), "cost_rank": int(ranks[l, h]),
-                  "loss_mean_ablated": float(base + mean_costs[l, h]), "cost_mean": float(mean_costs[l, h])}
-                 for l in range(n_layer) for h in range(n_head)]
-    summary = {
+    return [{"layer": l + 1, "head": h + 1, "strength": float(strength[l, h]), "mean_G": float(mean_g[l, h]),
+             "weak": bool(strength[l, h] < threshold), "loss_removed": float(base + costs[l, h]),
+             "cost": float(costs[l, h]), "cost_rank": int(ranks[l, h]),
+             "loss_mean_ablated": float(base + mean_costs[l, h]), "cost_mean": float(mean_costs[l, h])}
+            for l in range(n_layer) for h in range(n_head)]
+
+
+def _summary(params, spec: RunSpec, final: dict, read: BankReading, text: SampledText, removal: HeadRemoval,
+             head_rows: list[dict], nl: int) -> dict:
+    """summary.json but its timings: every number the report shows."""
+    a, mp = params.analysis, params.model
+    n_layer, n_head = read.strength.shape
+    streams, counts, peak = text.streams, text.counts, text.peak
+    return {
         "run_id": spec.run_id, "row": spec.row, "seed": spec.seed, "variant": spec.variant,
         "options": spec.options, "label": spec.label, "scale": params.scale, "params_digest": params.digest(),
         "fingerprint": final.get("fingerprint"), "context": mp.context, "n_layer": n_layer, "n_head": n_head,
         "combine": spec.options.get("combine", "add"),
         "bump_min_lag": a.bump_min_lag,
-        "bumps": bumps,
-        "first_layer_bumps": [b["lag"] if b else None for b in bumps["trained"][0]],
+        "bumps": read.bumps,
+        "first_layer_bumps": [b["lag"] if b else None for b in read.bumps["trained"][0]],
         "generated": {
-            "streams": a.streams, "chars_per_stream": per_stream, "chars": int(streams.size),
+            "streams": a.streams, "chars_per_stream": text.per_stream, "chars": int(streams.size),
             "temperature": a.temperature, "sample_seed": a.sample_seed, "prompt_chars": mp.context,
-            "newlines": int((streams == nl).sum()), "separations": int(per_stream_hist.sum()) + overflow,
-            "peak": gen_peak, "peak_count": int(gen_counts[gen_peak]) if gen_peak is not None else 0,
-            "peak_ci": list(gen_ci) if gen_ci else None, "bootstrap": a.bootstrap,
-            "lag1_count": int(gen_counts[1]), "overflow": overflow,
+            "newlines": int((streams == nl).sum()), "separations": int(text.per_stream_hist.sum()) + text.overflow,
+            "peak": peak, "peak_count": int(counts[peak]) if peak is not None else 0,
+            "peak_ci": list(text.peak_ci) if text.peak_ci else None, "bootstrap": a.bootstrap,
+            "lag1_count": int(counts[1]), "overflow": text.overflow,
         },
-        "heads": {"base_loss": base, "final_val_loss": final.get("val_loss"), "per_head": head_rows, **claim,
-                  "mean_ablation": {k: mean_claim[k] for k in ("spearman_rho", "spearman_p", "weakest",
-                                                               "weakest_is_cheapest", "flagged_among_cheapest")}},
+        "heads": {"base_loss": removal.base, "final_val_loss": final.get("val_loss"), "per_head": head_rows,
+                  **removal.claim,
+                  "mean_ablation": {k: removal.mean_claim[k] for k in ("spearman_rho", "spearman_p", "weakest",
+                                                                       "weakest_is_cheapest", "flagged_among_cheapest")}},
     }
-    with atomic_dir(analysis_dir(params, spec.run_id)) as tmp:
-        t0 = time.perf_counter()
-        for stage, s in shapes.items():
-            df = pd.DataFrame(s.reshape(-1, n_lags).T, columns=names)
-            df.insert(0, "lag", np.arange(n_lags))
-            df.to_csv(tmp / f"banks_{stage}.csv", index=False, float_format="%.8g")
-        kernels.to_csv(tmp / "kernels.csv", index=False, float_format="%.8g")
-        pd.DataFrame([{"stage": stage, "layer": l + 1, "head": h + 1, **(b or {"lag": None})}
-                      for stage, grid in bumps.items() for l, row in enumerate(grid) for h, b in enumerate(row)]
-                     ).to_csv(tmp / "bumps.csv", index=False)
-        pd.DataFrame(head_rows).to_csv(tmp / "heads.csv", index=False)
-        pd.DataFrame({"separation": np.arange(a.max_separation + 1), "count": gen_counts}).to_csv(
-            tmp / "newlines_generated.csv", index=False)
-        with open(tmp / "samples.jsonl", "w", encoding="utf-8") as fh:
-            for k, (start, ids) in enumerate(zip(prompt_starts, streams)):
-                fh.write(json.dumps({"stream": k, "prompt_start": int(start), "text": decode(ids, chars)}) + "\n")
-        _figures(tmp, spec, params, shapes, bumps, gen_counts, gen_peak)
-        timings["write_s"] = time.perf_counter() - t0
-        timings["total_s"] = time.perf_counter() - t_start  # imports and process start-up excluded
-        summary["timings"] = timings
-        (tmp / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
+
+
+def _write_tables(folder: Path, read: BankReading, text: SampledText, head_rows: list[dict], params, chars) -> None:
+    """The folder's CSV files and samples.jsonl."""
+    n_lags = params.model.context + 1
+    n_layer, n_head = read.strength.shape
+    names = [f"L{l + 1}H{h + 1}" for l in range(n_layer) for h in range(n_head)]
+    for stage, s in read.shapes.items():
+        df = pd.DataFrame(s.reshape(-1, n_lags).T, columns=names)
+        df.insert(0, "lag", np.arange(n_lags))
+        df.to_csv(folder / f"banks_{stage}.csv", index=False, float_format="%.8g")
+    read.kernels.to_csv(folder / "kernels.csv", index=False, float_format="%.8g")
+    pd.DataFrame([{"stage": stage, "layer": l + 1, "head": h + 1, **(b or {"lag": None})}
+                  for stage, grid in read.bumps.items() for l, row in enumerate(grid) for h, b in enumerate(row)]
+                 ).to_csv(folder / "bumps.csv", index=False)
+    pd.DataFrame(head_rows).to_csv(folder / "heads.csv", index=False)
+    pd.DataFrame({"separation": np.arange(params.analysis.max_separation + 1), "count": text.counts}).to_csv(
+        folder / "newlines_generated.csv", index=False)
+    with open(folder / "samples.jsonl", "w", encoding="utf-8") as fh:
+        for k, (start, ids) in enumerate(zip(text.prompt_starts, text.streams)):
+            fh.write(json.dumps({"stream": k, "prompt_start": int(start), "text": decode(ids, chars)}) + "\n")
 
 
 def removal_costs(model, data, params, device) -> tuple[float, np.ndarray, np.ndarray]:
