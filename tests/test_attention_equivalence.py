@@ -244,7 +244,8 @@ def test_bad_shapes_and_impl():
 
 
 def test_available_and_describe():
-    assert attention.available() == ["favor", "gka", "gpa", "nw", "softmax", "valueless"]
+    assert attention.available() == ["cope", "differential", "favor", "fire", "fox", "gka", "gpa", "nw", "rbf",
+                                     "sigmoid", "softmax", "valueless"]
     assert attention.describe("gpa")["n_kernels"] == 64
 
 

@@ -124,7 +124,8 @@ def test_softmax_row_is_nanochats_baseline():
 
 
 @pytest.mark.parametrize("cfg_kw, needle", [
-    (dict(variant="flash"), "valid names: base, favor, gka, gpa, nw, softmax, valueless"),
+    (dict(variant="flash"), "valid names: base, cope, differential, favor, fire, fox, gka, gpa, nw, rbf, sigmoid, "
+                            "softmax, valueless"),
     (dict(variant="gpa", attention_options=freeze_options({"n_kernel": 8})), "unknown option 'n_kernel'"),
     (dict(variant="gpa", attention_options=freeze_options({"combine": "sum"})), "add, mult"),
     (dict(variant="nw", attention_options=freeze_options({"kernel": "linear"}), window_pattern="SL",
@@ -146,10 +147,17 @@ def vit_loss(model, batch):
 
 @pytest.mark.parametrize("name, opts", ROWS, ids=IDS)
 def test_every_set_defined_variant_trains_in_the_vit(name, opts):
-    """Variants with no 1-D position scheme train; the others stop with one line naming it."""
+    """Variants with no 1-D position scheme train; the others stop with one line naming it, as
+    do the causal-only ones (naming that)."""
     torch.manual_seed(0)
     spec = ViTSpec(name, **VIT, attention_options=freeze_options(opts))
     vname, vopts = spec.attention
+    if not registry.make_options(vname, vopts).allows_bidirectional():
+        with pytest.raises(attention.AttentionConfigError) as e:
+            build_vit(spec)
+        msg = str(e.value)
+        assert "\n" not in msg and "causal only" in msg and name in msg
+        return
     probe = attention.build(vname, d_model=32, n_head=2, causal=False, **vopts)
     if probe.position_scheme() is not None:
         with pytest.raises(attention.AttentionConfigError) as e:
@@ -182,7 +190,8 @@ def test_vit_names_and_defaults():
     ("softmax", {"position": "alibi"}, "set option position: none"),
     ("gka", {"rope": True}, "set option rope: false"),
     ("valueless", {"position": "lag_table"}, "lag_table"),
-    ("flash", {}, "valid names: deit, vlt, gka, favor, gpa, nw, softmax, valueless"),
+    ("flash", {}, "valid names: deit, vlt, gka, cope, differential, favor, fire, fox, gpa, nw, rbf, sigmoid, softmax, "
+                  "valueless"),
     ("nw", {"kernel": "cosine"}, "exp_dot, gaussian, yat, linear"),
 ])
 def test_impossible_vision_rows_fail_with_one_line(name, opts, needle):

@@ -36,6 +36,7 @@ from .stage import runs_as_ranks
 TOOLS: dict[str, tuple[str, str]] = {
     "preflight": ("kernattn.preflight.cli", "before the GPU-hours: data, every row's step at the scale's shapes on the CPU, GPU memory, the SLURM profile"),
     "check-variant": ("kernattn.check_variant.cli", "the conformance suite of one attention variant, built-in or plugin (fast == reference, causal, precision, training, resume)"),
+    "variants": ("kernattn.check_variant.variants", "list every attention variant, built-in or plugin: summary, tracks, options with defaults, source (--json)"),
     "data": ("kernattn.data_cli", "list the data sets a scale reads and where they are, or pull them into the cache"),
     "report": ("kernattn.page.build", "render report/index.html from the runs"),
     "lm-eval": ("kernattn.tracks.lm.harness_cli", "score an LM run with EleutherAI's lm-evaluation-harness (model `kernattn`), or write CORE-6 as its local tasks"),
@@ -59,7 +60,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     **{u.title: tuple(u.commands) for u in units.UNITS},
     "pipeline and cluster": ("dvc-yaml", "plan", "timing", "install-profile"),
     "tracking": ("mlflow-server", "sync-mlflow"),
-    "checks": ("gpu-check", "check-variant", "lm-eval"),
+    "checks": ("gpu-check", "check-variant", "variants", "lm-eval"),
     "report": ("report", "results-table", "records"),
 }
 
@@ -76,6 +77,7 @@ OWN_PARAMS: dict[str, tuple[str, ...]] = {
     "lm-eval": (),                # the harness's own command line (and `tasks --params`)
     "bench-attention": (),        # times the attention kernels alone, at its own shapes
     "gpu-check": ("--params",),
+    "variants": ("--params",),       # only for its `plugins:`; none needed
     "check-variant": ("--params",),  # its training check runs at the micro scale, whatever the file's   # a part sets its own sizes (--tiny); the train part writes its own scale
 }
 

@@ -1,7 +1,7 @@
 """Attention variants of the kernel view of attention, behind one registry.
 
     from kernattn import attention
-    attention.available()                      # ['favor', 'gka', 'gpa', 'nw', 'softmax', 'valueless']
+    attention.available()                      # ['cope', 'differential', 'favor', 'fire', 'fox', 'gka', ...]
     m = attention.build("gpa", d_model=128, n_head=4, causal=True, combine="mult", n_kernels=8)
     y = m(x)                                   # [B, N, d_model] -> [B, N, d_model]
     w = m.attention_weights(x)                 # [B, n_head, N, N]

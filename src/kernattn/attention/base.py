@@ -19,7 +19,8 @@ parameters are those outside its nn.Linear and norm layers (`owned_parameters`);
 What a model needs to know about a variant without running it lives here too:
 `has_value_projection` (a W_V whose output can take the LM's value embeddings),
 `position_scheme()` (the 1-D positional form it applies, if any; its options decide it, as
-they decide whether it has a sliding-window form: options.allows_window, options.py) and
+they decide whether it has a sliding-window form and a bidirectional one: options.allows_window
+and options.allows_bidirectional, options.py) and
 `mixing_flops(n, keys)` (the matmul FLOPs of mixing tokens, which FLOPs/token adds to 6 x the
 linear weights).
 """
@@ -68,6 +69,10 @@ class KernelAttention(nn.Module):
                 f"attention {self.registry_name!r} with options {_short(options)} has no "
                 f"{'causal' if causal else 'bidirectional'} sliding-window form; use window=None"
             )
+        if not causal and not options.allows_bidirectional():
+            raise AttentionConfigError(
+                f"attention {self.registry_name!r} is causal only (no bidirectional form, so no ViT): use causal=True "
+                f"or another variant")
         if n_head < 1 or d_model % n_head:
             raise AttentionConfigError(
                 f"d_model={d_model} must be a positive multiple of n_head={n_head}"
@@ -89,6 +94,15 @@ class KernelAttention(nn.Module):
     def merge_heads(t: torch.Tensor) -> torch.Tensor:
         b, h, n, d = t.shape
         return t.transpose(1, 2).reshape(b, n, h * d)
+
+    def projected_qkv(self, x: torch.Tensor):
+        """q, k, v [B, H, N, d] of a variant with one fused W_Q W_K W_V (`proj_in`), q and k
+        rotated by its `rope` where it has one."""
+        q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
+        rope = getattr(self, "rope", None)
+        if rope is not None:
+            q, k = rope(q), rope(k)
+        return q, k, v
 
     def allowed(self, n: int, device) -> torch.Tensor:
         return reference.allowed_mask(n, self.causal, self.window, device)
@@ -128,7 +142,12 @@ class KernelAttention(nn.Module):
             heads = self.fast(p)
         else:
             heads = self._weights(p, self.allowed(x.shape[1], x.device)) @ p.v
-        return self.proj_out(self.merge_heads(heads))
+        return self.proj_out(self.merge_heads(self.finish_heads(heads)))
+
+    def finish_heads(self, heads: torch.Tensor) -> torch.Tensor:
+        """What a variant does to its head outputs before they merge, on both paths (differential
+        attention's per-head norm); none by default."""
+        return heads
 
     def _weights(self, p, allowed: torch.Tensor) -> torch.Tensor:
         masked = self.kernel(p, allowed).masked_fill(~allowed, 0.0)

@@ -6,7 +6,7 @@ empty list: it passes):
 
   reference     fast path == its own explicit kernel through the Nadaraya-Watson reference,
                 forward and every gradient (x and each parameter), float64, causal and
-                bidirectional, with a window where the variant has one, at N = 1, 17 (no block
+                bidirectional (where the variant has that form), with a window where it has one, at N = 1, 17 (no block
                 multiple) and 64, a batch of two
   padded        a causal batch of a 17-token sequence right-padded with noise to 32 beside a
                 32-token one: the fast path's outputs and gradients at each sequence's own
@@ -45,7 +45,8 @@ FINITE_SCALES = (1.0, 4.0)
 def masks_of(name: str, options: dict) -> dict[str, tuple[bool, int | None]]:
     """The masks the variant has with these options (a window only where it has one)."""
     made = make_options(name, options)
-    return {k: (c, w) for k, (c, w) in MASKS.items() if w is None or made.allows_window(c)}
+    return {k: (c, w) for k, (c, w) in MASKS.items()
+            if (c or made.allows_bidirectional()) and (w is None or made.allows_window(c))}
 
 
 def perturb(module: torch.nn.Module, seed: int = 0) -> None:
@@ -162,7 +163,7 @@ def check_normalised(name: str, options: dict) -> list[str]:
     if not variant(name).module.normalised:
         return []
     out = []
-    for causal in (True, False):
+    for causal in (True, False) if make_options(name, options).allows_bidirectional() else (True,):
         fast, _ = build_pair(name, options, causal, None)
         x, _ = inputs(17)
         with torch.no_grad():

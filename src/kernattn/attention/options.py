@@ -43,9 +43,14 @@ class VariantOptions:
         """Whether the variant has a sliding-window form with these options."""
         return True
 
+    def allows_bidirectional(self) -> bool:
+        """Whether the variant has a bidirectional form (the ViT's): a gate or a position
+        count summed from the sequence start (FoX, CoPE, FIRE) has only a causal one."""
+        return True
+
 
 # softmax.py: softmax and the value-less ablation
-POSITIONS = ("none", "rope", "learned_rope", "alibi", "t5", "lag_table")
+POSITIONS = ("none", "rope", "learned_rope", "alibi", "t5", "lag_table", "kerple_log", "kerple_power")
 
 
 @dataclass(frozen=True)
@@ -151,12 +156,103 @@ class FavorOptions(VariantOptions):
         return causal  # the chunked causal form takes a window; the bidirectional one has none
 
 
+# The controls of issue 50: one module each (sigmoid.py, fire.py, differential.py, rbf.py, fox.py, cope.py)
+ROPE_OR_NONE = ("rope", "none")
+
+
+@dataclass(frozen=True)
+class SigmoidOptions(VariantOptions):
+    position: str = choice("rope", ROPE_OR_NONE, "RoPE on q and k, or none")
+    rope_base: float = positive(10000.0)
+    bias: bool = False  # biases on W_Q, W_K, W_V
+
+    def position_scheme(self) -> str | None:
+        return None if self.position == "none" else self.position
+
+
+@dataclass(frozen=True)
+class FireOptions(VariantOptions):
+    hidden: int = positive(32, "width of FIRE's MLP f (one hidden ReLU layer)")
+    init_c: float = positive(1.0, "initial c of psi(x) = log(c x + 1)")
+    init_threshold: float = positive(512.0, "initial L of the normaliser psi(max(i, L))")
+    bias: bool = False
+
+    def position_scheme(self) -> str | None:
+        return "fire"
+
+    def allows_bidirectional(self) -> bool:
+        return False  # the normaliser is the query's distance from the sequence start
+
+
+@dataclass(frozen=True)
+class DifferentialOptions(VariantOptions):
+    lambda_init: float = field(default=0.8, metadata={
+        "check": lambda v: None if 0 <= v < 1 else "must be in [0, 1)", "doc": "lambda's constant part"})
+    position: str = choice("rope", ROPE_OR_NONE, "RoPE on each half of q and k, or none")
+    rope_base: float = positive(10000.0)
+    bias: bool = False
+
+    def position_scheme(self) -> str | None:
+        return None if self.position == "none" else self.position
+
+
+def _check_rbf_sigma(value) -> str | None:
+    if isinstance(value, str):  # the median rule is GKA's alone: the projections move from step 0
+        return None if value in ("paper", "sqrt_d_half", "sqrt_d") else "must be > 0 or paper, sqrt_d_half, sqrt_d"
+    return None if value > 0 else "must be > 0"
+
+
+@dataclass(frozen=True)
+class RBFOptions(VariantOptions):
+    init_sigma: float | str = field(default="sqrt_d", metadata={"check": _check_rbf_sigma,
+                                                                 "doc": "initial bandwidth, or paper/sqrt_d_half/sqrt_d"})
+    rope: bool = False
+    rope_base: float = positive(10000.0)
+    bias: bool = False
+
+    def position_scheme(self) -> str | None:
+        return "rope" if self.rope else None
+
+
+@dataclass(frozen=True)
+class FoxOptions(VariantOptions):
+    rope: bool = False  # FoX's own runs use none: the forget gate is its position signal
+    rope_base: float = positive(10000.0)
+    bias: bool = False
+
+    def position_scheme(self) -> str | None:
+        return "forget gate" + (" + rope" if self.rope else "")
+
+    def allows_bidirectional(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class CopeOptions(VariantOptions):
+    n_positions: int = positive(64, "learned position embeddings; larger counts are clamped to the last")
+    bias: bool = False
+
+    def position_scheme(self) -> str | None:
+        return "cope"
+
+    def allows_bidirectional(self) -> bool:
+        return False
+
+
 SPECS: dict[str, tuple[type, str, str]] = {
-    "softmax": (SoftmaxOptions, "multi-head softmax attention; position none/rope/learned_rope/alibi/t5/lag_table",
-                "softmax"),
+    "softmax": (SoftmaxOptions, "multi-head softmax attention; position none/rope/learned_rope/alibi/t5/lag_table/"
+                "kerple_log/kerple_power", "softmax"),
     "valueless": (SoftmaxOptions, "softmax attention with W_Q, W_K and no W_V (gka-paper's VLT)", "softmax"),
     "gpa": (GPAOptions, "softmax attention times/plus a bank of M decaying(-periodic) lag kernels per head", "gpa"),
     "gka": (GKAOptions, "projection-free Gaussian kernel attention with a learnable bandwidth per head", "gka"),
     "nw": (NWOptions, "explicit Nadaraya-Watson attention with kernel exp_dot/gaussian/yat/linear", "kernels"),
     "favor": (FavorOptions, "FAVOR+ linear attention with m positive random features (approximates softmax)", "linear"),
+    "sigmoid": (SigmoidOptions, "sigmoid attention, sigmoid(q.k / sqrt(d) - log(keys seen)), unnormalised", "sigmoid"),
+    "fire": (FireOptions, "softmax attention plus FIRE's learned MLP of the log-normalised lag (causal)", "fire"),
+    "differential": (DifferentialOptions, "differential attention: two softmax maps subtracted, per-head RMSNorm",
+                     "differential"),
+    "rbf": (RBFOptions, "projected Gaussian (RBF) kernel on W_Q x and W_K x, learnable bandwidth per head", "rbf"),
+    "fox": (FoxOptions, "Forgetting Transformer: softmax plus the summed log forget gates (causal)", "fox"),
+    "cope": (CopeOptions, "contextual position encoding: gated position counts, interpolated embeddings (causal)",
+             "cope"),
 }

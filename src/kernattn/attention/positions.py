@@ -172,3 +172,33 @@ class FreeLagBias(LagBias):
         # Causal: negative lags are masked anyway; clamp them onto a valid entry.
         idx = lag.clamp(min=0) if self.causal else lag + self.max_len - 1
         return self.weight[:, idx.long()]
+
+
+class KerpleBias(LagBias):
+    """KERPLE (Chi et al. 2022, eqs. for the log and power kernels): a conditionally
+    positive-definite kernel of the distance |lag|, shifted into a logit bias, per head:
+        log    b_h(lag) = -r1 log(1 + r2 |lag|)        r1, r2 > 0
+        power  b_h(lag) = -r1 |lag|^r2                 r1 > 0, 0 < r2 <= 2
+    The constraints hold under any gradient step by construction: r1 = exp(log_r1), and r2 =
+    exp(raw) (log) or 2 sigmoid(raw) (power; the open end r2 = 2 is only approached). Both start
+    at r1 = r2 = 1 (the paper draws them at random; a fixed start keeps seeds comparable)."""
+
+    def __init__(self, n_head: int, form: str):
+        super().__init__()
+        if form not in ("log", "power"):
+            raise ValueError(f"KERPLE form must be log or power, got {form!r}")
+        self.power = form == "power"
+        self.log_r1 = nn.Parameter(torch.zeros(n_head))
+        self.r2_raw = nn.Parameter(torch.zeros(n_head))
+
+    def bias(self, lag):
+        work = torch.promote_types(self.log_r1.dtype, torch.float32)  # a bf16 bias would lose lag steps
+        dist = lag.abs().to(work)
+        shape = (-1, *([1] * lag.dim()))
+        r1 = self.log_r1.to(work).exp().view(shape)
+        if self.power:
+            r2 = 2 * torch.sigmoid(self.r2_raw.to(work)).view(shape)
+            # 0^r2 taken apart: pow's derivative in r2 at 0 would be 0 * log 0 = nan
+            grown = torch.where(dist > 0, dist.clamp(min=1).pow(r2), torch.zeros((), dtype=work, device=dist.device))
+            return -r1 * grown
+        return -r1 * torch.log1p(self.r2_raw.to(work).exp().view(shape) * dist)

@@ -132,6 +132,12 @@ def available() -> list[str]:
     return sorted(_specs())
 
 
+def summary(name: str) -> str:
+    """Variant `name`'s one-line description (a built-in's from the catalogue, a plugin's own)."""
+    _known(name)
+    return _specs()[name][1]
+
+
 def _known(name: str) -> None:
     if name not in _specs():
         raise AttentionConfigError(

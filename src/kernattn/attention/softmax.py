@@ -2,7 +2,7 @@
 
 Kernel view (gpa-short eq. 2): K_ij = exp(q_i . k_j / sqrt(d) + b(i - j)), where the position
 scheme either rotates q and k (RoPE, learned RoPE) or adds a per-head lag bias b (ALiBi,
-T5 buckets, a free lag table). `qk_norm` + `qk_gain` are nanochat's parameter-free RMS norm of
+T5 buckets, a free lag table, KERPLE's log or power kernel: positions.KerpleBias). `qk_norm` + `qk_gain` are nanochat's parameter-free RMS norm of
 each head's rotated q and k and the gain applied after it: `softmax` with position rope and
 qk_norm is nanochat's attention (qk_gain 1.0 at c7ba252, the LM's default; 1.2 from a825e63).
 """
@@ -18,7 +18,7 @@ from torch import nn
 from . import reference
 from .base import KernelAttention, sdpa_flops
 from .fused import attend
-from .positions import AlibiBias, FreeLagBias, Rope, T5Bias, normalise_qk
+from .positions import AlibiBias, FreeLagBias, KerpleBias, Rope, T5Bias, normalise_qk
 from .options import SoftmaxOptions
 from .registry import register
 
@@ -34,6 +34,8 @@ def make_position(opts, n_head: int, d_head: int, causal: bool):
         bias = T5Bias(n_head, causal, opts.t5_buckets, opts.t5_max_distance)
     elif pos == "lag_table":
         bias = FreeLagBias(n_head, causal, opts.max_len)
+    elif pos in ("kerple_log", "kerple_power"):
+        bias = KerpleBias(n_head, pos.removeprefix("kerple_"))
     return rope, bias
 
 

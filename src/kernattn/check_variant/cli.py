@@ -5,7 +5,8 @@ per check, exit 1 naming the checks that failed.
     kernattn check-variant gpa --options '{n_kernels: 8, combine: mult}'
 
 The plugins params.yaml names (`plugins:`), those of an --overrides file and KERNATTN_PLUGINS
-load as for every command; --plugins adds more. The checks: kernattn.attention.conformance (reference, padded, normalised, causal,
+load as for every command; --plugins adds more. The module checks (--skip-training) need no
+params.yaml: run from any folder, they load KERNATTN_PLUGINS and --plugins only. The checks: kernattn.attention.conformance (reference, padded, normalised, causal,
 finite, determinism, precision, state_dict) and training.py (training, resume, ddp).
 """
 
@@ -33,14 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..attention import AttentionConfigError, conformance, make_options, plugins
-    from ..config import params_from_args
+    from ..attention import AttentionConfigError, conformance, make_options
 
-    # its `plugins:`, those of --overrides FILE and KERNATTN_PLUGINS, as every command loads them
-    params = params_from_args(args)
-    # the 2-rank run of the ddp check loads these too; of the --overrides file, only its plugins
-    # reach the training checks, which run at the micro scale with settings of their own
-    loaded = [*params.changes.get("plugins", ()), *(p.file for p in plugins.load(args.plugins))]
+    if not args.skip_training and not Path(args.params).exists():
+        raise UsageError(f"no params file {args.params}: the training checks run the micro scale of one "
+                         f"(pass --params, or --skip-training for the module checks alone)")
+    loaded = load_command_plugins(args)
     try:
         options = yaml.safe_load(args.options) or {}
     except yaml.YAMLError as exc:
@@ -58,6 +57,24 @@ def run(args: argparse.Namespace) -> int:
         failed += _training(args, options, loaded)
     print(f"kernattn check-variant: {args.name}: " + (f"FAILED {', '.join(failed)}" if failed else "conforms"))
     return 1 if failed else 0
+
+
+def load_command_plugins(args: argparse.Namespace) -> list[str]:
+    """Load the plugins a command names: the params file's `plugins:`, those of --overrides FILE
+    and KERNATTN_PLUGINS, as every command loads them, then --plugins. The module checks and the
+    listing need no params: without the file (the default name, no --overrides) only
+    KERNATTN_PLUGINS and --plugins load. Returns the sources the training checks' ranks load
+    again (of the --overrides file only its plugins reach them: they run at the micro scale with
+    settings of their own)."""
+    from ..attention import plugins
+    from ..config import params_from_args
+
+    if Path(args.params).exists() or args.overrides or args.params != "params.yaml":
+        added = list(params_from_args(args).changes.get("plugins", ()))
+    else:
+        plugins.load_env()
+        added = []
+    return [*added, *(p.file for p in plugins.load(args.plugins))]
 
 
 def _training(args: argparse.Namespace, options: dict, loaded: list[str]) -> list[str]:

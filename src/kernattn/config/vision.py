@@ -160,6 +160,10 @@ class VisionParams(RunSettings):
     def _row_check(self, name: str, options: dict) -> None:
         """A ViT block's attention of this row takes no 1-D positions (read from its options,
         as the built module states it: no torch at params load)."""
-        from ..attention import make_options
+        from ..attention import AttentionConfigError, make_options
 
-        check_position_free(name, name, options, make_options(name, options))
+        made = make_options(name, options)
+        if not made.allows_bidirectional():
+            raise AttentionConfigError(f"vision attention {name!r} is causal only (no bidirectional form); "
+                                       f"use a variant with one")
+        check_position_free(name, name, options, made)
