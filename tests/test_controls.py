@@ -69,8 +69,19 @@ def test_fire_bias_is_the_mlp_of_the_log_normalised_lag():
     for i in range(n):
         for j in range(i + 1):
             u = math.log(c * (i - j) + 1) / math.log(c * max(i, big_l) + 1)
-            out = torch.relu(u * f.w1 + f.b1) @ f.w2 + f.b2
+            out = torch.relu(u * f.w1 + f.b1) @ f.w2
             torch.testing.assert_close(got[:, i, j], out, rtol=1e-12, atol=1e-12)
+
+
+def test_every_fire_parameter_changes_the_output():
+    """No parameter of FIRE's bias may be one the softmax cancels (a constant per head): its
+    gradient would be rounding noise, which Adam turns into full steps, so 2 ranks would end
+    elsewhere than 1 (check-variant's DDP check failed on an output bias)."""
+    m = attention.build("fire", d_model=16, n_head=2, hidden=4, init_threshold=3.0).double()
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    (m(x) * torch.randn(2, 9, 16, dtype=torch.float64)).sum().backward()
+    for name, p in m.fire.named_parameters():
+        assert p.grad.abs().max() > 1e-6, name
 
 
 def test_differential_weights_subtract_two_softmax_maps():

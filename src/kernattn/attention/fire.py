@@ -37,7 +37,9 @@ class FireBias(nn.Module):
         self.w1 = nn.Parameter(torch.empty(h).uniform_(-1.0, 1.0))
         self.b1 = nn.Parameter(torch.empty(h).uniform_(-1.0, 1.0))
         self.w2 = nn.Parameter(torch.empty(h, n_head).uniform_(-1 / math.sqrt(h), 1 / math.sqrt(h)))
-        self.b2 = nn.Parameter(torch.zeros(n_head))
+        # no output bias: a constant per head adds the same to every logit of a query, which the
+        # softmax cancels. Its gradient would be rounding noise, which Adam scales up to full
+        # steps (2 ranks then end elsewhere than 1: check-variant's DDP check caught it)
         self.log_c = nn.Parameter(torch.tensor(math.log(opts.init_c)))
         self.log_threshold = nn.Parameter(torch.tensor(math.log(opts.init_threshold)))
 
@@ -56,7 +58,7 @@ class FireBias(nn.Module):
         # the output layer head by head, elementwise: live memory stays that of `hidden`, and,
         # like a lag table's, f's work is once per batch, not per sequence (mixing_flops)
         w2 = self.w2.to(u.dtype)
-        return torch.stack([(hidden * w2[:, h]).sum(-1) for h in range(w2.shape[1])]) + self.b2.to(u.dtype)[:, None, None]
+        return torch.stack([(hidden * w2[:, h]).sum(-1) for h in range(w2.shape[1])])
 
 
 @register("fire", FireOptions)
