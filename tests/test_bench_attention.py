@@ -178,6 +178,7 @@ def test_default_variant_list():
         "softmax-none", "softmax-rope", "softmax-learned_rope", "softmax-alibi", "softmax-t5",
         "softmax-lag_table", "valueless", "gpa-add-dp-M64", "gpa-add-dp-rope-M64", "gpa-mult-dp-M8",
         "gpa-mult-decay-M8", "gka", "gka-lm", "nw-gaussian", "nw-yat", "nw-linear", "favor-m256",
+        "softmax-kerple_log", "softmax-kerple_power", "fire", "sigmoid", "differential", "rbf", "fox", "cope",
     ]
     # Every configuration builds (no timing), with the run's largest N for lag_table.
     from kernattn import attention

@@ -68,6 +68,15 @@ DEFAULT_CONFIGS: tuple[BenchConfig, ...] = (
     BenchConfig("nw-yat", "nw", {"kernel": "yat"}),
     BenchConfig("nw-linear", "nw", {"kernel": "linear"}),
     BenchConfig("favor-m256", "favor", {"n_features": 256}),
+    # the controls the documents lack (issue 50), timed beside the built-ins
+    BenchConfig("softmax-kerple_log", "softmax", {"position": "kerple_log"}, lag_bias=True),
+    BenchConfig("softmax-kerple_power", "softmax", {"position": "kerple_power"}, lag_bias=True),
+    BenchConfig("fire", "fire", {}),
+    BenchConfig("sigmoid", "sigmoid", {}),
+    BenchConfig("differential", "differential", {}),
+    BenchConfig("rbf", "rbf", {}),
+    BenchConfig("fox", "fox", {}),
+    BenchConfig("cope", "cope", {}),
 )
 BASELINE_LABEL = "softmax-rope"
 GKA_LABELS = ("gka", "gka-lm")
