@@ -95,10 +95,13 @@ class KernelAttention(nn.Module):
         b, h, n, d = t.shape
         return t.transpose(1, 2).reshape(b, n, h * d)
 
+    def split_qkv(self, x: torch.Tensor):
+        """q, k, v [B, H, N, d] of a variant with one fused W_Q W_K W_V (`proj_in`)."""
+        return tuple(self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
+
     def projected_qkv(self, x: torch.Tensor):
-        """q, k, v [B, H, N, d] of a variant with one fused W_Q W_K W_V (`proj_in`), q and k
-        rotated by its `rope` where it has one."""
-        q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
+        """split_qkv, with q and k rotated by the variant's `rope` where it has one."""
+        q, k, v = self.split_qkv(x)
         rope = getattr(self, "rope", None)
         if rope is not None:
             q, k = rope(q), rope(k)

@@ -60,7 +60,7 @@ class DifferentialAttention(KernelAttention):
                 + self.options.lambda_init)
 
     def prepare(self, x):
-        q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
+        q, k, v = self.split_qkv(x)
         q1, q2 = q.chunk(2, dim=-1)
         k1, k2 = k.chunk(2, dim=-1)
         if self.rope is not None:

@@ -97,6 +97,23 @@ def _pad_last(t: torch.Tensor, size: int) -> torch.Tensor:
     return F.pad(t, (0, size - t.shape[-1])) if t.shape[-1] < size else t
 
 
+def gaussian_attend(q, k, v, log_sigma, *, causal: bool, window: int | None, backend: str = "auto"):
+    """softmax_j(-||q_i - k_j||^2 / (2 s_h^2)) v, s_h = exp(log_sigma[h]), as one fused call: the
+    identity of the module docstring on q and k shifted by the first key (detached: distances
+    do not move, and float32 loses less), padded to padded_width channels. GKA (q = k = the
+    input's head slices) and the projected RBF control (rbf.py) both attend through it."""
+    d = q.shape[-1]
+    origin = k[:, :, :1].detach()
+    q, k = q - origin, k - origin
+    inv_s2 = torch.exp(-2 * log_sigma).to(q.dtype)[None, :, None, None]
+    q_aug = torch.cat((q * inv_s2, torch.ones_like(q[..., :1])), dim=-1)
+    k_aug = torch.cat((k, -0.5 * k.pow(2).sum(-1, keepdim=True) * inv_s2), dim=-1)
+    width = padded_width(d)
+    out = attend(_pad_last(q_aug, width), _pad_last(k_aug, width), _pad_last(v, width),
+                 causal=causal, window=window, scale=1.0, backend=backend)
+    return out[..., :d]
+
+
 @register("gka", GKAOptions)
 class GKAAttention(KernelAttention):
     window_backend = "auto"
@@ -140,15 +157,8 @@ class GKAAttention(KernelAttention):
         self.sigma_ready.fill_(True)
 
     def fast(self, p):
-        f = p.f - p.f[:, :, :1].detach()
-        inv_s2 = torch.exp(-2 * self.log_sigma).to(f.dtype)[None, :, None, None]
-        ones = torch.ones_like(f[..., :1])
-        q = torch.cat((f * inv_s2, ones), dim=-1)
-        k = torch.cat((f, -0.5 * f.pow(2).sum(-1, keepdim=True) * inv_s2), dim=-1)
-        width = padded_width(self.d_head)
-        out = attend(_pad_last(q, width), _pad_last(k, width), _pad_last(p.v, width),
-                     causal=self.causal, window=self.window, scale=1.0, backend=self.window_backend)
-        return out[..., : self.d_head]
+        return gaussian_attend(p.f, p.f, p.v, self.log_sigma, causal=self.causal, window=self.window,
+                               backend=self.window_backend)
 
     def kernel(self, p, allowed):
         # Exact differences (no ||a||^2 + ||b||^2 - 2ab expansion): the reference must not

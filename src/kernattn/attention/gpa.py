@@ -104,7 +104,7 @@ class GPAAttention(KernelAttention):
     def prepare(self, x, offset: int = 0):
         """q, k, v of x; `offset` is the position of x's first token (cached decoding feeds
         new tokens alone: kernattn.tracks.char.analysis.sampling)."""
-        q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
+        q, k, v = self.split_qkv(x)
         if self.rope is not None:
             q, k = self.rope(q, offset), self.rope(k, offset)
         q, k = normalise_qk(q, k, self.options.qk_norm, self.options.qk_gain)

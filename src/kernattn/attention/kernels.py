@@ -69,7 +69,7 @@ class NWAttention(KernelAttention):
         fwd = 2.0 * n * n * h * (d + d)
         return MixingFlops(fwd, 2 * fwd + fwd / 2)
     def prepare(self, x):
-        q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
+        q, k, v = self.split_qkv(x)
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1])
 
     def fast(self, p):

@@ -137,7 +137,7 @@ class FavorAttention(KernelAttention):
         self.features.copy_(torch.randn(self.features.shape, generator=gen))
 
     def prepare(self, x):
-        q, k, v = (self.split_heads(t) for t in self.proj_in(x).chunk(3, dim=-1))
+        q, k, v = self.split_qkv(x)
         # q.k / sqrt(d) = (q d^-1/4) . (k d^-1/4)
         scale = self.d_head ** -0.25
         w = self.features.to(q.dtype)[None]

@@ -23,8 +23,7 @@ from torch import nn
 
 from . import reference
 from .base import KernelAttention, sdpa_flops
-from .fused import attend
-from .gka import _pad_last, padded_width
+from .gka import gaussian_attend, padded_width
 from .kernels import sqdist
 from .options import RBFOptions, initial_log_sigma
 from .positions import Rope
@@ -47,15 +46,7 @@ class RBFAttention(KernelAttention):
         return sdpa_flops(n, keys, self.n_head, self.d_head, self.d_head, width=padded_width(self.d_head))
 
     def fast(self, p):
-        origin = p.k[:, :, :1].detach()
-        q, k = p.q - origin, p.k - origin
-        inv_s2 = torch.exp(-2 * self.log_sigma).to(q.dtype)[None, :, None, None]
-        q_aug = torch.cat((q * inv_s2, torch.ones_like(q[..., :1])), dim=-1)
-        k_aug = torch.cat((k, -0.5 * k.pow(2).sum(-1, keepdim=True) * inv_s2), dim=-1)
-        width = padded_width(self.d_head)
-        out = attend(_pad_last(q_aug, width), _pad_last(k_aug, width), _pad_last(p.v, width),
-                     causal=self.causal, window=self.window, scale=1.0)
-        return out[..., : self.d_head]
+        return gaussian_attend(p.q, p.k, p.v, self.log_sigma, causal=self.causal, window=self.window)
 
     def kernel(self, p, allowed):
         s2 = torch.exp(2 * self.log_sigma).to(p.q.dtype)[None, :, None, None]
