@@ -69,32 +69,45 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def export(scale: str, to: Path, root: Path = Path(".")) -> dict:
-    """Copy the scale's published files from the checkout `root` into `to` (which must not exist);
-    returns the manifest it writes."""
+def _scale_files(root: Path, scale: str) -> dict[str, Path]:
+    """repository path -> file, of every published file of results/<scale>/ in the checkout `root`."""
+    found = (p for p in sorted((root / "results" / scale).rglob("*")) if p.is_file())
+    return {rel: p for p in found if published(rel := p.relative_to(root).as_posix())}
+
+
+def _copy_in(path: Path, into: Path, rel: str) -> dict:
+    """Copy `path` to into/rel; its manifest entry (size and SHA-256)."""
+    (into / rel).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(path, into / rel)
+    return {"bytes": path.stat().st_size, "sha256": _digest(path)}
+
+
+def _made_by(root: Path) -> dict:
+    """Date, commit and machine of what the checkout `root` trained (not this package's)."""
     from ..dag.timing_cli import machine
     from ..engine.runtime import git_info
 
+    commit, dirty = git_info(root)
+    return {"date": datetime.now(timezone.utc).date().isoformat(), "commit": commit, "dirty": dirty, **machine()}
+
+
+def export(scale: str, to: Path, root: Path = Path(".")) -> dict:
+    """Copy the scale's published files from the checkout `root` into `to` (which must not exist);
+    returns the manifest it writes."""
     source = root / "results" / scale
     if not source.is_dir():
         raise UsageError(f"{source}: no results of scale {scale!r} here; run the DAG at that scale first")
     if to.exists():
         raise UsageError(f"{to}: exists; records are written once (remove it to export again)")
-    files = sorted(p for p in source.rglob("*") if p.is_file() and published(p.relative_to(root).as_posix()))
+    files = _scale_files(root, scale)
     extra = [root / UNIT_TESTS] if (root / UNIT_TESTS).is_file() else []
     for folder in BENCH_DIRS:
         extra += sorted(p for p in (root / folder).rglob("*.csv") if p.is_file())
+    files.update((p.relative_to(root).as_posix(), p) for p in extra)
     scratch = Path(tempfile.mkdtemp(prefix=f".{to.name}.tmp-", dir=to.parent if to.parent.exists() else None))
     try:
-        listed = {}
-        for path in files + extra:
-            rel = path.relative_to(root).as_posix()
-            (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, scratch / rel)
-            listed[rel] = {"bytes": path.stat().st_size, "sha256": _digest(path)}
-        commit, dirty = git_info(root)   # the checkout that trained them, not this package's
-        manifest = {"scale": scale, "date": datetime.now(timezone.utc).date().isoformat(),
-                    "commit": commit, "dirty": dirty, **machine(), "files": listed}
+        listed = {rel: _copy_in(path, scratch, rel) for rel, path in files.items()}
+        manifest = {"scale": scale, **_made_by(root), "files": listed}
         atomic_write_json(scratch / MANIFEST, manifest, indent=1)
         to.parent.mkdir(parents=True, exist_ok=True)
         os.replace(scratch, to)
@@ -124,9 +137,6 @@ def add(scale: str, to: Path, root: Path = Path(".")) -> list[str]:
     recorded; the prepared data must be the same (its meta.json digests), or the new runs are
     not comparable. The manifest lists each addition with its own date, commit and machine.
     Returns the added paths."""
-    from ..dag.timing_cli import machine
-    from ..engine.runtime import git_info
-
     manifest_path = to / MANIFEST
     if not manifest_path.is_file():
         raise UsageError(f"{manifest_path}: missing; `add` extends a records folder made by `kernattn records export`")
@@ -134,21 +144,15 @@ def add(scale: str, to: Path, root: Path = Path(".")) -> list[str]:
     source = root / "results" / scale
     if manifest["scale"] != scale or not source.is_dir():
         raise UsageError(f"{to} records scale {manifest['scale']!r}; {source} must hold results of that scale")
-    files = {p.relative_to(root).as_posix(): p for p in sorted(source.rglob("*"))
-             if p.is_file() and published(p.relative_to(root).as_posix())}
+    files = _scale_files(root, scale)
     differ = [rel for rel, p in files.items() if "/data/" in rel and rel in manifest["files"]
               and not _same_data(p, to / rel)]
     if differ:
         raise UsageError(f"{root}: its prepared data differ from the records' ({', '.join(differ)}); runs on other "
                          f"data are not comparable with them")
     new = [rel for rel in files if rel not in manifest["files"]]
-    for rel in new:
-        (to / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(files[rel], to / rel)
-        manifest["files"][rel] = {"bytes": files[rel].stat().st_size, "sha256": _digest(files[rel])}
-    commit, dirty = git_info(root)
-    manifest.setdefault("additions", []).append({"date": datetime.now(timezone.utc).date().isoformat(),
-                                                 "commit": commit, "dirty": dirty, **machine(), "files": new})
+    manifest["files"].update((rel, _copy_in(files[rel], to, rel)) for rel in new)
+    manifest.setdefault("additions", []).append({**_made_by(root), "files": new})
     manifest["files"] = dict(sorted(manifest["files"].items()))
     atomic_write_json(manifest_path, manifest, indent=1)
     return new
