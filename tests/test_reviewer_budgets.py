@@ -160,8 +160,7 @@ def test_a_reading_over_every_gpa_run_pools_the_papers_recipe_only():
 
     rows = [row("gpa"), row("gpa_lr10", scale=10.0), row("rope", "softmax", {"position": "rope"})]
     runs = pd.DataFrame({"row": ["gpa", "gpa_lr10", "rope"], "n_variant_params": [512, 512, 0]})
-    params = SimpleNamespace(matrix=SimpleNamespace(rows=rows), train=SimpleNamespace(variant_lr_scale=1.0))
-    section = {"gpa": {"rows": [{"row": "gpa"}, {"row": "gpa_lr10"}], "figures": 1}, "runs_df": runs}
-    assert _papers_recipe(params, section) == {"rows": [{"row": "gpa"}], "figures": 1}
-    one_recipe = {**section, "runs_df": runs.iloc[[0, 2]]}
-    assert _papers_recipe(params, one_recipe) is section["gpa"]
+    gpa = {"rows": [{"row": "gpa"}, {"row": "gpa_lr10"}], "figures": 1}
+    assert _papers_recipe(gpa, rb.recipe_arm(rows, 1.0, runs)) == {"rows": [{"row": "gpa"}], "figures": 1}
+    one_recipe = rb.recipe_arm(rows, 1.0, runs.iloc[[0, 2]])
+    assert _papers_recipe(gpa, one_recipe) is gpa

@@ -119,12 +119,18 @@ def _lm_model(lm, run: RunSpec):
     return cfg, lambda: build_model(cfg, "meta")
 
 
+def lm_counts(lm, run: RunSpec):
+    """(the row's model config, fwd + bwd FLOPs, fwd FLOPs) of one full-context sequence."""
+    cfg, build = _lm_model(lm, run)
+    train, fwd = count_sample(build, _tokens(cfg.vocab_size, cfg.context), _token_loss, lambda m, xy: m(xy[0]))
+    return cfg, train, fwd
+
+
 def lm_work(p: Params, run: RunSpec) -> Work:
     from ..tracks.lm.track import VAL_BATCHES, plan
 
     lm = p.lm
-    cfg, build = _lm_model(lm, run)
-    train, fwd = count_sample(build, _tokens(cfg.vocab_size, cfg.context), _token_loss, lambda m, xy: m(xy[0]))
+    cfg, train, fwd = lm_counts(lm, run)
     steps = plan(lm, lm.vocab_size, run)["steps"]
     evals = evaluations(steps, lm.eval_every) * VAL_BATCHES * lm.batch_size
     return Work(train, fwd, lm.batch_size * lm.grad_accum, steps, evals)
@@ -150,8 +156,7 @@ def core_sequences(params) -> int | None:
 def lm_eval_work(p: Params, run: RunSpec) -> Work:
     """eval-lm: BPB's windows of both splits and CORE's sequences, forward only."""
     lm = p.lm
-    cfg, build = _lm_model(lm, run)
-    _, fwd = count_sample(build, _tokens(cfg.vocab_size, cfg.context), _token_loss, lambda m, xy: m(xy[0]))
+    cfg, _, fwd = lm_counts(lm, run)
     windows = 2 * max(1, lm.bpb_tokens // cfg.context)
     return Work(0.0, fwd, 0, 0, windows + (core_sequences(p) or 0))
 

@@ -5,7 +5,7 @@
 The suite is the one the linear-attention papers report (docs/tracks.md). Each task's requests
 are its split's documents times the requests the harness makes of one (a multiple-choice task
 scores every choice as its own continuation). The FLOPs are the plan's forward count of one
-full-context sequence of the row's model (plan_flops.count_sample, as eval-lm's CORE-6 is
+full-context sequence of the row's model (plan_flops.lm_counts, as eval-lm's CORE-6 is
 planned) times the requests: an upper bound, since a request is shorter than the context and
 the harness pads a batch only to its longest. Seconds are FLOPs / (peak x the efficiency the
 plan uses for eval-lm on that device)."""
@@ -25,7 +25,7 @@ SUITE = {"lambada_openai": (5153, 1), "hellaswag": (10042, 4), "piqa": (1838, 2)
 def suite_costs(p: Params, device) -> list[dict]:
     """One line per (LM row, task): requests, forward FLOPs (upper bound) and seconds on `device`."""
     from ..tracks.lm.stages import runs
-    from .plan_flops import _lm_model, _token_loss, _tokens, count_sample
+    from .plan_flops import lm_counts
 
     efficiency = device.peak * device.mfu_for("lm", "eval_lm")
     out, seen = [], set()
@@ -33,8 +33,7 @@ def suite_costs(p: Params, device) -> list[dict]:
         if run.row in seen:
             continue
         seen.add(run.row)
-        cfg, build = _lm_model(p.lm, run)
-        _, fwd = count_sample(build, _tokens(cfg.vocab_size, cfg.context), _token_loss, lambda m, xy: m(xy[0]))
+        cfg, _, fwd = lm_counts(p.lm, run)
         for task, (docs, per_doc) in SUITE.items():
             flops = docs * per_doc * fwd
             out.append({"row": run.row, "task": task, "requests": docs * per_doc, "context": cfg.context,

@@ -84,8 +84,10 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     compared = [c for c in ctx.claims_of(CLAIM_KINDS) if c not in readings and c not in stable]
     converged = report_claims.convergence(section["runs_df"], section["curves"], ctx.papers, ctx.params)
     judged = report_claims.judge(compared, ctx.params, section["runs_df"], ctx.papers, section["curves"])
-    _budget_table(ctx, section["runs_df"], judged)
-    results = (judged + report_readings.judge(readings, _papers_recipe(ctx.params, section), ctx.params, converged)
+    p = ctx.params
+    arms = report_budgets.recipe_arm(p.matrix.rows, p.train.variant_lr_scale, section["runs_df"])
+    _budget_table(ctx, section["runs_df"], judged, arms)
+    results = (judged + report_readings.judge(readings, _papers_recipe(section["gpa"], arms), ctx.params, converged)
                + [_stable(c, ctx, section["runs_df"]) for c in stable])
     trained = regime(ctx.params)
     for res in results:
@@ -94,12 +96,10 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     return results
 
 
-def _papers_recipe(params, section: dict) -> dict:
+def _papers_recipe(gpa: dict, arms: report_budgets.RecipeArms | None) -> dict:
     """The GPA part with only the rows trained at the papers' recipe (variant lr x1) where the
-    scale trains another arm too: a reading over "every GPA run" pools one recipe, the verdict's
-    (report_budgets.recipe_arm)."""
-    gpa = section["gpa"]
-    arms = report_budgets.recipe_arm(params.matrix.rows, params.train.variant_lr_scale, section["runs_df"])
+    scale trains another arm too (`arms`: report_budgets.recipe_arm): a reading over "every GPA
+    run" pools one recipe, the verdict's."""
     if arms is None:
         return gpa
     return {**gpa, "rows": [r for r in gpa.get("rows", []) if arms.primary.get(r["row"], r["row"]) == r["row"]]}
@@ -119,17 +119,18 @@ def regime(params) -> str:
     return f"early training, {epochs:.2g} epoch{'s' if epochs >= 2 else ''}"
 
 
-def _budget_table(ctx: ReportContext, runs_df: pd.DataFrame, judged: list) -> None:
-    """tables/budget-gaps.csv: every compared gap (and its x1 twins') at every budget of the
-    scale's budget sweep; nothing without one."""
+def _budget_table(ctx: ReportContext, runs_df: pd.DataFrame, judged: list,
+                  arms: report_budgets.RecipeArms | None) -> None:
+    """tables/budget-gaps.csv: every compared gap (and its rows' twins' at the other recipe) at
+    every budget of the scale's budget sweep; nothing without one."""
     p = ctx.params
     if not p.train.budgets:
         return
     values = report_budgets.budget_values(p, runs_df)
-    arms = report_budgets.recipe_arm(p.matrix.rows, p.train.variant_lr_scale, runs_df)
-    pairs = [(c.a, c.b) for res in judged for c in res.comparisons]
-    for twin in (arms.primary, arms.other) if arms else ():   # the other arm's pairs too
-        pairs += [(twin.get(a, a), twin.get(b, b)) for a, b in pairs if twin.get(a, a) and twin.get(b, b)]
+    pairs = [(c.a, c.b) for res in judged for c in res.comparisons]   # the papers' recipe's rows
+    if arms is not None:   # and their twins at the other factor
+        other = arms.other
+        pairs += [(other.get(a, a), other.get(b, b)) for a, b in pairs if other.get(a, a) and other.get(b, b)]
     pairs = list(dict.fromkeys(pairs))
     report_budgets.gap_table(values, report_budgets.budgets_of(p), pairs).to_csv(ctx.tables / "budget-gaps.csv",
                                                                                  index=False)
