@@ -19,7 +19,7 @@ TEST_STAMP := $(VENV)/.kernattn-test-installed
 FAST_JOBS ?= 2
 E2E_JOBS ?= 3
 
-.PHONY: env env-pipeline test test-fast test-e2e test-data pipeline bench clean-env
+.PHONY: env env-pipeline test test-fast test-e2e test-data pipeline controls bench clean-env
 
 # The venv with the package and its test extras (what the suite and the docs need).
 env: $(TEST_STAMP)
@@ -64,6 +64,11 @@ test-data: $(TEST_STAMP)
 # The main job: the whole DAG (data -> every run of the matrix -> report) at params.yaml's scale.
 pipeline: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores all
+
+# The controls the documents lack (issue 50): the `controls` scale's whole DAG, its claims judged
+# beside the documents' (about 70 minutes on 2 cores: results/claims/controls-power-2026-12-02.md).
+controls: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" KERNATTN_SCALE=controls $(VENV)/bin/snakemake --cores all all
 
 bench: $(STAMP)
 	$(VENV)/bin/kernattn bench-attention --out results/bench/attention.csv

@@ -27,6 +27,7 @@ linear weights).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, fields
 
 import torch
@@ -47,6 +48,14 @@ class MixingFlops:
     backward: float
     padding_forward: float = 0.0
     padding_backward: float = 0.0
+
+
+def full_precision(device: torch.device):
+    """A block that runs without autocast (position terms kept in float32 at least). The meta
+    device (the cost plan's FLOP count builds models there) has no autocast to turn off."""
+    if device.type == "meta":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, enabled=False)
 
 
 def sdpa_flops(n: int, keys: int, heads: int, d_qk: int, d_v: int, width: int | None = None) -> MixingFlops:

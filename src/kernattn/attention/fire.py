@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import reference
-from .base import KernelAttention, sdpa_flops
+from .base import KernelAttention, full_precision, sdpa_flops
 from .options import FireOptions
 from .registry import register
 
@@ -70,7 +70,7 @@ class FireAttention(KernelAttention):
 
     def prepare(self, x):
         q, k, v = self.projected_qkv(x)
-        with torch.autocast(x.device.type, enabled=False):  # the bias in float32 at least, as a lag table is
+        with full_precision(x.device):  # the bias in float32 at least, as a lag table is
             bias = self.fire(x.shape[1], x.device)
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1], bias=bias)
 

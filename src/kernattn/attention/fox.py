@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import reference
-from .base import KernelAttention, sdpa_flops
+from .base import KernelAttention, full_precision, sdpa_flops
 from .fused import attend
 from .gka import _pad_last, padded_width
 from .options import FoxOptions
@@ -43,7 +43,7 @@ class ForgettingAttention(KernelAttention):
 
     def prepare(self, x):
         q, k, v = self.projected_qkv(x)
-        with torch.autocast(x.device.type, enabled=False):  # gates summed over the sequence: float32 at least
+        with full_precision(x.device):  # gates summed over the sequence: float32 at least
             gate_in = self.forget(x.to(self.forget.weight.dtype))
         log_f = F.logsigmoid(gate_in).transpose(1, 2)  # [B, H, N]
         return SimpleNamespace(q=q, k=k, v=v, n=x.shape[1], log_f=log_f)

@@ -54,7 +54,8 @@ BADGES = (
 # ("ours": a question gka-paper leaves open, which we test).
 TITLES = {"002": "Self-Attention as Kernel Regression in JAX/Flax NNX (blog post)",
           "003": "Projection-Free Transformers via Gaussian Kernel Attention"}
-OTHER_HEADINGS = {"ours": "Our own questions (left open by the documents)"}
+OTHER_HEADINGS = {"ours": "Our own questions (left open by the documents)",
+                  "reviewers": "The reviewers' questions: the controls the documents lack"}
 
 
 def _head(text: str) -> str:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import report_budgets, report_claims, report_figures, report_gpa, report_readings, report_runs, stages
+from . import (report_budgets, report_claims, report_cope, report_figures, report_gpa, report_readings,
+               report_runs, stages)
 from ...report import gates, gka_state, stability
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
@@ -46,6 +47,7 @@ CLAIM_KINDS = {
     "layer1_bump": ClaimKind("gpa-bump", ("row", "tolerance")),
     "strength_cost": ClaimKind("gpa-heads"),
     "char_stable": ClaimKind("claims"),   # gka-paper's "trains stably" on our char GKA rows (report.stability)
+    "cope_newlines": ClaimKind("claims", ("row", "min_share", "min_enrichment")),   # the CoPE control (report_cope)
 }
 
 
@@ -81,14 +83,16 @@ def section(ctx: ReportContext) -> dict:
 def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     readings = ctx.claims_of(report_readings.KINDS)
     stable = ctx.claims_of(("char_stable",))
-    compared = [c for c in ctx.claims_of(CLAIM_KINDS) if c not in readings and c not in stable]
+    cope = ctx.claims_of((report_cope.KIND,))
+    compared = [c for c in ctx.claims_of(CLAIM_KINDS) if c not in readings and c not in stable and c not in cope]
     converged = report_claims.convergence(section["runs_df"], section["curves"], ctx.papers, ctx.params)
     judged = report_claims.judge(compared, ctx.params, section["runs_df"], ctx.papers, section["curves"])
     p = ctx.params
     arms = report_budgets.recipe_arm(p.matrix.rows, p.train.variant_lr_scale, section["runs_df"])
     _budget_table(ctx, section["runs_df"], judged, arms)
     results = (judged + report_readings.judge(readings, _papers_recipe(section["gpa"], arms), ctx.params, converged)
-               + [_stable(c, ctx, section["runs_df"]) for c in stable])
+               + [_stable(c, ctx, section["runs_df"]) for c in stable]
+               + [report_cope.judge(c, p, section["runs_df"], ctx.scale) for c in cope])
     trained = regime(ctx.params)
     for res in results:
         if res.claim["kind"] not in ("count", "number"):   # those hold by construction, at any length
