@@ -3,6 +3,7 @@ references cannot drift from the code. A page asks for one with a marker line:
 
     <!-- generated: config-reference -->          every params.yaml key (kernattn.config)
     <!-- generated: cli-reference -->             every command's --help (kernattn.cli)
+    <!-- generated: variants -->                  every attention variant (`kernattn variants`)
     <!-- generated: csv PATH [COL,COL,...] -->    a CSV under the repository as a table
 """
 

@@ -201,7 +201,7 @@ CASES = [
           "raise max_len or lower the context")),
     Case("params-unknown-scale", lambda tmp, _t: ["prepare", "--params", str(write(tmp, micro_doc(tmp))),
                                                   "--scale", "huge"],
-         ("{tmp}/params.yaml", "unknown scale 'huge'", "allowed: micro, paper, small, small_long, tiny")),
+         ("{tmp}/params.yaml", "unknown scale 'huge'", "allowed: controls, micro, paper, small, small_long, tiny")),
     Case("params-missing-file", lambda tmp, _t: ["prepare", "--params", str(tmp / "nope.yaml")],
          ("{tmp}/nope.yaml: no such params file",)),
     Case("params-corpus-name", params_case(lambda d: d["scales"]["micro"]["data"].update(corpus="my corpus")),

@@ -35,7 +35,7 @@ def test_shipped_scales():
     paper = load_params(PARAMS, "paper")
     assert (paper.model.n_layer, paper.model.n_head, paper.model.d_model, paper.model.context) == (4, 4, 512, 256)
     assert (paper.train.batch_size, paper.train.max_steps, paper.data.val_fraction) == (256, 200_000, 0.1)
-    assert len(run_matrix(paper)) == 15 * 3
+    assert len(run_matrix(paper)) == 22 * 3   # the documents' 15 rows and the 7 controls of issue 50
     tiny = load_params(PARAMS)  # the file's own scale
     assert tiny.scale == "tiny" and tiny.train.device == "cpu"
     # every row but the bank-size ablation's M = 1, 4, 16; two seeds where a claim compares the row,
@@ -97,7 +97,7 @@ BAD = [
     ("negative lr", mutate(lambda d: d["train"].update(lr=-1e-3)), "train.lr must be > 0"),
     ("bad choice", mutate(lambda d: d["train"].update(dtype="fp8")), "train.dtype must be one of bfloat16, float32"),
     ("bad fraction", mutate(lambda d: d["data"].update(val_fraction=1.5)), "data.val_fraction must be between 0 and 1"),
-    ("unknown scale", mutate(lambda d: d.update(scale="huge")), "unknown scale 'huge'; allowed: micro, paper, small, small_long, tiny"),
+    ("unknown scale", mutate(lambda d: d.update(scale="huge")), "unknown scale 'huge'; allowed: controls, micro, paper, small, small_long, tiny"),
     ("unknown variant", mutate(lambda d: d["matrix"]["rows"].append({"name": "x", "variant": "flash"})),
      "unknown attention variant 'flash'; valid names: cope, differential, favor, fire, fox, gka, gpa, nw, rbf, "
      "sigmoid, softmax, valueless"),
@@ -144,15 +144,15 @@ def test_each_scale_writes_its_own_outputs():
 CROSS = [
     ("lm head_dim", lambda d: d["lm"].update(head_dim=100), "scale paper: lm.head_dim=100 must divide"),
     ("lm variant", lambda d: d["lm"]["rows"].append({"name": "m", "variant": "mamba"}),
-     "scale paper: lm.rows[7] (m): unknown attention variant 'mamba'; valid names: base, cope, differential"),
+     "scale paper: lm.rows[12] (m): unknown attention variant 'mamba'; valid names: base, cope, differential"),
     ("lm option", lambda d: d["lm"]["rows"].append({"name": "g", "variant": "gpa", "options": {"n_kernel": 8}}),
-     "lm.rows[7] (g): unknown option 'n_kernel' for attention variant 'gpa'"),
+     "lm.rows[12] (g): unknown option 'n_kernel' for attention variant 'gpa'"),
     ("lm no window form", lambda d: d["lm"]["rows"].append({"name": "lin", "variant": "nw",
                                                             "options": {"kernel": "linear"}}),
-     "lm.rows[7] (lin): attention 'nw' with {'kernel': 'linear'} has no sliding-window form, and lm.window_pattern='SSSL'"),
+     "lm.rows[12] (lin): attention 'nw' with {'kernel': 'linear'} has no sliding-window form, and lm.window_pattern='SSSL'"),
     ("lm lag table", lambda d: d["lm"]["rows"].append({"name": "lt", "variant": "softmax",
                                                        "options": {"position": "lag_table", "max_len": 512}}),
-     "lm.rows[7] (lt): options.max_len=512 is shorter than lm.context=2048; raise max_len or lower the context"),
+     "lm.rows[12] (lt): options.max_len=512 is shorter than lm.context=2048; raise max_len or lower the context"),
     ("lm compute row", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens", "row": "bas"}),
      "lm.rows[1] (gka_tokens): compute.row names unknown row 'bas'; rows of lm.rows: base, gka_tokens"),
     ("lm compute half", lambda d: d["lm"]["rows"][1].update(compute={"match": "tokens"}),
@@ -167,20 +167,22 @@ CROSS = [
     ("lm schedule", lambda d: d["lm"].update(warmup_frac=0.6, warmdown_frac=0.97),
      "scale paper: lm.warmup_frac=0.6 + warmdown_frac=0.97 must be <= 1"),
     ("vision variant", lambda d: d["vision"]["rows"].append({"name": "v", "variant": "vit"}),
-     "vision.rows[3] (v): unknown attention variant 'vit'; valid names: deit, vlt, gka, cope"),
+     "vision.rows[6] (v): unknown attention variant 'vit'; valid names: deit, vlt, gka, cope"),
     ("vision causal only", lambda d: d["vision"]["rows"].append({"name": "fx", "variant": "fox"}),
-     "vision.rows[3] (fx): vision attention 'fox' is causal only (no bidirectional form); use a variant with one"),
+     "vision.rows[6] (fx): vision attention 'fox' is causal only (no bidirectional form); use a variant with one"),
     ("vision 1-D positions", lambda d: d["vision"]["rows"].append({"name": "al", "variant": "softmax",
                                                                    "options": {"position": "alibi"}}),
-     "vision.rows[3] (al): vision attention 'softmax' applies alibi along the token order"),
+     "vision.rows[6] (al): vision attention 'softmax' applies alibi along the token order"),
     ("vision compute", lambda d: d["vision"]["rows"][0].update(compute={"tokens": 5}),
      "vision.rows[0] (deit): compute applies to lm rows only; remove it"),
+    # (micro's lm and vision sections are YAML anchors the controls, small and small_long scales
+    # share, and scales are checked in name order: the first scale holding the bad value is named)
     ("rows a scale replaces", lambda d: d["scales"]["micro"]["lm"]["rows"].append({"name": "x", "variant": "gpa",
                                                                                 "options": {"combine": "sum"}}),
-     "scales.micro -> lm.rows[3] (x): option 'combine' of attention variant 'gpa' must be one of add, mult"),
+     "scales.controls -> lm.rows[3] (x): option 'combine' of attention variant 'gpa' must be one of add, mult"),
     ("vision patch", lambda d: d["vision"].update(patch_size=15), "vision.img_size=224 must be a multiple"),
     ("lm in another scale", lambda d: d["scales"]["micro"]["lm"].update(window_pattern="SXL"),
-     "scales.micro -> lm.window_pattern='SXL'"),
+     "scales.controls -> lm.window_pattern='SXL'"),
     ("char check in another scale", lambda d: d["scales"]["micro"]["matrix"].update(seeds=[]),
      "scales.micro -> matrix.seeds is empty"),
 ]
@@ -364,7 +366,7 @@ INHERITED_BAD = [
     (lambda d: d["train"].update(device="gpu"), "", "train.device must be one of auto, cpu, cuda; got 'gpu'"),
     (lambda d: d["scales"]["tiny"]["lm"].update(threads=0), "scales.tiny -> ", "lm.threads must be > 0; got 0"),
     (lambda d: d["vision"].update(dtype="fp8"), "", "vision.dtype must be one of bfloat16, float32"),
-    (lambda d: d["scales"]["micro"]["vision"].update(grad_clip=-1.0), "scales.micro -> ", "vision.grad_clip must be >= 0"),
+    (lambda d: d["scales"]["micro"]["vision"].update(grad_clip=-1.0), "scales.controls -> ", "vision.grad_clip must be >= 0"),
     (lambda d: d["lm"].update(out_dri="x"), "", "unknown key 'lm.out_dri'; allowed: dataset, "),
 ]
 

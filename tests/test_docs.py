@@ -61,3 +61,22 @@ def test_a_csv_part_renders_its_columns_and_names_a_bad_one():
         csv_table("results/no-such.csv")
     with pytest.raises(UsageError, match="unknown generated part"):
         render_marker("figures", "x.md")
+
+
+def test_the_variants_list_is_the_registry_and_the_equations_name_every_built_in():
+    from kernattn.attention import available
+    from kernattn.config.variants import describe_variant
+    from kernattn.docgen.variants_reference import variants_reference
+
+    table = render_marker("variants", "attention.md")
+    names = [line.split("|")[1].strip().strip("`") for line in table.splitlines()[2:]]
+    assert names == available()
+    assert "| `gpa` |" in table and "`combine`: **add** / mult" in table and "gpa-long" in table
+    # a variant given to it (a plugin's, as `kernattn variants --plugins` lists it) is a row like any
+    plugin = {**describe_variant("softmax"), "name": "mine", "summary": "a | pipe", "kind": "plugin"}
+    assert "| `mine` | a \\| pipe |" in variants_reference([plugin])
+    page = (paths.REPO / "docs" / "attention.md").read_text()
+    equations = page.split("### The equations", 1)[1].split("### What every variant takes", 1)[0]
+    built_in = [n for n in available() if describe_variant(n)["kind"] == "built-in"]
+    assert [n for n in built_in if f"`{n}`" not in equations] == []
+    assert "<!-- generated: variants -->" in page

@@ -58,6 +58,14 @@ def test_extra_params_per_row():
         "t5": 32 * H * L,
         "lag_table": 256 * H * L,                 # max_len lags per head (causal)
         "gka": L * (H - 3 * SMALL.d_model ** 2),  # no W_Q, W_K, W_V; one log_sigma per head
+        # the controls of issue 50
+        "kerple_log": 2 * H * L,                  # r1, r2 per head
+        "kerple_power": 2 * H * L,
+        "fire": L * (32 + 32 + 32 * H + 2),       # f's w1, b1 (hidden 32), w2 (32 x H, no bias); c and L
+        "cope": L * dh * 64,                      # the position embeddings [d_head, n_positions], shared by the heads
+        "gka_sqrtd": L * (H - 3 * SMALL.d_model ** 2),
+        "rbf": H * L,                             # one log_sigma per head beside W_Q, W_K, W_V
+        "sigmoid": 0,                             # its -log n bias is fixed
     }
     assert set(expected) == set(ROWS), "a row was added to params.yaml: add its expected count here"
     base = expected_softmax_params(V, SMALL)

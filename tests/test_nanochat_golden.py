@@ -240,19 +240,29 @@ def muon_band(golden, synthetic, name: str) -> None:
 
 def test_three_muon_adamw_steps_match_nanochat(golden, synthetic):
     """Gradients that are the same elementwise function of the weights in both (make_golden.
-    synthetic_grad), Muon in the dtype this machine trains with. Where bf16 is native that is
-    nanochat's arithmetic: the weights after three steps equal nanochat's to 1e-4 (on the CPU
-    kind that made golden.npz, exactly). Elsewhere Muon runs in float32 and its matrices are
-    held to muon_band; the AdamW parameters (no bfloat16 on any CPU) to 1e-4 still."""
+    synthetic_grad), Muon in the dtype this machine trains with. The AdamW parameters (no
+    bfloat16 on any CPU) equal nanochat's to 1e-4. Muon's matrices are held to the bands argued
+    above: float32 where bf16 is not native (muon_band); where it is, this CPU's own bf16 draw
+    against golden.npz's, two draws of the same rounding (bf16_band). On the CPU kind that made
+    golden.npz the two draws are one (ratios 1.00); another kind with native bf16 (AMX rather
+    than AVX512-BF16 kernels, a different accumulation order) draws its own: that kind's
+    matrices were up to 0.025 apart in a 512-entry sum, 30x a 1e-4 tolerance."""
     dtype = hardware.compute_dtype("cpu")
     after = synthetic[dtype]
-    if dtype == torch.bfloat16:
-        check_sketch("after_synthetic", golden, after, atol=1e-4)
-        return
     matrices = muon_names(golden)
     check_sketch("after_synthetic", golden, {k: v for k, v in after.items() if k not in matrices}, atol=1e-4)
     for name in matrices:
-        muon_band(golden, synthetic, name)
+        (bf16_band if dtype == torch.bfloat16 else muon_band)(golden, synthetic, name)
+
+
+def bf16_band(golden, synthetic, name: str) -> None:
+    """This CPU's bf16 steps of matrix `name` against nanochat's: both the exact iteration plus
+    a draw of bf16's rounding, so within DRAWS_RMS / DRAWS_MAX x the draw measured here."""
+    fp64, bf16 = (sketched("after_synthetic", golden, name, synthetic[d][name]) for d in (torch.float64, torch.bfloat16))
+    want = torch.from_numpy(golden[f"after_synthetic/{name}"]).double()
+    noise = bf16 - fp64
+    assert rms(bf16 - want) <= DRAWS_RMS * rms(noise) + WEIGHT_ROUNDING, name
+    assert (bf16 - want).abs().max().item() <= DRAWS_MAX * noise.abs().max().item() + WEIGHT_ROUNDING, name
 
 
 def test_float32_muon_stays_within_bf16_rounding_of_nanochat(golden, synthetic):

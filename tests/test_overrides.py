@@ -104,7 +104,7 @@ def test_scale_in_a_configfile_selects_the_scale(tmp_path, monkeypatch):
     assert load_params(PARAMS, "tiny", [("my.yaml", doc)]).scale == "tiny"
     monkeypatch.setenv("KERNATTN_SCALE", "paper")  # a source's scale is the Snakemake config's: it wins
     assert load_params(PARAMS, None, [("my.yaml", doc)]).scale == "micro"
-    with pytest.raises(ParamsError, match=r"^my\.yaml: unknown scale 'huge'; allowed: micro, paper, small, small_long, tiny$"):
+    with pytest.raises(ParamsError, match=r"^my\.yaml: unknown scale 'huge'; allowed: controls, micro, paper, small, small_long, tiny$"):
         load_params(PARAMS, None, [("my.yaml", {"scale": "huge"})])
 
 

@@ -85,7 +85,7 @@ def _needs(claim: dict, p) -> bool:
         margin = claim.get("margin")
         flat |= set(margin["of"]) if isinstance(margin, dict) else set()
         return flat <= char
-    if kind in ("count", "number"):
+    if kind in ("count", "number", "cope_newlines"):
         return claim["row"] in char
     if kind in ("lm_bpb", "lm_core", "lm_gap", "lm_core_tasks"):
         return claim_rows(p.lm.rows) is not None
@@ -154,7 +154,7 @@ def test_every_paper_claim_whose_rows_trained_gets_a_verdict(tmp_path, monkeypat
         if scale != "paper":  # below the paper scale no claim is reproduced or contradicted
             shown = csv.loc[claim["id"], "verdict"]
             assert "reproduced" not in shown and "contradicted" not in shown, (claim["id"], shown)
-    assert checked == {"micro": 20, "tiny": 30, "paper": 30}[scale]  # the claims outside the studies
+    assert checked == {"micro": 20, "tiny": 30, "paper": 36}[scale]  # the claims outside the studies
     # issue 25's training readings: every GKA run's synthetic curve falls smoothly, so with the 3
     # seeds the rule needs (paper here) it is stable, and with fewer too short to read (issue 37)
     stable = {"paper": stats.REPRODUCED, "tiny": "not judged (too short: 2 seeds of ", "micro": "not judged (too short: "}

@@ -267,7 +267,7 @@ def test_first_table_after_h1_is_the_verdict_summary(built):
     # the verdict tables come first, one per document in seed order, before any other table
     tables = [a for t, a in page.events if t == "table"]
     verdicts = [a["id"] for a in tables if "verdicts" in a.get("class", "")]
-    assert verdicts == ["summary-000", "summary-001", "summary-002", "summary-003", "summary-ours"]
+    assert verdicts == ["summary-000", "summary-001", "summary-002", "summary-003", "summary-ours", "summary-reviewers"]
     assert [a["id"] for a in tables[:len(verdicts)]] == verdicts
     assert set(page.th_scopes) == {"col", "row"}  # header cells say what they head
     # every claim, in its document's table, with its badge, effect, interval and scale

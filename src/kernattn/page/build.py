@@ -277,7 +277,18 @@ def page_context(ctx: ReportContext, parts: list[Part], sections: dict[str, dict
         "mlflow_ui": ctx.mlflow_ui, "experiments": experiment_links(ctx),
         "level": stats.LEVEL, "min_seeds": stats.MIN_SEEDS, "toc": toc, "heads": heads,
         "parts": parts, "tables": sorted(p.name for p in ctx.tables.iterdir()), "zip": zip,
+        "variants": variant_legend(params),
     }
+
+
+def variant_legend(params) -> list[dict]:
+    """`kernattn variants`' entry of every registered variant a row of the scale names, in the
+    registry's order (a track's alias of a variant, deit or base, is the variant's own row)."""
+    from ..attention import available
+    from ..config.variants import describe_variant
+
+    named = {r.variant for t in TRACKS for r in track_module(t, "stages").runs(params)}
+    return [describe_variant(n) for n in available() if n in named]
 
 
 def experiment_links(ctx: ReportContext) -> list[dict]:

@@ -73,7 +73,7 @@ class Family:
         """The figure's title, else "gka-paper, Table 2, Section 4: vision top1"."""
         if self.figure_title:
             return self.figure_title
-        who = "ours" if self.paper in OTHER_HEADINGS else DOCUMENT_KEYS.get(self.paper, self.paper)
+        who = self.paper if self.paper in OTHER_HEADINGS else DOCUMENT_KEYS.get(self.paper, self.paper)
         return f"{who}, {'; '.join(self.wheres)}: {self.kind.replace('_', ' ')}"
 
 

@@ -6,9 +6,11 @@ scale trains), so a row keeps its colour from scale to scale and from figure to 
 
 from __future__ import annotations
 
-# tab10, then eight further colours far from them and from each other (matplotlib names).
+# tab10, then fourteen further colours far from them and from each other (matplotlib names):
+# one each for the 22 rows of matrix.rows (the documents', the reviewers' and the controls').
 PALETTE = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray",
-           "tab:olive", "tab:cyan", "black", "gold", "navy", "lime", "teal", "magenta", "maroon", "darkkhaki")
+           "tab:olive", "tab:cyan", "black", "gold", "navy", "lime", "teal", "magenta", "maroon", "darkkhaki",
+           "coral", "darkviolet", "yellowgreen", "steelblue", "sienna", "orchid")
 
 
 def row_colors(params) -> dict[str, str]:

@@ -135,7 +135,8 @@ def _budget_table(ctx: ReportContext, runs_df: pd.DataFrame, judged: list,
     if arms is not None:   # and their twins at the other factor
         other = arms.other
         pairs += [(other.get(a, a), other.get(b, b)) for a, b in pairs if other.get(a, a) and other.get(b, b)]
-    pairs = list(dict.fromkeys(pairs))
+    trained = set(runs_df["row"]) if len(runs_df) else set()
+    pairs = [pair for pair in dict.fromkeys(pairs) if set(pair) <= trained]   # a claim not run here has no gaps
     report_budgets.gap_table(values, report_budgets.budgets_of(p), pairs).to_csv(ctx.tables / "budget-gaps.csv",
                                                                                  index=False)
 

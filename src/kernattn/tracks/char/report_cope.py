@@ -117,7 +117,7 @@ def judge(claim: dict, params, runs_df: pd.DataFrame, scale: str) -> ClaimResult
     best = {r: max(heads, key=lambda h: h.share) for r, heads in per_seed.items() if heads}
     ours = "; ".join(f"{r}: largest newline share {h.share:.3f} (layer {h.layer} head {h.head}, "
                      f"{h.enrichment:.1f}x the content-blind {h.blind:.3f}); heads enriched >= {min_enr:g}x: "
-                     f"{sum(x.enrichment >= min_enr for x in per_seed[r])} of {len(per_seed[r])}"
+                     f"{sum(x.enrichment >= min_enr for x in per_seed[r])} of {len(per_seed[r])} heads"
                      for r, h in best.items()) or "—"
     detail = (f"rule: a head counts newlines when >= {min_share:g} of its gate mass is on newline keys; "
               f"{sum(any(h.share >= min_share for h in hs) for hs in per_seed.values())} of {len(per_seed)} "
