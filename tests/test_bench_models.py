@@ -174,3 +174,21 @@ def test_table4_leads_with_the_paper_shape_and_vit_paper_cases():
     assert all(c.shape.startswith(bench_models.PAPER_SHAPE) for c in got)
     with pytest.raises(ParamsError, match=r"bench\.paper_vit_sizes names unknown size\(s\) 'XL'; sizes: Ti, S, B"):
         cases.paper_vit_cases(params, ("Ti", "XL"))
+
+
+def test_vit_rows_choose_the_vits_measured_against_deit():
+    """bench.vit_rows (issue 50): the controls' ViTs at the paper shape, each with its row's
+    options and DeiT as every ratio's baseline; a list that does not start at DeiT is refused."""
+    from kernattn.bench.cases import vit_cases
+
+    p = load_params(REPO / "params.yaml", "paper", {"bench": {"vit_rows": ["deit", "rbf", "sigmoid"]}})
+    cases = vit_cases(p, "paper", ("Ti",))
+    assert [c.model for c in cases] == ["deit_tiny", "rbf_tiny", "sigmoid_tiny"]
+    assert [c.baseline for c in cases] == [None, "deit_tiny", "deit_tiny"]
+    rbf = cases[1].build()
+    assert rbf.blocks[0].attn.inner.options.init_sigma == "sqrt_d"   # the row's option reached the model
+    assert [c.model for c in vit_cases(load_params(REPO / "params.yaml", "paper"), "paper", ("Ti",))] == [
+        "deit_tiny", "vlt_tiny", "gka_tiny"]   # default: Table 5's three
+    bad = load_params(REPO / "params.yaml", "paper", {"bench": {"vit_rows": ["rbf", "deit"]}})
+    with pytest.raises(ParamsError, match="bench.vit_rows must name rows of vision.rows, DeiT's first"):
+        vit_cases(bad, "paper", ("Ti",))

@@ -70,17 +70,16 @@ def vit_cases(params: Params, size: str, paper_sizes: tuple[str, ...] | None = N
     """DeiT, GKA and VLT at each of the paper's sizes (224 px, patch 16, 1000 classes) for
     size "paper" (or those of `paper_sizes`); at "small", the ViT the scale's vision section
     trains (one size, "cpu")."""
-    from ..config.vision import VARIANTS
     from ..tracks.vision import model as vm
 
     vp = params.vision
-    variants = ["deit", *(v for v in VARIANTS if v != "deit")]
+    measured = _vit_attentions(params)
     if size == "paper":
-        specs = [(VIT_SIZES[s], vm.paper_spec(v, s)) for s in vm.SIZES for v in variants
+        specs = [(VIT_SIZES[s], vm.paper_spec(v, s, opts)) for s in vm.SIZES for v, opts in measured
                  if paper_sizes is None or s in paper_sizes]
     else:
         in_chans = 1 if vp.dataset == "fashion_mnist" else 3
-        specs = [("cpu", vm.spec_from_params(vp, v, in_chans, VIT_CLASSES[vp.dataset])) for v in variants]
+        specs = [("cpu", vm.spec_from_params(vp, v, in_chans, VIT_CLASSES[vp.dataset], opts)) for v, opts in measured]
 
     def case(size_name: str, spec) -> Case:
         def batch(b: int, device: torch.device) -> tuple:
@@ -94,6 +93,23 @@ def vit_cases(params: Params, size: str, paper_sizes: tuple[str, ...] | None = N
                     forward=lambda m, xy: m(xy[0]),
                     baseline=None if spec.variant == "deit" else f"deit_{size_name}")
     return [case(n, s) for n, s in specs]
+
+
+def _vit_attentions(params: Params) -> list[tuple[str, dict]]:
+    """(variant, options) of each ViT measured: bench.vit_rows' rows of vision.rows (DeiT's
+    first: every ratio's baseline), else Table 5's DeiT, VLT and GKA."""
+    from ..config.vision import VARIANTS
+    from ..errors import ParamsError
+
+    wanted = params.bench.vit_rows
+    if not wanted:
+        return [("deit", {}), *((v, {}) for v in VARIANTS if v != "deit")]
+    rows = {r.name: r for r in params.vision.rows}
+    unknown = [w for w in wanted if w not in rows]
+    if unknown or rows[wanted[0]].variant != "deit":
+        raise ParamsError(f"{params.path}: bench.vit_rows must name rows of vision.rows, DeiT's first; got "
+                          f"{', '.join(map(repr, wanted))} (rows: {', '.join(rows)})")
+    return [(rows[w].variant, dict(rows[w].options)) for w in wanted]
 
 
 # ----------------------------------------------------------------------------- the nanochat LM

@@ -140,6 +140,9 @@ class BenchParams:
     # Ti, S, B (checked by kernattn bench); a CPU's small shapes are dominated by per-call overhead,
     # which changes GKA's ratio to DeiT (issue 24).
     paper_vit_sizes: tuple[str, ...] = ("Ti",)
+    # Families vit and vit_paper: the vision rows whose attention they measure (names of
+    # vision.rows), DeiT first as the baseline of every ratio; null: Table 5's DeiT, VLT and GKA.
+    vit_rows: tuple[str, ...] | None = None
     # Family vit_paper: its one small batch (images), for training and inference alike.
     paper_vit_batch: int = field(default=8, metadata=positive())
     # Family vit_paper: untimed steps (replaces bench.warmup for it).

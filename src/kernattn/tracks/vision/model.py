@@ -84,9 +84,9 @@ def spec_from_params(vp, variant: str, in_chans: int, num_classes: int, options:
                    freeze_options(options))
 
 
-def paper_spec(variant: str, size: str) -> ViTSpec:
+def paper_spec(variant: str, size: str, options: dict | None = None) -> ViTSpec:
     dim, depth, heads = SIZES[size]
-    return ViTSpec(variant, embed_dim=dim, depth=depth, n_head=heads)
+    return ViTSpec(variant, embed_dim=dim, depth=depth, n_head=heads, attention_options=freeze_options(options))
 
 
 def build_vit(spec: ViTSpec) -> nn.Module:
