@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from kernattn import cli
@@ -81,3 +82,23 @@ def test_version(capsys):
     from kernattn import __version__
 
     assert cli.main(["--version"]) == 0 and capsys.readouterr().out.strip() == f"kernattn {__version__}"
+
+
+def test_several_csvs_give_each_claim_from_the_run_that_judged_it(tmp_path):
+    """The documents' claims from one scale, the reviewers' from another (issue 50): a claim's
+    line is the last CSV's that ran it, else the first's; a column names the scale."""
+    def csv(name, rows):
+        path = tmp_path / name
+        pd.DataFrame([{"claim": c, "paper": p, "statement": f"s {c}", "verdict": v, "ours": "o", "estimate": "",
+                       "ci_lo": "", "ci_hi": "", "scale": name.split("-")[0]} for c, p, v in rows]).to_csv(path, index=False)
+        return path
+    a = csv("small_long-2026-12-02.csv", [("000-x", "000", "at scale small_long: inconclusive"),
+                                          ("rev-y", "reviewers", "at scale small_long: not run")])
+    b = csv("controls-2026-12-02.csv", [("000-x", "000", "at scale controls: not run"),
+                                        ("rev-y", "reviewers", "consistent at controls")])
+    lines = results_table.table([a, b]).splitlines()
+    assert lines[0] == ("*From `small_long-2026-12-02.csv`, `controls-2026-12-02.csv` (scale small_long, controls; "
+                        "each claim from the run that judged it). One recipe: every parameter at the papers' one "
+                        "learning rate; no other arm trained at this scale.*")
+    assert lines[4].startswith("| 000-x | gpa-short |") and "| inconclusive |" in lines[4] and lines[4].endswith(" small_long |")
+    assert lines[5].startswith("| rev-y | reviewers |") and "| consistent |" in lines[5] and lines[5].endswith(" controls |")

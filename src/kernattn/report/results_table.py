@@ -5,7 +5,9 @@ report's tables/claims.csv of one run), never written by hand.
 
 The README holds the table between two markers; the opening one names the CSV it comes from,
 or `latest`: the newest `<scale>-<YYYY-MM-DD>[-<commit>].csv` under results/claims/ (by the date
-in its name; two of the same date must be named instead):
+in its name; two of the same date must be named instead). It may name several CSVs (space
+separated): each claim's line then comes from the last of them that ran it (its verdict not
+"not run"), else from the first, and a column says which scale judged it:
 
     <!-- results-table: latest -->
     ...
@@ -29,7 +31,7 @@ import pandas as pd
 from ..errors import UsageError
 from ..io import atomic_write_text
 
-OPEN = re.compile(r"<!-- results-table: (?P<csv>\S+) -->\n")
+OPEN = re.compile(r"<!-- results-table: (?P<csv>\S+(?: \S+)*) -->\n")
 CLOSE = "<!-- /results-table -->"
 LATEST = "latest"
 # tracks/char/report_budgets.arm_text, after "; " in a verdict
@@ -56,11 +58,7 @@ def _effect(r) -> str:
     return fmt_number(est) + (f" [{fmt_number(lo)}, {fmt_number(hi)}]" if lo is not None and hi is not None else "")
 
 
-def table(csv: Path) -> str:
-    """The markdown table of a claims CSV: one line per claim, in its order."""
-    from ..config.rows import DOCUMENT_KEYS
-    from .summary import verdict_badge
-
+def read_claims(csv: Path) -> pd.DataFrame:
     try:
         df = pd.read_csv(csv, dtype=str, keep_default_na=False)
     except (OSError, pd.errors.ParserError) as exc:
@@ -68,17 +66,45 @@ def table(csv: Path) -> str:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise UsageError(f"{csv}: no column {', '.join(missing)}; a claims CSV is the report's tables/claims.csv")
+    return df.assign(scale=df["scale"] if "scale" in df.columns else "?")
+
+
+def merged(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """One line per claim, in the first frame's order (claims only later ones hold after it):
+    the line of the last frame that ran the claim, else the first frame's."""
+    from .summary import verdict_badge
+
+    chosen: dict[str, pd.Series] = {}
+    for df in frames:
+        for _, r in df.iterrows():
+            if r["claim"] not in chosen or verdict_badge(r["verdict"])[0] != "not run":
+                chosen[r["claim"]] = r
+    return pd.DataFrame(list(chosen.values()))
+
+
+def table(csvs: Path | list[Path]) -> str:
+    """The markdown table of one claims CSV (or of several: merged), one line per claim."""
+    from ..config.rows import DOCUMENT_KEYS
+    from .summary import verdict_badge
+
+    csvs = [csvs] if isinstance(csvs, Path) else csvs
+    frames = [read_claims(c) for c in csvs]
+    df = merged(frames)
+    several = len(csvs) > 1
     head = ("| claim | document | what the paper says | verdict (papers' recipe) | other recipe "
-            "| effect [95% interval] or what we measured |")
+            "| effect [95% interval] or what we measured |" + (" scale |" if several else ""))
     arms = [other_arm(r["verdict"]) for _, r in df.iterrows()]
     rows = [f"| {r['claim']} | {DOCUMENT_KEYS.get(r['paper'], r['paper'] or '—')} | "
             f"{_short(r['statement'], STATEMENT_CHARS)} | {verdict_badge(r['verdict'])[0]} | {arm or '—'} | {_effect(r)} |"
+            + (f" {r['scale']} |" if several else "")
             for (_, r), arm in zip(df.iterrows(), arms)]
-    scale = df["scale"].iloc[0] if "scale" in df.columns and len(df) else "?"
+    scales = [f["scale"].iloc[0] if len(f) else "?" for f in frames]   # a run's scale: its first claim's
     recipes = ("" if any(arms) else " One recipe: every parameter at the papers' one learning rate; no other arm "
                "trained at this scale.")
-    caption = f"*From `{csv.name}` (scale {scale}).{recipes}*"
-    return "\n".join([caption, "", head, "|---|---|---|---|---|---|", *rows]) + "\n"
+    named = ", ".join(f"`{c.name}`" for c in csvs)
+    caption = (f"*From {named} (scale {', '.join(scales)}{'; each claim from the run that judged it' if several else ''})."
+               f"{recipes}*")
+    return "\n".join([caption, "", head, "|---|---|---|---|---|---|" + ("---|" if several else ""), *rows]) + "\n"
 
 
 def other_arm(verdict: str) -> str:
@@ -119,7 +145,8 @@ def sync(readme: Path, check: bool) -> bool:
     """Rewrite (or, with `check`, compare) the README's table; True when it was already current."""
     text = readme.read_text(encoding="utf-8")
     start, end, csv = block(text, str(readme))
-    wanted = table(latest(readme.parent / "results" / "claims") if csv == LATEST else readme.parent / csv)
+    wanted = table(latest(readme.parent / "results" / "claims") if csv == LATEST
+                   else [readme.parent / c for c in csv.split()])
     current = text[start:end] == wanted
     if not current and not check:
         atomic_write_text(readme, text[:start] + wanted + text[end:])
