@@ -36,13 +36,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from ...report.intervals import LEVEL, POWER   # the report's level and power (the MDE's), not copies
 from ...tracks.char.analysis import banks
 
 TRACKS = "the bump tracks the line width"
 STAYS = "the bump stays at paragraph scale"
 INCONCLUSIVE = "inconclusive"
-LEVEL = 0.95
-POWER = 0.8  # of the minimum detectable shift (Interval.mde), as report.stats.POWER
 DEFAULT_TOL = 2.0
 
 
