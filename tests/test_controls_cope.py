@@ -1,6 +1,6 @@
 """The CoPE control's newline reading (issue 50, claim rev-cope-newlines): the shares against
-hand-computed cases, the pre-registered rule on constructed readings, and the reading of a
-real finished run through its checkpoint."""
+hand-computed cases, the pre-registered rule on constructed readings, and analyze-cope on a
+real finished run, read by the report from its file."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from kernattn.attention.cope import CopeAttention
 from kernattn.config import find_run, load_params
 from kernattn.report import stats
 from kernattn.tracks.char.model import GPT
-from kernattn.tracks.char.report_cope import HeadShare, head_shares, judge, verdict
+from kernattn.tracks.char.analysis.cope import HeadShare, analyze, head_shares
+from kernattn.tracks.char.report_cope import judge, verdict
 
 from . import paths
 
@@ -54,8 +55,8 @@ def test_a_head_whose_gates_open_only_on_newlines_has_share_one(monkeypatch):
     assert first.blind == pytest.approx(9 / 20) and first.enrichment == pytest.approx(20 / 9)
 
 
-def _heads(*shares: float) -> list[HeadShare]:
-    return [HeadShare(1, i + 1, s, 0.02) for i, s in enumerate(shares)]
+def _heads(*shares: float) -> list[dict]:
+    return [HeadShare(1, i + 1, s, 0.02).record() for i, s in enumerate(shares)]
 
 
 def test_the_pre_registered_rule_on_constructed_readings():
@@ -67,22 +68,25 @@ def test_the_pre_registered_rule_on_constructed_readings():
     assert verdict({"s0": _heads(0.5), "s1": _heads(0.5), "s2": _heads(0.5)}, 0.5) == stats.HOLDS   # at least
 
 
-def test_a_finished_run_is_read_from_its_checkpoint_and_a_missing_one_is_named(tmp_path):
+def test_a_finished_run_is_read_from_its_checkpoint_and_a_missing_reading_is_named(tmp_path):
     from kernattn.tracks.char.corpus import prepare
     from kernattn.tracks.char.track import train
 
     over = {"data": {"mirror": str(paths.DICKENS), "max_chars": 50_000, "out_dir": str(tmp_path / "data")},
             "train": {"out_dir": str(tmp_path / "runs"), "max_steps": 2, "eval_every": 2, "eval_batches": 1,
                       "warmup_steps": 1, "budgets": []},
-            "analysis": {"streams": 3}, "tracking": {"enabled": False},
+            "analysis": {"streams": 3, "out_dir": str(tmp_path / "analysis")}, "tracking": {"enabled": False},
             "matrix": {"only": ["cope"], "seeds": [0, 1]}}
     p = load_params(REPO / "params.yaml", "micro", over)
     prepare(p.data)
     assert train(p, find_run(p, "cope-s0"), progress=False) == 0
+    written = analyze(p, find_run(p, "cope-s0"))   # kernattn analyze-cope's file, what the report reads
+    assert [(h["layer"], h["head"]) for h in written["heads"]] == [(1, 1), (1, 2)] and written["windows"] == 3
     runs = pd.DataFrame({"row": ["cope", "cope"], "run_id": ["cope-s0", "cope-s1"]})
     res = judge(CLAIM, p, runs, "micro")
-    assert res.verdict == stats.not_judged("1 seed")          # cope-s1 never trained: not read, named
-    assert "cope-s1:" in res.detail and "cope-s0" in res.ours
+    assert res.verdict == stats.not_judged("1 seed")          # cope-s1 never analysed: not read, named
+    assert "cope-s1: no reading in" in res.detail and "kernattn analyze-cope --run cope-s1" in res.detail
+    assert "cope-s0" in res.ours
     assert 0.0 <= res.estimate <= 1.0
     assert "of 2 heads" in res.ours   # micro: 1 layer x 2 heads
     assert judge(CLAIM, p, runs.iloc[:0], "micro").verdict == stats.NOT_RUN

@@ -236,7 +236,7 @@ def test_install_profile_fills_site_values(tmp_path):
     assert "slurm_account" not in profile["default-resources"]  # no account given: line dropped
     assert profile["set-resources"]["train"] == {
         "slurm_partition": "gpu", "gpu": 1, "ranks": 1, "nodes": 1, "gpu_model": "h100", "cpus_per_task": 8,
-        "mem_mb": 32000, "runtime": 120,
+        "mem_mb": 32000, "runtime": 123,   # the committed paper plan's (results/plan)
         "slurm_extra": "--signal=TERM@120"}
     assert profile["slurm-requeue"] is True
     assert "SITE_" not in (dest / "config.yaml").read_text()

@@ -60,6 +60,7 @@ UNITS: tuple[Unit, ...] = (
         "cooldown": ("cooldown", "budget sweep: branch a run's cooldown at one of train.budgets from its kept checkpoint"),
         "analyze-corpus": ("analysis.corpus", "histogram the newline separations of the corpus (gpa-long, Figure 5b)"),
         "analyze-gpa": ("analysis.analyze_gpa", "read one GPA run's kernel banks: shapes, bump, sampled text, head removal"),
+        "analyze-cope": ("analysis.cope", "read one CoPE run's gates: the share of each head's count on newlines"),
     }, provenance="provenance.html.j2"),  # the corpus and every run's provenance
     _track("lm", "LM track", {
         "prepare-lm": ("data", "LM track: documents -> BPE tokenizer -> BOS-delimited token streams"),

@@ -1,11 +1,12 @@
 """The char track's stages and the only owner of where its files live:
 
-    prepare -> train@<run> -> analyze_gpa@<gpa run>;  prepare -> analyze_corpus
+    prepare -> train@<run> -> analyze_gpa@<gpa run>, analyze_cope@<cope run>;  prepare -> analyze_corpus
 
     <data.out_dir>/                 train.npy, val.npy, vocab.json, meta.json (kernattn prepare)
     <train.out_dir>/<run>/          the engine's run folder (final.json written last)
     <analysis.out_dir>/corpus/      the corpus's newline histogram (kernattn analyze-corpus)
-    <analysis.out_dir>/<run>/       one GPA run's kernel-bank readings (kernattn analyze-gpa)
+    <analysis.out_dir>/<run>/       one GPA run's kernel-bank readings (kernattn analyze-gpa), or
+                                    one CoPE run's newline reading (kernattn analyze-cope)
 
 No torch here: the stage table imports this module.
 """
@@ -22,6 +23,7 @@ NAME = "char"
 DATA_FILES = ("train.npy", "val.npy", "vocab.json", "meta.json")
 ARRAYS = DATA_FILES[:3]  # what a training reads (meta.json is provenance)
 SUMMARY = "summary.json"
+COPE_READING = "cope-newlines.json"  # analyze-cope's file in <analysis.out_dir>/<run>/
 BUDGETS = "budgets"   # <train.out_dir>/budgets/<run>-b<budget>/: the budget sweep's cooldowns
 CORPUS = "corpus"
 SECTIONS = ("data", "model", "train", "matrix", "analysis")  # the params sections of this track
@@ -37,6 +39,11 @@ def runs(p: Params) -> list[RunSpec]:
 def gpa_runs(p: Params) -> list[RunSpec]:
     """The runs of the matrix that have kernel banks (variant gpa): what analyze-gpa reads."""
     return [r for r in run_matrix(p) if r.variant == "gpa"]
+
+
+def cope_runs(p: Params) -> list[RunSpec]:
+    """The runs of the matrix with CoPE attention: what analyze-cope reads (the CoPE control)."""
+    return [r for r in run_matrix(p) if r.variant == "cope"]
 
 
 def run_spec(p: Params, run_id: str) -> dict:
@@ -127,12 +134,18 @@ def analysis_output(p: Params, run_id: str) -> str:
     return str(analysis_dir(p, run_id) / SUMMARY)
 
 
+def cope_output(p: Params, run_id: str) -> str:
+    """One CoPE run's newline reading (kernattn analyze-cope)."""
+    return str(analysis_dir(p, run_id) / COPE_READING)
+
+
 def report_inputs(p: Params) -> list[str]:
     """What the report reads of this track: every run's final.json, the corpus and GPA
     readings, and the corpus's provenance (not its arrays)."""
     return [*(final_output(p, r.run_id) for r in runs(p)), *(budget_final_output(p, b) for b in budget_runs(p)),
             corpus_analysis_output(p),
-            *(analysis_output(p, r.run_id) for r in gpa_runs(p)), data_outputs(p)[3]]
+            *(analysis_output(p, r.run_id) for r in gpa_runs(p)), *(cope_output(p, r.run_id) for r in cope_runs(p)),
+            data_outputs(p)[3]]
 
 
 # ----------------------------------------------------------------------------- stages
@@ -158,4 +171,8 @@ def stages(p: Params) -> list[Stage]:
         Stage("analyze_gpa", ("model", "train", "matrix", "analysis"), ("",), lambda r: [analysis_output(p, r)],
               inputs=lambda r: [*arrays, final_output(p, r)], dvc_outs=lambda r: [str(analysis_dir(p, r))],
               runs=tuple(r.run_id for r in gpa_runs(p)), threads=threads, narrow=narrow),
+        *([Stage("analyze_cope", ("model", "train", "matrix", "analysis"), ("",), lambda r: [cope_output(p, r)],
+                 inputs=lambda r: [*arrays, final_output(p, r)], dvc_outs=lambda r: [str(analysis_dir(p, r))],
+                 runs=tuple(r.run_id for r in cope_runs(p)), threads=threads, narrow=narrow)]
+          if cope_runs(p) else []),
     ]
