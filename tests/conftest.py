@@ -17,7 +17,6 @@ import sys
 
 import pytest
 
-from . import schedule
 from . import session as shared
 from .infra import services
 
@@ -70,7 +69,6 @@ def pytest_collection_modifyitems(config, items):
     if stray:
         raise pytest.UsageError(f"{', '.join(stray)}: asks for {' or '.join(sorted(E2E_FIXTURES))}, so mark it "
                                 f"@pytest.mark.e2e (tests/conftest.py: the fast job starts no daemon)")
-    schedule.order(items)  # the long tests first (tests/schedule.py); -m deselects after, keeping the order
 
 
 @pytest.fixture(scope="session")
