@@ -54,7 +54,8 @@ test-fast: test-data
 
 # The pipeline's commands as processes: the micro DAG (trained once, locally and on a SLURM
 # test cluster), DVC, the MLflow server, the report in Chromium, ranks, kills and resumes.
-# loadgroup: tests/test_dvc.py's module workspace keeps its tests on one worker.
+# loadgroup: tests/test_dvc.py's module workspace keeps its tests on one worker (and
+# tests/test_dvc_exp.py's its one test on another).
 test-e2e: test-data
 	$(PY) -m pytest -q -m e2e -n $(E2E_JOBS) --dist loadgroup --junitxml=results/e2e-tests.xml
 
