@@ -192,10 +192,11 @@ CASES = [
          ("{tmp}/params.yaml", "(rope)", "'position'", "must be one of")),
     Case("params-negative-lr", params_case(lambda d: d["scales"]["micro"]["train"].update(lr=-0.001)),
          ("{tmp}/params.yaml", "train.lr must be > 0; got -0.001")),
+    # (micro's lm section is a YAML anchor the controls scale shares; scales are checked in name order)
     Case("params-lm-qk-gain", params_case(lambda d: d["scales"]["micro"]["lm"].update(qk_gain=0)),
-         ("{tmp}/params.yaml", "scales.micro -> lm.qk_gain must be > 0; got 0.0")),
+         ("{tmp}/params.yaml", "scales.controls -> lm.qk_gain must be > 0; got 0.0")),
     Case("params-lm-warmdown", params_case(lambda d: d["scales"]["micro"]["lm"].update(warmdown_frac=1.5)),
-         ("{tmp}/params.yaml", "scales.micro -> lm.warmdown_frac must be between 0 and 1; got 1.5")),
+         ("{tmp}/params.yaml", "scales.controls -> lm.warmdown_frac must be between 0 and 1; got 1.5")),
     Case("params-context-too-long", params_case(lambda d: d["scales"]["micro"]["model"].update(context=512)),
          ("{tmp}/params.yaml", "(lag_table)", "max_len=256 is shorter than model.context=512",
           "raise max_len or lower the context")),

@@ -214,7 +214,7 @@ def test_a_plugin_variant_builds_and_steps_in_every_track(tmp_path):
     shutil.copy(EXAMPLE, tmp_path / "cosine_attention.py")
     doc = yaml.safe_load((paths.REPO / "params.yaml").read_text())
     doc["plugins"] = ["cosine_attention.py"]
-    for section in (doc["matrix"], doc["lm"], doc["vision"], doc["scales"]["micro"]["lm"]):
+    for section in (doc["matrix"], doc["lm"], doc["vision"], doc["scales"]["micro"]["lm"], doc["scales"]["micro"]["vision"]):
         section["rows"] = [*section["rows"], {"name": "cos", "variant": "cosine"}]
     doc["scales"]["micro"]["matrix"]["only"] = [*doc["scales"]["micro"]["matrix"]["only"], "cos"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
