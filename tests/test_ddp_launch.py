@@ -93,7 +93,7 @@ def test_install_profile_gives_a_stage_gpus_and_nodes(tmp_path, capsys):
     assert (char["gpu"], char["ranks"], char["nodes"]) == (1, 1, 1)
     # each rank brings its own loader workers: CPUs per task = the entry's per-rank CPUs x ranks per node
     assert (vit["cpus_per_task"], lm["cpus_per_task"], char["cpus_per_task"]) == (4 * 15, 8 * 8, 8)
-    assert lm["runtime"] == 1493 and lm["slurm_extra"] == "--signal=TERM@120"  # the rest of the entry kept
+    assert lm["runtime"] == 1488 and lm["slurm_extra"] == "--signal=TERM@120"  # the rest of the entry kept
     # the studies' trainings have entries of their own: a GPU each by default, a world on request
     studies = yaml.safe_load((dest / "config.yaml").read_text())["set-resources"]
     assert all(studies[s]["gpu"] == 1 and studies[s]["gpu_model"] == "h100" for s in ("train_wrap", "train_gka_init", "prune"))
