@@ -65,6 +65,20 @@ def load_finished(folder: Path, cmd: str) -> tuple[dict[str, Any], dict[str, Any
     return final, ckpt
 
 
+def load_trained(track, device, weights: str = "model") -> dict[str, Any]:
+    """Build `track` afresh on `device` and load the weights (`weights`: the checkpoint's entry,
+    "model" or the ViT's "ema") its finished run's final.json names into `track.model`, in eval
+    mode; returns final.json. Building draws initial weights: the caller's RNG is kept."""
+    import torch
+
+    final, ckpt = load_finished(track.run_dir, f"kernattn {track.command} --run {track.run_id}")
+    with torch.random.fork_rng(devices=[]):
+        track.build(device)
+    track.model.load_state_dict(ckpt[weights])
+    track.model.eval()
+    return final
+
+
 def require_keys(ckpt: Any, path: Path, fix: str, keys: tuple[str, ...]) -> dict[str, Any]:
     missing = [k for k in keys if k not in ckpt] if isinstance(ckpt, dict) else list(keys)
     if missing:

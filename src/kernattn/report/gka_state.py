@@ -86,18 +86,12 @@ def run_diagonal(track, rows: int | None = PROBE_ROWS) -> float:
     (attention.gka_readings.mean_diagonal_weight), on the track's probe_input. The run's track is built
     afresh and its checkpoint loaded (JUDGED_WEIGHTS); a missing or mismatched run raises the
     one-line UsageError of engine.rundir.load_finished."""
-    import torch
-
     from ..engine import resolve_device
-    from ..engine.rundir import load_finished
+    from ..engine.rundir import load_trained
     from ..attention.gka_readings import mean_diagonal_weight
 
-    _, ckpt = load_finished(track.run_dir, f"kernattn {track.command} --run {track.run_id}")
-    with torch.random.fork_rng(devices=[]):  # building draws initial weights: keep the caller's RNG
-        track.build(resolve_device("auto"))
+    load_trained(track, resolve_device("auto"), JUDGED_WEIGHTS.get(track.name, "model"))
     model = track.model
-    model.load_state_dict(ckpt[JUDGED_WEIGHTS.get(track.name, "model")])
-    model.eval()
     x = track.probe_input(rows)
     return float(mean_diagonal_weight(model, lambda: model(x)).mean())
 

@@ -75,17 +75,13 @@ def run_shares(params, spec, streams: int) -> list[HeadShare]:
     """head_shares of a finished run: its checkpoint on `streams` evenly spaced validation windows."""
     import torch
 
-    from ....engine.rundir import load_finished
+    from ....engine.rundir import load_trained
     from ..data import load_vocab, windows
     from ..stages import data_dir
     from ..track import CharTrack
 
     track = CharTrack(params, spec)
-    _, ckpt = load_finished(track.run_dir, f"kernattn train --run {spec.run_id}")
-    with torch.random.fork_rng(devices=[]):  # building draws initial weights: keep the caller's RNG
-        track.build(torch.device("cpu"))
-    track.model.load_state_dict(ckpt["model"])
-    track.model.eval()
+    load_trained(track, torch.device("cpu"))
     chars = load_vocab(data_dir(params))
     if NEWLINE not in chars:
         raise ValueError(f"{data_dir(params)}/vocab.json has no newline character")
