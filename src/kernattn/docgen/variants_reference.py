@@ -1,5 +1,5 @@
 """The docs' list of attention variants, from the one list `kernattn variants` prints
-(check_variant.variants.describe_variant over the registry): every built-in with its summary,
+(config.variants.describe_variant over the registry): every built-in with its summary,
 the tracks it is defined on, its options with their defaults and choices, and its source. A
 variant added to the registry appears here without an edit to the docs."""
 
