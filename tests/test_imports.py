@@ -124,7 +124,7 @@ def test_the_lower_floors_import_no_track():
     """What several tracks use lives below them: it never reaches back up into a track."""
     graph = import_graph()
     lower = ("kernattn.attention", "kernattn.config", "kernattn.engine", "kernattn.errors", "kernattn.io",
-             "kernattn.fetch", "kernattn.figures", "kernattn.stage")
+             "kernattn.fetch", "kernattn.figures", "kernattn.stage", "kernattn.work")
     for name, deps in graph.items():
         if name.startswith(lower):
             assert not any(d.startswith(("kernattn.tracks.", "kernattn.studies", "kernattn.dag", "kernattn.report"))
@@ -150,6 +150,31 @@ def test_the_verdict_library_imports_no_unit_and_the_page_stands_on_top():
     users = {name for name, deps in graph.items() if not name.startswith("kernattn.page")
              and any(d.startswith("kernattn.page") for d in deps)}
     assert not users, sorted(users)
+
+
+def test_the_dag_and_the_preflight_name_no_unit():
+    """The cost plan, the stage table, dvc.yaml and the preflight loop over kernattn.units.UNITS:
+    none of their modules imports a module of a track or a study (only kernattn.tracks'
+    track_module and track_recipe, which look a unit up by name), nor names a track or a study
+    by string, so a new unit edits none of them. (The bench unit is also the GPU kinds' library
+    the plan reads: bench.peaks.)"""
+    import ast
+
+    from kernattn.units import UNITS
+
+    graph = import_graph()
+    names = {u.name for u in UNITS if u.name != "bench"}
+    offenders = []
+    for module, deps in graph.items():
+        if not module.startswith(("kernattn.dag", "kernattn.preflight")):
+            continue
+        offenders += [f"{module} imports {d}" for d in sorted(deps)
+                      if d.startswith(("kernattn.tracks.", "kernattn.studies"))]
+        path = ROOT.parent / module.replace(".", "/")
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        offenders += [f"{module}:{node.lineno} names {node.value!r}" for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, ast.Constant) and node.value in names]
+    assert not offenders, "\n".join(offenders)
 
 
 # Where a track's files live is read from these fields of its params sections; only the

@@ -1,10 +1,11 @@
-"""`kernattn plan` (kernattn.dag.plan, plan_flops, plan_cli): FLOPs per step against
+"""`kernattn plan` (kernattn.dag.plan, plan_flops, plan_cli; the units' cost.py, kernattn.work): FLOPs per step against
 FlopCounterMode on each track's real model and batch, the DAG arithmetic (GPU-hours, critical
 path, schedule) on constructed jobs with hand-computed answers, the GPU kinds' errors, and the
 plan's time against a measured CPU training."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -16,12 +17,29 @@ from kernattn.bench import peaks
 from kernattn.cli import main
 from kernattn.config import load_params
 from kernattn.dag import plan as pl
+from kernattn import work as wk
 from kernattn.dag import plan_flops as pf
+from kernattn.tracks.char import cost as char_cost
+from kernattn.tracks.lm import cost as lm_cost
+from kernattn.tracks.vision import cost as vision_cost
 from kernattn.stage import Stage
 
 from .paths import DICKENS, REPO
 
 PARAMS = REPO / "params.yaml"
+
+
+def fake_counts(monkeypatch, counters: dict) -> None:
+    """The planned stages with these stages' counters replaced (their runs kept): stage ->
+    count(params, spec) -> Work."""
+    real = pf.planned_stages()
+
+    def patched(stage, runs):
+        if stage not in counters:
+            return runs
+        return lambda q: {r: dataclasses.replace(run, count=counters[stage]) for r, run in runs(q).items()}
+    stages = {stage: patched(stage, runs) for stage, runs in real.items()}
+    monkeypatch.setattr(pf, "planned_stages", lambda: stages)
 
 
 def _counted(step) -> float:
@@ -43,9 +61,19 @@ def test_char_flops_per_step_equal_flopcounter_on_a_real_batch():
 
     p = load_params(PARAMS, "micro")
     run = pf.stage_runs(p, "train")["rope-s0"].spec
-    model = GPT(pf.char_vocab(p), p.model, run.variant, run.options)
-    x = torch.randint(0, pf.char_vocab(p), (p.train.batch_size, p.model.context))
-    assert pf.char_work(p, run).flops_per_step == _counted(lambda: model.loss(x, x).backward())
+    model = GPT(char_cost.vocab_size(p), p.model, run.variant, run.options)
+    x = torch.randint(0, char_cost.vocab_size(p), (p.train.batch_size, p.model.context))
+    assert char_cost.train_work(p, run).flops_per_step == _counted(lambda: model.loss(x, x).backward())
+
+
+def test_the_char_plan_reads_the_prepared_vocabulary(tmp_path):
+    """Before prepare the plan counts the Dickens symbol set (93); after it, vocab.json's
+    characters (here 5), not the number of keys of the file."""
+    p = load_params(PARAMS, "micro", {"data": {"out_dir": str(tmp_path / "data")}})
+    assert char_cost.vocab_size(p) == char_cost.DICKENS_VOCAB == 93
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "vocab.json").write_text(json.dumps({"chars": list("\nabc "), "size": 5}))
+    assert char_cost.vocab_size(p) == 5
 
 
 def test_lm_flops_per_step_equal_flopcounter_over_the_accumulated_batch():
@@ -61,7 +89,7 @@ def test_lm_flops_per_step_equal_flopcounter_over_the_accumulated_batch():
     def step():
         for _ in range(lm.grad_accum):  # the engine's micro-batches of one step
             F.cross_entropy(model(x).float().reshape(-1, lm.vocab_size), x.reshape(-1)).backward()
-    work = pf.lm_work(p, run)
+    work = lm_cost.train_work(p, run)
     assert work.samples_per_step == lm.batch_size * 2
     assert work.flops_per_step == _counted(step)
 
@@ -70,23 +98,22 @@ def test_the_lm_eval_suite_costs_its_requests_times_one_full_context_forward():
     """kernattn plan --lm-eval-suite: per task, documents x requests per document forward passes
     of the row's model at its full context (counted by FlopCounterMode here), at the plan's
     eval-lm efficiency."""
-    from kernattn.dag import plan_harness
     from kernattn.tracks.lm.model import GPT
     from kernattn.tracks.lm.track import row_config
 
     p = load_params(PARAMS, "micro")
     lm = p.lm
     device = pl.Device("h100", 1e15, 0.5, "test", {"eval_lm": 0.25})
-    lines = [x for x in plan_harness.suite_costs(p, device) if x["row"] == "base"]
+    lines = [x for x in lm_cost.suite_costs(p, device) if x["row"] == "base"]
     run = pf.stage_runs(p, "train_lm")["base-s0"].spec
     model = GPT(row_config(lm, lm.vocab_size, run))
     forward = _counted(lambda: model(torch.randint(0, lm.vocab_size, (1, lm.context))))
-    assert [x["task"] for x in lines] == list(plan_harness.SUITE)
+    assert [x["task"] for x in lines] == list(lm_cost.SUITE)
     hellaswag = lines[1]
     assert hellaswag["requests"] == 10042 * 4 and hellaswag["context"] == lm.context
     assert hellaswag["flops"] == pytest.approx(hellaswag["requests"] * forward, rel=1e-6)
     assert hellaswag["seconds"] == pytest.approx(hellaswag["flops"] / (1e15 * 0.25))
-    text = plan_harness.render(lines, device)
+    text = lm_cost.render(lines, device)
     assert "(suite)" in text and "an upper bound" in text
 
 
@@ -98,15 +125,15 @@ def test_vision_flops_per_step_and_steps_of_a_real_batch():
     run = pf.stage_runs(p, "train_vision")["gka-s0"].spec
     model = vm.build_vit(vm.spec_from_params(vp, run.variant, 1, 10, run.options))
     x, y = torch.randn(vp.batch_size, 1, vp.img_size, vp.img_size), torch.randint(0, 10, (vp.batch_size,))
-    work = pf.vision_work(p, run)
+    work = vision_cost.train_work(p, run)
     assert work.flops_per_step == _counted(lambda: F.cross_entropy(model(x), y).backward())
     assert work.steps == vp.epochs * (vp.train_subset // vp.batch_size)  # 96 // 32 = 3 steps an epoch
 
 
 def test_evaluations_follow_the_engine_cadence():
-    assert pf.evaluations(6, 3) == 3       # steps 0, 3, 6
-    assert pf.evaluations(7, 3) == 4       # 0, 3, 6 and the end
-    w = pf.Work(train_per_sample=10.0, eval_per_sample=2.0, samples_per_step=4, steps=5, eval_samples=3)
+    assert wk.evaluations(6, 3) == 3       # steps 0, 3, 6
+    assert wk.evaluations(7, 3) == 4       # 0, 3, 6 and the end
+    w = wk.Work(train_per_sample=10.0, eval_per_sample=2.0, samples_per_step=4, steps=5, eval_samples=3)
     assert w.flops_per_step == 40.0 and w.total == 5 * 40 + 3 * 2
 
 
@@ -160,8 +187,8 @@ def test_make_plan_sums_hours_and_refuses_a_run_larger_than_the_cluster(monkeypa
     table = {s.name: s for s in [
         Stage("prepare", (), (), lambda _: ["d"]),
         Stage("train", (), (), lambda r: [f"{r}.json"], inputs=lambda _: ["d"], runs=("rope-s0", "gpa_dp_m8-s0"))]}
-    fake = {"rope": pf.Work(1.0, 0.0, 1, 3600, 0), "gpa_dp_m8": pf.Work(1.0, 0.0, 1, 7200, 0)}
-    monkeypatch.setitem(pf.WORK, "train", ("char", lambda _p, spec: fake[spec.row]))
+    fake = {"rope": wk.Work(1.0, 0.0, 1, 3600, 0), "gpa_dp_m8": wk.Work(1.0, 0.0, 1, 7200, 0)}
+    fake_counts(monkeypatch, {"train": lambda _p, spec: fake[spec.row]})
     device = pl.Device("test", peak=1.0, mfu=0.5, mfu_source="test")
     plan = pl.make_plan(p, table, device, 2, lambda stage: 2)
     # 3600 FLOPs at 0.5 FLOP/s = 2 GPU-hours (2 GPUs: 1 h wall), 7200 FLOPs = 4 GPU-hours (2 h)
@@ -222,7 +249,7 @@ def test_plan_command_prints_and_writes_the_micro_plan(tmp_path, capsys):
     text = capsys.readouterr().out
     frame = pd.read_csv(out)
     p = load_params(PARAMS, "micro")
-    runs = {s: len(pf.stage_runs(p, s)) for s in pf.WORK}
+    runs = {s: len(pf.stage_runs(p, s)) for s in pf.planned_stages()}
     assert frame["stage"].value_counts().to_dict() == runs
     a100 = peaks.get_kind("a100").bf16
     assert frame["gpu_hours"].tolist() == pytest.approx((frame["flops"] / (a100 * 0.5) / 3600).tolist())
@@ -233,12 +260,12 @@ def test_plan_command_prints_and_writes_the_micro_plan(tmp_path, capsys):
 @pytest.mark.parametrize("scale", ["micro", "tiny", "paper"])
 def test_every_stage_that_trains_is_planned(scale):
     """A stage that keeps checkpoints across reruns (persist: it trains) has its work counted: a
-    unit's new training stage left out of plan_flops.WORK would leave its GPU-hours out of the
+    unit's new training stage left out of its cost.PLANNED would leave its GPU-hours out of the
     plan and its time limit out of the profile."""
     from kernattn.dag.stages import stage_table
 
     training = {s.name for s in stage_table(load_params(PARAMS, scale)).values() if s.persist}
-    assert training and training <= set(pf.WORK), training - set(pf.WORK)
+    assert training and training <= set(pf.planned_stages()), training - set(pf.planned_stages())
 
 
 def test_a_cooldown_branch_is_planned_from_its_branch_point():
@@ -248,8 +275,8 @@ def test_a_cooldown_branch_is_planned_from_its_branch_point():
     p = load_params(PARAMS, "micro")
     branches = pf.stage_runs(p, "cooldown")
     assert set(branches) == {"rope-s0-b4", "gpa_dp_m8-s0-b4"} and {b.budget for b in branches.values()} == {4}
-    work = branches["rope-s0-b4"].work(p, "cooldown")
-    full = pf.char_work(p, pf.stage_runs(p, "train")["rope-s0"].spec)
+    work = branches["rope-s0-b4"].work(p)
+    full = char_cost.train_work(p, pf.stage_runs(p, "train")["rope-s0"].spec)
     assert (work.steps, work.samples_per_step, work.eval_samples) == (1, 4, 16)
     assert work.total == pytest.approx(4 * full.train_per_sample + 16 * full.eval_per_sample)
 
@@ -267,16 +294,16 @@ def test_the_studies_trainings_are_planned_as_their_tracks_runs():
     wrap = pf.stage_runs(p, "train_wrap")
     assert set(wrap) == set(wrap_runs(p)) and {r.track for r in wrap.values()} == {"char"}
     spec = wrap["gpa_dp_m8-rewrapped-s0"].spec
-    assert pf.char_work(p, spec) == pf.char_work(p, pf.stage_runs(p, "train")["gpa_dp_m8-s0"].spec)
+    assert char_cost.train_work(p, spec) == char_cost.train_work(p, pf.stage_runs(p, "train")["gpa_dp_m8-s0"].spec)
     init = pf.stage_runs(p, "train_gka_init")
     assert {r.track for r in init.values()} == {"char", "lm", "vision"}
-    assert init["vision_gka-init_1-s0"].work(p, "train_gka_init").steps == pf.vision_work(
+    assert init["vision_gka-init_1-s0"].work(p).steps == vision_cost.train_work(
         p, init["vision_gka-init_1-s0"].spec).steps
     assert {r.study for r in init.values()} == {"gka_init"} and {r.study for r in wrap.values()} == {"wrap"}
 
     tp, mp, steps = p.train, p.model, p.studies.prune.steps
-    full = pf.char_work(p, pf.stage_runs(p, "train")["gpa_dp_m8-s0"].spec)
-    work = pf.stage_runs(p, "prune")["gpa_dp_m8-s0"].work(p, "prune")
+    full = char_cost.train_work(p, pf.stage_runs(p, "train")["gpa_dp_m8-s0"].spec)
+    work = pf.stage_runs(p, "prune")["gpa_dp_m8-s0"].work(p)
     window = tp.eval_batches * tp.batch_size
     assert work.steps == 3 * steps and work.samples_per_step == tp.batch_size
     assert work.eval_samples == (2 * mp.n_layer * mp.n_head + 2) * window + 3 * 2 * window
@@ -295,7 +322,11 @@ def test_the_plan_sums_the_main_dag_and_the_studies_apart(tmp_path, capsys):
     frame, summary = pd.read_csv(out, keep_default_na=False), json.loads(out.with_suffix(".json").read_text())
     studies = frame[frame["study"] != ""]
     assert set(studies["stage"]) == {"train_wrap", "train_gka_init", "prune"}
-    assert set(studies["paper"]) == set(pl.STUDY_CLAIMS.values())
+    from kernattn.studies.gka_init.cost import CLAIM as INIT
+    from kernattn.studies.prune.cost import CLAIM as PRUNE
+    from kernattn.studies.wrap.cost import CLAIM as WRAP
+
+    assert set(studies["paper"]) == {WRAP, PRUNE, INIT}
     assert summary["gpu_hours_by_study"] == pytest.approx(studies.groupby("study")["gpu_hours"].sum().to_dict())
     assert summary["gpu_hours_main"] + sum(summary["gpu_hours_by_study"].values()) == pytest.approx(summary["gpu_hours"])
     assert summary["gpu_hours_main"] == pytest.approx(frame[frame["study"] == ""]["gpu_hours"].sum())
@@ -333,7 +364,7 @@ def test_plan_predicts_a_measured_cpu_training_within_2x(tmp_path):
         assert train(p, spec, progress=False) == 0
         walls[row] = time.process_time() - start
         assert json.loads((tmp_path / "runs" / spec.run_id / "final.json").read_text())["steps"] == 6
-        works[row] = pf.char_work(p, spec).total
+        works[row] = char_cost.train_work(p, spec).total
     mfu = works["rope"] / (walls["rope"] * peak)
     predicted = pl.gpu_hours(works["gka"], peak, mfu) * 3600
     assert 0 < mfu <= 1.5, mfu  # a share of the matmul peak (the peak is timed on a shared machine)
@@ -364,10 +395,11 @@ def test_install_profile_sets_the_planned_stages_time_limits(tmp_path, monkeypat
     from kernattn.dag.stages import stage_table
 
     a100 = peaks.get_kind("a100").bf16
-    for stage, (track, _) in list(pf.WORK.items()):
+    counters = {}
+    for stage in pf.planned_stages():
         rows = list(dict.fromkeys(r.spec.row for r in pf.stage_runs(load_params(PARAMS, "micro"), stage).values()))
-        monkeypatch.setitem(pf.WORK, stage, (track, lambda _p, spec, rows=rows: pf.Work(
-            1.0, 0.0, 1, int(a100 * 0.4 * 3600 * (rows.index(spec.row) + 1)), 0)))
+        counters[stage] = lambda _p, spec, rows=rows: wk.Work(1.0, 0.0, 1, int(a100 * 0.4 * 3600 * (rows.index(spec.row) + 1)), 0)
+    fake_counts(monkeypatch, counters)
     dest = tmp_path / "slurm"
     assert main(["install-profile", "--partition", "p", "--gpu-model", "a100", "--source", str(REPO / "profiles/slurm"),
                  "--dest", str(dest), "--plan-scale", "micro", "--plan-params", str(PARAMS), "--plan-mfu", "0.4",
@@ -428,7 +460,7 @@ def test_a_vit_on_imagenet_is_planned_at_its_input_pipeline_when_that_is_slower(
     p = load_params(PARAMS, "paper")
     assert (p.vision.dataset, p.vision.workers) == ("imagenet", 14)
     table = {"train_vision": Stage("train_vision", (), (), lambda r: [f"{r}.json"], runs=("deit-s0",))}
-    monkeypatch.setitem(pf.WORK, "train_vision", ("vision", lambda _p, spec: pf.Work(0.001, 0.0, 100, 36_000, 0)))
+    fake_counts(monkeypatch, {"train_vision": lambda _p, spec: wk.Work(0.001, 0.0, 100, 36_000, 0)})
     device = pl.Device("test", peak=1.0, mfu=1.0, mfu_source="test")
     one = pl.make_plan(p, table, device, 8, lambda stage: 1, loader)
     assert one.wall["train_vision@deit-s0"] == pytest.approx(3.6e6 / 700 / 3600)

@@ -10,6 +10,8 @@ import pytest
 from kernattn.config import load_params
 from kernattn.dag import plan as pl
 from kernattn.dag import plan_flops as pf
+from kernattn.tracks.char.stages import runs
+from kernattn.work import PlannedRun, Work
 from kernattn.page import plan as part
 from kernattn.report.part import ReportContext
 from kernattn.stage import Stage
@@ -24,8 +26,9 @@ def _write_plan(folder, p, monkeypatch) -> None:
     table = {s.name: s for s in [
         Stage("prepare", (), (), lambda _: ["d"]),
         Stage("train", (), (), lambda r: [f"{r}.json"], inputs=lambda _: ["d"], runs=("rope-s0", "gpa_dp_m8-s0"))]}
-    fake = {"rope": pf.Work(1.0, 0.0, 1, 3600, 0), "gpa_dp_m8": pf.Work(1.0, 0.0, 1, 7200, 0)}
-    monkeypatch.setitem(pf.WORK, "train", ("char", lambda _p, spec: fake[spec.row]))
+    fake = {"rope": Work(1.0, 0.0, 1, 3600, 0), "gpa_dp_m8": Work(1.0, 0.0, 1, 7200, 0)}
+    trainings = {"train": lambda q: {r.run_id: PlannedRun("char", r, lambda _p, spec: fake[spec.row]) for r in runs(q)}}
+    monkeypatch.setattr(pf, "planned_stages", lambda: trainings)
     plan = pl.make_plan(p, table, pl.Device("test", 1.0, 0.5, "stated"), 2, lambda stage: 1)
     folder.mkdir(parents=True)
     pl.table(plan, safety=1.0).to_csv(folder / f"{p.scale}.csv", index=False)
@@ -68,7 +71,7 @@ def test_the_committed_paper_plan_is_readable():
     frame = pd.read_csv(REPO / "results" / "plan" / "paper.csv")
     summary = json.loads((REPO / "results" / "plan" / "paper.json").read_text())
     paper = load_params(REPO / "params.yaml", "paper")
-    planned = {s for s in pf.WORK if pf.stage_runs(paper, s)}  # the paper scale has no budget sweep
+    planned = {s for s in pf.planned_stages() if pf.stage_runs(paper, s)}  # the paper scale has no budget sweep
     assert set(frame["stage"]) == planned and summary["scale"] == "paper"
     assert frame["gpu_hours"].sum() == pytest.approx(summary["gpu_hours"])
     assert len(part.stage_table(frame)) == len(planned)

@@ -126,14 +126,15 @@ def test_the_paper_lm_slices_repeat_its_layers_exactly():
     """Depth 20 steps slices of 4 and 8 layers at the full width; for every LM variant the
     parameter count is linear over them (what the extrapolation assumes), on the meta device."""
     from kernattn.config import load_params
+    from kernattn.tracks import track_recipe
     from kernattn.tracks.lm.model import GPTConfig, build_model
 
     p = load_params(paths.REPO / "params.yaml", "paper")
-    cut = slices.slicing("lm", p)
+    cut = slices.slicing(track_recipe("lm"), p)
     assert (cut.depth, cut.period, cut.depths) == (20, 4, (4, 8))
     assert cut.overrides(4) == {"lm": {"depth": 4, "aspect_ratio": 320}}
-    assert slices.slicing("lm", load_params(paths.REPO / "params.yaml", "micro")) is None
-    assert slices.slicing("char", p) is None
+    assert slices.slicing(track_recipe("lm"), load_params(paths.REPO / "params.yaml", "micro")) is None
+    assert slices.slicing(track_recipe("char"), p) is None
     plan = steps.memory_plan([steps.Row("lm", "base", "base-s0", "base")], p, watch.Ceiling(12 * GIB, 12 * GIB, None))
     assert plan == ("memory: each row's check process is held under 12.00 GiB (--max-memory); lm rows (20 layers) "
                     "step slices of 4 and 8 layers, extrapolated to 20, and whole too where that fits")

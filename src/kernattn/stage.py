@@ -53,6 +53,7 @@ class Stage:
     runs: tuple[str, ...] | None = None        # the run ids of a per-run stage (None: one job)
     extra: str = ""                            # arguments after --run (e.g. --stale archive)
     persist: bool = False                      # DVC keeps the output across reruns (checkpoints)
+    metric: bool = False                       # its per-run JSON outputs are DVC metrics (a run's final record)
     threads: int | str = 1                     # "all": every local core
     narrow: Callable[[str], dict] | None = field(default=None, compare=False)  # per-run view of params
 

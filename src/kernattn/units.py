@@ -20,6 +20,7 @@ the stages the units name in `targets`.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -47,6 +48,10 @@ class Unit:
     def module(self, name: str) -> ModuleType:
         """<package>.<name>, imported on demand (the DAG must not pay for torch)."""
         return importlib.import_module(f"{self.package}.{name}")
+
+    def has_module(self, name: str) -> bool:
+        """Whether the unit has a module <package>.<name> (e.g. cost: a unit that trains nothing has none)."""
+        return importlib.util.find_spec(f"{self.package}.{name}") is not None
 
 
 def _track(name: str, title: str, commands: dict[str, tuple[str, str]], provenance: str | None = None) -> Unit:

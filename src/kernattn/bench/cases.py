@@ -10,10 +10,11 @@ from __future__ import annotations
 import torch
 
 from ..config import Params, Row
+from ..tracks.char.cost import DICKENS_VOCAB
 from ..tracks.char.model import GPT
+from ..tracks.vision.cost import CLASSES as VIT_CLASSES
 from .models import Case
 
-CHAR_VOCAB = 93  # the Dickens symbol set (data/dickens.py); the bench needs no prepared data
 CHAR_BASELINE = "rope"
 
 
@@ -32,10 +33,10 @@ def char_gpt_cases(params: Params, rows: tuple[str, ...], size: str) -> list[Cas
     def case(spec: Row) -> Case:
         def batch(b: int, device: torch.device) -> tuple:
             g = torch.Generator().manual_seed(b)
-            seq = torch.randint(0, CHAR_VOCAB, (b, ctx + 1), generator=g).to(device)
+            seq = torch.randint(0, DICKENS_VOCAB, (b, ctx + 1), generator=g).to(device)
             return seq[:, :-1], seq[:, 1:]
         return Case(family="char_gpt", model=f"char-{spec.name}", variant=spec.label or spec.name, shape=shape, unit="tok",
-                    items_per_sample=ctx, build=lambda: GPT(CHAR_VOCAB, model, spec.variant, spec.options),
+                    items_per_sample=ctx, build=lambda: GPT(DICKENS_VOCAB, model, spec.variant, spec.options),
                     batch=batch, loss=lambda m, xy: m.loss(*xy), forward=lambda m, xy: m(xy[0]),
                     baseline=None if spec.name == CHAR_BASELINE else f"char-{CHAR_BASELINE}")
     ordered = sorted(rows, key=lambda r: r != CHAR_BASELINE)  # the baseline first
@@ -52,7 +53,6 @@ def _paper_model(params: Params):
 
 # ----------------------------------------------------------------------------- ViTs
 VIT_SIZES = {"Ti": "tiny", "S": "small", "B": "base"}  # vision.models.SIZES -> Table 4's names
-VIT_CLASSES = {"fashion_mnist": 10, "cifar10": 10, "cifar100": 100, "imagenet": 1000}
 
 
 def paper_vit_cases(params: Params, sizes: tuple[str, ...]) -> list[Case]:

@@ -42,10 +42,10 @@ from pathlib import Path
 
 import yaml
 
-from ..config import Params, params_from_args, run_matrix
+from ..config import Params, params_from_args
 from ..io import atomic_write_text
 from ..stage import DVC_ITEM, Stage
-from ..studies.extrapolation import stages as extrapolation
+from ..units import UNITS
 from .snakemake import scale_args
 from .stages import run_plugin_files, stage_table
 
@@ -108,8 +108,6 @@ def dvc_stages(params: Params, params_file: str = "params.yaml", cache: bool = F
 
 # The report's count of verdicts, in all and per document (report.summary.tally): a metric.
 CLAIMS_SUMMARY = "tables/claims-summary.json"
-# The per-run stages whose Snakemake output is a run's final record, one JSON object: DVC's metrics.
-METRIC_STAGES = ("train", "cooldown", "train_lm", "eval_lm", "train_vision")
 # What the report writes under report.out_dir (kernattn.page.build, tracks/char/report*.py).
 REPORT_PLOTS = (
     ("assets/val_curves_all.png", None),
@@ -121,18 +119,16 @@ REPORT_PLOTS = (
 
 
 def metrics(table: dict[str, Stage]) -> list[str]:
-    """Every run's final record (the JSON outputs of METRIC_STAGES' runs), a stage absent at
-    the scale (cooldown without train.budgets) left out."""
-    return [out for name in METRIC_STAGES if name in table and table[name].per_run
-            for run in table[name].runs for out in table[name].outputs(run) if out.endswith(".json")]
+    """Every run's final record: the JSON outputs of each run of the per-run stages that say
+    they are metrics (Stage.metric: a main-DAG training or evaluation)."""
+    return [out for stage in table.values() if stage.metric and stage.per_run
+            for run in stage.runs for out in stage.outputs(run) if out.endswith(".json")]
 
 
 def plots(params: Params) -> list:
-    """The extrapolation tables (loss against the evaluated length, every run) and the report's
-    plots (REPORT_PLOTS); an image is a bare path."""
-    out: list = [{path: {"x": "length", "y": "loss", "template": "scatter",
-                         "title": f"Length extrapolation ({Path(path).stem}): loss against length, every run"}}
-                 for path in extrapolation.outputs(params)]
+    """Each unit's plots (its stages.py's dvc_plots, e.g. the extrapolation tables) and the
+    report's (REPORT_PLOTS); an image is a bare path."""
+    out: list = [plot for u in UNITS if hasattr(m := u.module("stages"), "dvc_plots") for plot in m.dvc_plots(params)]
     for name, props in REPORT_PLOTS:
         path = f"{params.report.out_dir}/{name}"
         out.append({path: dict(props)} if props else path)
@@ -167,5 +163,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{out} is up to date")
         return 0
     atomic_write_text(out, text)
-    print(f"wrote {out}: {len(run_matrix(params))} char training runs (scale {params.scale})")
+    stages = yaml.safe_load(text)["stages"]
+    print(f"wrote {out}: {len(stages)} stages, {sum(len(s.get('foreach', [None])) for s in stages.values())} jobs "
+          f"(scale {params.scale})")
     return 0

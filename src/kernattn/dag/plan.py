@@ -1,6 +1,6 @@
 """`kernattn plan`: what the DAG at a scale will cost before it is launched.
 
-For every planned job (each training run of every track, and each LM evaluation: plan_flops.WORK)
+For every planned job (each training run of every track, and each LM evaluation: the units' PLANNED)
 its FLOPs (plan_flops: counted on the meta device), its GPU-hours at a model FLOPs utilisation
 (MFU) of the GPU kind's dense bf16 peak (bench/gpus.yaml), and its wall time on the GPUs one run
 gets (the profile's `ranks` x `nodes`, else its `gpu`, else 1; data parallel is taken to scale
@@ -36,6 +36,7 @@ import yaml
 
 from ..bench import peaks
 from ..config import Params
+from ..config.studies import track_rows
 from ..stage import Stage
 
 SAFETY = 2.0          # time limit = planned wall x this (MFU and scaling are estimates)
@@ -76,39 +77,34 @@ def job_graph(table: dict[str, Stage]) -> dict[str, tuple[str, str | None, tuple
 
 
 def plan_jobs(p: Params, table: dict[str, Stage], gpus_of) -> list[Job]:
-    """Every job of the table; the planned ones (plan_flops.WORK) with their FLOPs, counted
-    once per (stage, row): the seeds of a row compute the same."""
+    """Every job of the table; the planned ones (the units' PLANNED: plan_flops) with their
+    FLOPs, counted once per (stage, row): the seeds of a row compute the same."""
     from . import plan_flops as pf
 
+    planned_stages = pf.planned_stages()
     cache, specs, out = {}, {}, []
     for jid, (stage, run, deps) in job_graph(table).items():
-        if stage not in pf.WORK or run is None:
+        if stage not in planned_stages or run is None:
             out.append(Job(jid, stage, deps))
             continue
-        planned = specs.setdefault(stage, pf.stage_runs(p, stage))[run]
+        planned = specs.setdefault(stage, planned_stages[stage](p))[run]
         spec = planned.spec
         key = (stage, planned.track, spec.row, planned.budget)
         if key not in cache:
-            cache[key] = planned.work(p, stage)
+            cache[key] = planned.work(p)
         work = cache[key]
         out.append(Job(jid, stage, deps, work.total, gpus_of(stage),
                        {"track": planned.track, "run": run, "source": spec.source or "", "study": planned.study,
-                        "paper": STUDY_CLAIMS.get(planned.study) or paper_tables(p, planned.track, spec.row),
-                        "flops_per_step": work.flops_per_step, "steps": work.steps,
+                        "paper": planned.paper if planned.paper is not None else paper_tables(p, planned.track, spec.row),
+                        "flops_per_step": work.flops_per_step, "steps": work.steps, "loader_workers": planned.loader_workers,
                         "samples": work.steps * work.samples_per_step + work.eval_samples}))
     return out
-
-
-# What each study's trainings are for, in the plan's `paper` column (they train no paper table's row).
-STUDY_CLAIMS = {"wrap": "001 Section 3.2 (wrap study)", "prune": "001 Section 4 (prune study)",
-                "gka_init": "ours (GKA init study)"}
 
 
 def paper_tables(p: Params, track: str, row: str) -> str:
     """The tables and figures of the documents that `row` trains a model of (its `paper:`
     references), e.g. "003 Table 5"; "; " between several; "" for a row of no document's."""
-    rows = {"char": p.matrix.rows, "lm": p.lm.rows, "vision": p.vision.rows}[track]
-    refs = next((r.paper for r in rows if r.name == row), ())
+    refs = next((r.paper for r in track_rows(p, track) if r.name == row), ())
     return "; ".join(dict.fromkeys(
         f"{ref.key} " + (f"Table {ref.table}" if ref.table is not None else f"Figure {ref.figure}") for ref in refs))
 
@@ -276,12 +272,13 @@ def measured_loader(root: str | Path = LOADER_ROOT) -> Loader | None:
     return Loader(statistics.median(values), f"bench-loader ({', '.join(files)})") if values else None
 
 
-def input_hours(p: Params, job: Job, loader: Loader | None) -> float:
-    """Wall hours the job's data loading needs at the least (0: not bounded or not known): a
-    ViT on ImageNet JPEGs, each of its GPUs fed by vision.workers workers."""
-    if loader is None or job.info.get("track") != "vision" or p.vision.dataset != "imagenet" or p.vision.workers < 1:
+def input_hours(job: Job, loader: Loader | None) -> float:
+    """Wall hours the job's data loading needs at the least (0: not bounded or not known): a run
+    whose unit names loader workers (a ViT on ImageNet JPEGs), each of its GPUs fed by that many."""
+    workers = job.info.get("loader_workers", 0)
+    if loader is None or workers < 1:
         return 0.0
-    return job.info["samples"] / (job.gpus * p.vision.workers * loader.per_worker) / 3600.0
+    return job.info["samples"] / (job.gpus * workers * loader.per_worker) / 3600.0
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -317,7 +314,7 @@ def make_plan(p: Params, table: dict[str, Stage], device: Device, n_gpus: int, g
     wall, hours, bound = {}, {}, {}
     for j in (j for j in jobs if j.gpus):
         compute = gpu_hours(j.flops, device.peak, device.mfu_for(j.info["track"], j.stage)) / j.gpus + device.startup_s / 3600
-        feed = input_hours(p, j, loader)
+        feed = input_hours(j, loader)
         wall[j.id], bound[j.id] = (feed, INPUT) if feed > compute else (compute, COMPUTE)
         hours[j.id] = wall[j.id] * j.gpus
     length, path = critical_path(jobs, wall)

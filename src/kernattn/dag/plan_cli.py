@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from .plan import MEASURED, PROFILE, SAFETY
+from .plan_flops import plan_reports
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"snakemake profile whose set-resources give GPUs per run (default {PROFILE})")
     parser.add_argument("--safety", type=float, default=SAFETY, metavar="X",
                         help=f"SLURM time limit = planned wall time x X + start-up margin (default {SAFETY})")
-    parser.add_argument("--lm-eval-suite", action="store_true",
-                        help="instead: what lm-eval's standard 0-shot suite costs per task on each LM row "
-                             "(kernattn.dag.plan_harness)")
+    for name, (text, _report) in plan_reports().items():  # a unit's own report on its plan (its cost.PLAN_REPORTS)
+        parser.add_argument(f"--{name}", action="store_true", help=text)
     parser.add_argument("--out", default=None, metavar="CSV",
                         help="also write the per-job table as CSV and the DAG's summary beside it (.json); "
                              "the report shows results/<scale>/plan/{<scale>,paper}.csv")
@@ -85,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
     from ..plan_files import summary_path
     from .plan import summary, table
 
-    if args.lm_eval_suite:
-        return _suite(args)
+    for name, (_text, report) in plan_reports().items():
+        if getattr(args, name.replace("-", "_")):
+            return _unit_report(args, report)
     _, plan = compute(args)
     print(render(plan, args.safety))
     if args.out:
@@ -97,13 +98,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _suite(args: argparse.Namespace) -> int:
+def _unit_report(args: argparse.Namespace, report) -> int:
+    """A unit's report on the plan instead of the plan (e.g. --lm-eval-suite), on the plan's device."""
     from ..config import params_from_args
     from .plan import resolve_device
-    from .plan_harness import render as render_suite
-    from .plan_harness import suite_costs
 
     params = params_from_args(args)
     device = resolve_device(args.gpu, args.mfu, params.train.threads or 1, MEASURED)
-    print(render_suite(suite_costs(params, device), device))
+    print(report(params, device))
     return 0

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from ..config import Params
 from ..stage import Stage
-from ..tracks import track_module
 from ..units import UNITS
 from ..plan_files import plan_arguments, plan_csv, summary_path
+from .plan_flops import cost_modules
 
 STUDY_TARGETS = tuple(t for u in UNITS for t in u.targets)  # the Snakefile's `studies` target
 
@@ -37,7 +37,7 @@ def unit_stages(p: Params) -> list[Stage]:
 def page_stages(p: Params) -> list[Stage]:
     """The plan and the report: above the units (what each unit says the page reads of it)."""
     modules = [u.module("stages") for u in UNITS]
-    plan = Stage("plan", PLAN_SECTIONS, ("dag", "tracks", "studies", "attention", "bench", "plan_files.py"),
+    plan = Stage("plan", plan_sections(), ("dag", "tracks", "studies", "attention", "bench", "plan_files.py", "work.py"),
                  lambda _: plan_outputs(p),
                  inputs=lambda _: plan_inputs(p),
                  extra=plan_arguments(p, p.scale))
@@ -65,13 +65,16 @@ def sync_stage(p: Params, report_inputs: list[str]) -> Stage | None:
                  lambda _: [record], inputs=lambda _: finals, extra=f"--record {record}")
 
 
-# What `kernattn plan` reads: every model, schedule and run list of the main DAG and the studies.
-PLAN_SECTIONS = ("data", "model", "train", "matrix", "lm", "vision", "studies")
+def plan_sections() -> tuple[str, ...]:
+    """What `kernattn plan` reads: every model, schedule and run list of the main DAG and the
+    studies (each unit's cost.PLAN_SECTIONS)."""
+    return tuple(dict.fromkeys(s for m in cost_modules() for s in m.PLAN_SECTIONS))
 
 
 def plan_inputs(p: Params) -> list[str]:
-    """The prepared data whose sizes the plan counts: the char vocabulary, the ViT's images."""
-    return [*track_module("char", "stages").data_outputs(p), track_module("vision", "stages").data_output(p)]
+    """The prepared data whose sizes the plan counts (each unit's cost.plan_inputs: the char
+    vocabulary, the ViT's images)."""
+    return [f for m in cost_modules() if hasattr(m, "plan_inputs") for f in m.plan_inputs(p)]
 
 
 def plan_outputs(p: Params) -> list[str]:

@@ -107,6 +107,21 @@ class Track:
     def identity(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "seed": self.seed, "variant": self.variant}
 
+    # What the preflight reads of a track (kernattn.preflight.slices): a track whose layers
+    # repeat may be stepped as slices of itself on a machine too small for its whole step.
+    @classmethod
+    def repeating_layers(cls, params) -> tuple[str, int, int, int] | None:
+        """(params section, depth, period, width) when the row's model is a stack of layers whose
+        kinds repeat every `period` layers, built from that section's `depth` and `aspect_ratio`
+        (width = aspect_ratio x depth, as nanochat's): a slice is the same section with fewer
+        layers at the same width. None (the default): it steps whole."""
+        return None
+
+    def planned_parameters(self) -> int | None:
+        """The full model's parameter count as the track plans it without building it (what a
+        sliced step's extrapolation must give); None where the track does not plan it."""
+        return None
+
     def fingerprint_config(self) -> dict[str, Any]:
         raise NotImplementedError
 

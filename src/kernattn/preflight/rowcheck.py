@@ -34,11 +34,9 @@ from pathlib import Path
 
 import torch
 
+from ..tracks import track_recipe
 from .watch import resident
 
-TRACK_CLASSES = {"char": ("kernattn.tracks.char.track", "CharTrack"),
-                 "lm": ("kernattn.tracks.lm.track", "LMTrack"),
-                 "vision": ("kernattn.tracks.vision.track", "VisionTrack")}
 
 
 class SavedBytes:
@@ -92,13 +90,6 @@ class NoGraphEval:
             self.eval_grad = self.eval_grad or any(modes)
 
 
-def track_class(track: str):
-    import importlib
-
-    module, name = TRACK_CLASSES[track]
-    return getattr(importlib.import_module(module), name)
-
-
 def run_spec(params, track: str, run_id: str):
     from ..config.rows import find_run
     from ..tracks import track_module
@@ -117,10 +108,10 @@ def spec_params(spec: dict, stand_ins: dict):
 
 def check(spec: dict) -> dict:
     track, run_id = spec["track"], spec["run_id"]
-    cls = track_class(track)
+    cls = track_recipe(track)
     full = spec_params(spec, spec["full"])
     run = run_spec(full, track, run_id)
-    out = planned(cls, full, run, track)
+    out = planned(cls, full, run)
     if not spec["step"]:
         return out
     one = spec_params(spec, spec["one"])
@@ -132,17 +123,15 @@ def check(spec: dict) -> dict:
     return out
 
 
-def planned(cls, full, run, track: str) -> dict:
+def planned(cls, full, run) -> dict:
     """The row as the real run plans it: its batch split and schedule."""
-    from .slices import planned_params
-
     as_planned = cls(full, run)
     out = {"global_batch": as_planned.global_batch, "micro_default": as_planned.micro_default,
            "micro_batch": as_planned.section.micro_batch,
            # a ViT's steps count the stand-in's images, not the data set's: a check that it plans, no more
            "max_steps_on_stand_in": as_planned.max_steps,
            "stage_command": cls.command}
-    if (count := planned_params(track, as_planned)) is not None:
+    if (count := as_planned.planned_parameters()) is not None:
         out["planned_params"] = count  # the full model's, which a slice's extrapolation must give
     return out
 

@@ -19,7 +19,6 @@ extrapolated peak fits the memory ceiling (steps.py).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 # the measured numbers that grow with the depth (rowcheck's result, the process's peak)
@@ -51,21 +50,14 @@ class Slicing:
         return f"{self.depth} layers stepped as slices of {self.depths[0]} and {self.depths[1]}"
 
 
-def slicing(track: str, params) -> Slicing | None:
-    """How a row of `track` is sliced; None when it steps whole (a track without repeating
-    layers, or a model at most two periods deep, which is no larger than its slices)."""
-    if track != "lm":
+def slicing(recipe, params) -> Slicing | None:
+    """How a row of the track whose recipe class is `recipe` is sliced (its repeating_layers);
+    None when it steps whole (a track without repeating layers, or a model at most two periods
+    deep, which is no larger than its slices)."""
+    declared = recipe.repeating_layers(params)
+    if declared is None:
         return None
-    lm = params.lm
-    # windows tile the pattern (the last layer always long); value embeddings alternate layers
-    period = math.lcm(len(lm.window_pattern), 2)
-    dim = lm.aspect_ratio * lm.depth
-    if lm.depth <= 2 * period or lm.depth % period or dim % (2 * period):
+    section, depth, period, dim = declared
+    if depth <= 2 * period or depth % period or dim % (2 * period):
         return None
-    return Slicing("lm", lm.depth, period, dim)
-
-
-def planned_params(track: str, planned) -> int | None:
-    """The full model's parameter count from the row's Track built at full size (the LM plans
-    its models on the meta device: no memory); None for a track that is not sliced."""
-    return planned.info["params"]["total"] if track == "lm" else None
+    return Slicing(section, depth, period, dim)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..stage import stage_name
-from ..tracks import track_module
+from ..tracks import track_module, track_recipe
 from . import memory, watch
 from .items import FAIL, OK, WARN, Item
 from .slices import slicing
@@ -69,9 +69,7 @@ def overrides(params, work: Path, tracks: tuple[str, ...]) -> tuple[dict, dict]:
 
 
 def track_class_section(track: str) -> str:
-    from .rowcheck import track_class
-
-    return track_class(track).section_name
+    return track_recipe(track).section_name
 
 
 def _merge(into: dict, over: dict) -> dict:
@@ -103,7 +101,7 @@ def run_row(row: Row, spec: dict, work: Path, ceiling: watch.Ceiling, tag: str =
 def step_row(row: Row, spec: dict, work: Path, ceiling: watch.Ceiling, params) -> dict:
     """A row's result: stepped whole, or as two slices extrapolated to its depth (slices.py)
     and whole too when the extrapolated peak fits the ceiling."""
-    cut = slicing(row.track, params) if row.model_of == row.row else None
+    cut = slicing(track_recipe(row.track), params) if row.model_of == row.row else None
     if cut is None:
         return run_row(row, spec, work, ceiling)
     parts = {}
@@ -249,7 +247,7 @@ def memory_plan(todo: list[Row], params, ceiling: watch.Ceiling) -> str:
     """The memory line printed before the first row runs: the ceiling, and which rows step as
     slices."""
     text = f"memory: each row's check process is held under {ceiling.text()}"
-    cut = {r.track: c for r in todo if r.model_of == r.row and (c := slicing(r.track, params))}
+    cut = {r.track: c for r in todo if r.model_of == r.row and (c := slicing(track_recipe(r.track), params))}
     for track, c in cut.items():
         text += (f"; {track} rows ({c.depth} layers) step slices of {c.depths[0]} and {c.depths[1]} layers, "
                  f"extrapolated to {c.depth}, and whole too where that fits")

@@ -12,7 +12,7 @@ from types import ModuleType
 
 from ..units import TRACKS, unit
 
-__all__ = ["TRACKS", "track_module"]
+__all__ = ["TRACKS", "track_module", "track_recipe"]
 
 
 def track_module(track: str, part: str) -> ModuleType:
@@ -20,3 +20,8 @@ def track_module(track: str, part: str) -> ModuleType:
     if track not in TRACKS:
         raise ValueError(f"unknown track {track!r}; the tracks are {', '.join(TRACKS)}")
     return unit(track).module(part)
+
+
+def track_recipe(track: str) -> type:
+    """The recipe class the engine trains for `track` (engine.track.Track): its track.py's RECIPE."""
+    return track_module(track, "track").RECIPE

@@ -66,3 +66,10 @@ def report_inputs(p: Params) -> list[str]:
 def run_roots(p: Params) -> list:
     """None: the study trains nothing (it scores the tracks' runs)."""
     return []
+
+
+def dvc_plots(p: Params) -> list[dict]:
+    """dvc.yaml's plots of the study: each table, loss against the evaluated length, every run."""
+    return [{path: {"x": "length", "y": "loss", "template": "scatter",
+                    "title": f"Length extrapolation ({Path(path).stem}): loss against length, every run"}}
+            for path in outputs(p)]

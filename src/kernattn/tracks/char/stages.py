@@ -160,11 +160,11 @@ def stages(p: Params) -> list[Stage]:
         Stage("train", ("model", "train", "matrix"), ("",), lambda r: [final_output(p, r)],
               inputs=lambda _: arrays, dvc_outs=lambda r: [str(run_dir(p, r))],
               runs=tuple(r.run_id for r in runs(p)), extra="--stale archive", persist=True, threads=threads,
-              narrow=narrow),
+              narrow=narrow, metric=True),
         *([Stage("cooldown", ("model", "train", "matrix"), ("",), lambda r: [budget_final_output(p, r)],
                   inputs=lambda r: budget_inputs(p, r), dvc_outs=lambda r: [str(runs_root(p) / BUDGETS / r)],
                   runs=tuple(budget_runs(p)), extra="--stale archive", persist=True, threads=threads,
-                  narrow=lambda r: narrow(split_budget_run_id(r)[0]) if r in budget_runs(p) else {})]
+                  narrow=lambda r: narrow(split_budget_run_id(r)[0]) if r in budget_runs(p) else {}, metric=True)]
           if p.train.budgets else []),
         Stage("analyze_corpus", ("data", "analysis"), ("tracks/char/analysis",),
               lambda _: [corpus_analysis_output(p)], inputs=lambda _: arrays, dvc_outs=lambda _: [str(corpus_dir(p))]),

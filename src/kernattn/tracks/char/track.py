@@ -240,3 +240,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+RECIPE = CharTrack  # what the engine trains for this track (kernattn.tracks.track_recipe: the preflight)

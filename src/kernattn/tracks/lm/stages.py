@@ -75,9 +75,9 @@ def stages(p: Params) -> list[Stage]:
         Stage("prepare_lm", ("lm",), ("tracks/lm", "fetch.py"), lambda _: data),
         Stage("train_lm", ("lm",), ("",), lambda r: [final_output(p, r)], inputs=lambda _: data,
               dvc_outs=lambda r: [str(run_dir(p, r))], runs=ids, extra="--stale archive",
-              persist=True, threads=threads, narrow=narrow),
+              persist=True, threads=threads, narrow=narrow, metric=True),
         Stage("eval_lm", ("lm",), ("",), lambda r: [str(eval_path(p, r))],
-              inputs=lambda r: [*data, final_output(p, r)], runs=ids, threads=threads, narrow=narrow),
+              inputs=lambda r: [*data, final_output(p, r)], runs=ids, threads=threads, narrow=narrow, metric=True),
     ]
 
 

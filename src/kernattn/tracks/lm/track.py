@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,17 @@ class LMTrack(Track):
         self.items_per_step = self.info["tokens_per_step"]
         # global batch = batch_size x grad_accum sequences, whatever the ranks (engine/dist.py)
         self.global_batch, self.micro_default = lm.batch_size * lm.grad_accum, lm.batch_size
+
+    @classmethod
+    def repeating_layers(cls, params) -> tuple[str, int, int, int]:
+        """The window pattern tiles the layers (the last always long) and value embeddings
+        alternate layers, so the layers' kinds repeat every lcm(pattern, 2); the width is
+        aspect_ratio x depth (kernattn.preflight.slices keeps it in the slices)."""
+        lm = params.lm
+        return "lm", lm.depth, math.lcm(len(lm.window_pattern), 2), lm.aspect_ratio * lm.depth
+
+    def planned_parameters(self) -> int:
+        return self.info["params"]["total"]  # plan(): counted on the meta device
 
     def identity(self) -> dict:
         r = self.run
@@ -222,3 +234,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     params, spec = load_stage(args)
     return run_track(LMTrack(params, spec), args)
+
+
+RECIPE = LMTrack  # what the engine trains for this track (kernattn.tracks.track_recipe: the preflight)

@@ -103,7 +103,7 @@ def stages(p: Params) -> list[Stage]:
         Stage("train_vision", ("vision",), ("",), lambda r: [final_output(p, r)],
               inputs=lambda _: data, dvc_outs=lambda r: [str(run_dir(p, r))],
               runs=tuple(r.run_id for r in specs), extra="--stale archive", persist=True, threads=threads,
-              narrow=narrow),
+              narrow=narrow, metric=True),
         Stage("analyze_vision", ("vision",), ("",), lambda r: [analysis_output(p, r)],
               inputs=lambda r: [*data, final_output(p, r)], dvc_outs=lambda r: [str(analysis_dir(p, r))],
               runs=tuple(viz_runs(p)), threads=threads, narrow=narrow),

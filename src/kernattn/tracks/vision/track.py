@@ -253,3 +253,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     return run_track(VisionTrack(params_from_args(args), args.run), args)
+
+
+RECIPE = VisionTrack  # what the engine trains for this track (kernattn.tracks.track_recipe: the preflight)
