@@ -12,7 +12,7 @@ import pytest
 from kernattn.studies.wrap import bumpshift
 from kernattn.cli import main
 from kernattn.config import load_params
-from kernattn.report import stats, study_rules
+from kernattn.report import study_rules, verdicts
 from kernattn.studies.common import summary_path
 
 from .test_report import PNG, T975, check_summary_and_outline, parse, write_params, write_runs
@@ -22,9 +22,9 @@ T95_ONE_SIDED_1 = 6.313752  # t_{0.95, 1}
 
 # ----------------------------------------------------------------------------- the rules
 def test_reading_verdict_maps_the_two_outcomes():
-    assert study_rules.reading_verdict(bumpshift.STAYS, bumpshift.STAYS, bumpshift.TRACKS) == stats.REPRODUCED
-    assert study_rules.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS) == stats.CONTRADICTED
-    assert study_rules.reading_verdict(bumpshift.INCONCLUSIVE, bumpshift.STAYS, bumpshift.TRACKS) == stats.INCONCLUSIVE
+    assert study_rules.reading_verdict(bumpshift.STAYS, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.REPRODUCED
+    assert study_rules.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.CONTRADICTED
+    assert study_rules.reading_verdict(bumpshift.INCONCLUSIVE, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.INCONCLUSIVE
 
 
 def test_init_comparisons_hand_computed():
@@ -35,20 +35,20 @@ def test_init_comparisons_hand_computed():
     better = {0: 1.9, 1: 1.9, 2: 2.05}
     same = {0: 2.0, 1: 2.2, 2: 2.1}
     verdict, comps = study_rules.init_comparisons("1", {"1": base, "sqrt_d": better})
-    assert verdict == stats.REPRODUCED
+    assert verdict == verdicts.REPRODUCED
     (c,) = comps
     half = T975[2] * 0.05 / math.sqrt(3)
     assert c.ci.diff == pytest.approx(-0.15) and c.ci.half == pytest.approx(half, rel=1e-6)
     assert c.p == pytest.approx(0.03510, abs=5e-5)
     verdict, comps = study_rules.init_comparisons("1", {"1": base, "sqrt_d": better, "median": same})
-    assert verdict == stats.INCONCLUSIVE
-    assert [x.verdict for x in comps] == [stats.INCONCLUSIVE, stats.INCONCLUSIVE]
+    assert verdict == verdicts.INCONCLUSIVE
+    assert [x.verdict for x in comps] == [verdicts.INCONCLUSIVE, verdicts.INCONCLUSIVE]
     assert comps[0].p_holm == pytest.approx(2 * comps[0].p)
     # every other init significantly worse: contradicted; one seed: no interval
     worse = {s: v + 0.3 + 0.01 * s for s, v in base.items()}
-    assert study_rules.init_comparisons("1", {"1": base, "sqrt_d": worse})[0] == stats.CONTRADICTED
-    assert study_rules.init_comparisons("1", {"1": {0: 2.0}, "sqrt_d": {0: 1.0}})[0] == stats.ONE_SEED
-    assert study_rules.init_comparisons("1", {"1": base})[0] == stats.NOT_RUN
+    assert study_rules.init_comparisons("1", {"1": base, "sqrt_d": worse})[0] == verdicts.CONTRADICTED
+    assert study_rules.init_comparisons("1", {"1": {0: 2.0}, "sqrt_d": {0: 1.0}})[0] == verdicts.ONE_SEED
+    assert study_rules.init_comparisons("1", {"1": base})[0] == verdicts.NOT_RUN
 
 
 def test_init_comparisons_across_tracks_are_one_holm_family():
@@ -63,9 +63,9 @@ def test_init_comparisons_across_tracks_are_one_holm_family():
     assert [(c.a, c.b) for c in comps] == [("char: sqrt_d", "char: 1"), ("lm: sqrt_d", "lm: 1"),
                                            ("vision: sqrt_d", "vision: 1")]
     assert comps[2].p == pytest.approx(0.0202, abs=1e-4) and comps[2].p_holm == pytest.approx(3 * comps[2].p)
-    assert verdict == stats.INCONCLUSIVE and stats.REPRODUCED not in [c.verdict for c in comps]
+    assert verdict == verdicts.INCONCLUSIVE and verdicts.REPRODUCED not in [c.verdict for c in comps]
     verdict, comps = study_rules.init_family_comparisons({"char": char, "vision": vision})
-    assert verdict == stats.REPRODUCED and [c.verdict for c in comps] == [stats.REPRODUCED] * 2
+    assert verdict == verdicts.REPRODUCED and [c.verdict for c in comps] == [verdicts.REPRODUCED] * 2
 
 
 # ----------------------------------------------------------------------------- constructed studies
@@ -143,7 +143,7 @@ def test_report_with_the_three_studies(tmp_path):
     # sqrt_d below sigma = 1 in 3 of 3 char seeds: p could be no lower than 1/8, so no verdict
     assert page.verdicts["003-gka-init-sigma"] == (
         "at scale tiny: not judged (3 seed pairs with a sign: a sign test needs 6 to reach 0.025)")
-    # pruned - control: 0.001, 0.003 (mean 0.002, se 0.001): two seeds, df 1, below stats.MIN_SEEDS
+    # pruned - control: 0.001, 0.003 (mean 0.002, se 0.001): two seeds, df 1, below verdicts.MIN_SEEDS
     assert page.verdicts["001-weak-head-removable"] == "at scale tiny: not judged (2 seeds)"
     check_summary_and_outline(page, html, folder)
     import pandas as pd
@@ -258,9 +258,9 @@ def test_prune_judges_the_cost_without_fine_tuning_per_architecture():
     part, res = _prune_claim_of(runs)
     m64, dp = part["architectures"]
     assert (m64["row"], m64["premise_met"], dp["row"], dp["premise_met"]) == ("gpa_m64", True, "gpa_dp_m8", False)
-    assert m64["comparisons"]["no_fine_tune"].verdict == stats.CONTRADICTED
-    assert m64["comparisons"]["fine_tuned"].verdict == stats.REPRODUCED
-    assert res.verdict == stats.CONTRADICTED and "not judged: gpa_dp_m8" in res.detail
+    assert m64["comparisons"]["no_fine_tune"].verdict == verdicts.CONTRADICTED
+    assert m64["comparisons"]["fine_tuned"].verdict == verdicts.REPRODUCED
+    assert res.verdict == verdicts.CONTRADICTED and "not judged: gpa_dp_m8" in res.detail
     se = 0.01 / 3 ** 0.5
     assert res.estimate == pytest.approx(0.11) and res.hi == pytest.approx(0.11 + T975[2] * se)
     control = m64["comparisons"]["random_no_fine_tune"].ci
@@ -269,11 +269,11 @@ def test_prune_judges_the_cost_without_fine_tuning_per_architecture():
 
 
 def test_prune_with_two_seeds_is_not_judged():
-    """The same architecture with two seeds: one degree of freedom, below stats.MIN_SEEDS."""
+    """The same architecture with two seeds: one degree of freedom, below verdicts.MIN_SEEDS."""
     runs = [prune_run(0, 2.051, 2.05, removal=0.1), prune_run(1, 2.043, 2.04, removal=0.12)]
     part, res = _prune_claim_of(runs)
     assert part["architectures"][0]["comparisons"]["no_fine_tune"].verdict == "not judged (2 seeds)"
-    assert res.verdict != stats.CONTRADICTED and res.verdict != stats.REPRODUCED
+    assert res.verdict != verdicts.CONTRADICTED and res.verdict != verdicts.REPRODUCED
 
 
 def test_the_random_heads_are_other_heads_drawn_by_seed():

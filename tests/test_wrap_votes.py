@@ -117,7 +117,7 @@ def test_every_corpus_votes_in_the_row_verdict():
 def test_the_claim_reads_every_vote():
     """The wrap claim names each voting corpus: a shift with both predictions, or why it has
     none (the bump disappeared); a disappearance and a line-width paragraph vote -> inconsistent."""
-    from kernattn.report import stats, study_rules
+    from kernattn.report import study_rules
     from kernattn.studies.wrap.report import _wrap_claim, wrap_context
 
     kinds = {"unwrapped": "unwrapped", "paragraphs_100": "paragraphs"}

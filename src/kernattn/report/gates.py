@@ -16,7 +16,7 @@ verdict when it fails: "not judged (<gate>: <why>)".
                 Adam can move them, from initialisation (`params_converged`) and over that same
                 tail of training, read from the run's param_trace.npz (`params_settled`,
                 `run_settled`)
-    estimable   at least stats.MIN_SEEDS seeds per arm and a non-zero spread (stats.judge_family
+    estimable   at least verdicts.MIN_SEEDS seeds per arm and a non-zero spread (comparisons.judge_family
                 applies it itself)
     premise     what the paper's reading presupposes (e.g. a bank below the strength threshold
                 before "a weak head can go"; a converged bank before "the bump stays")
@@ -24,7 +24,7 @@ verdict when it fails: "not judged (<gate>: <why>)".
 The thresholds are fixed in paper_numbers.yaml (`gates:`), before the runs (`thresholds`).
 
 For the studies and any other part: build `gate(name, passed, why)` for each gate, then
-`withheld(gates)` is None when all passed, else the verdict to print (pass it as stats.Test's
+`withheld(gates)` is None when all passed, else the verdict to print (pass it as comparisons.Test's
 `gate` so the comparison is kept out of its Holm family), or `apply(verdict, gates)` on a
 verdict already made.
 """
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import stats
+from . import stats, verdicts
 
 CONVERGED = "not converged"
 GAP_UNSTABLE = "gap not stable at this budget"
@@ -68,7 +68,7 @@ def withheld(gates: Iterable[Gate]) -> str | None:
     failed = next((g for g in gates if not g.passed), None)
     if failed is None:
         return None
-    return stats.not_judged(f"{failed.name}: {failed.why}" if failed.why else failed.name)
+    return verdicts.not_judged(f"{failed.name}: {failed.why}" if failed.why else failed.name)
 
 
 def apply(verdict: str, gates: Iterable[Gate]) -> str:

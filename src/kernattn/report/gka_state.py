@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import stats
+from . import verdicts
 from .claims import ClaimResult
 
 INIT_NOTE = ("init_sigma \"paper\" = sigma 1 is an inference: gka-paper publishes no initial bandwidth "
@@ -158,27 +158,27 @@ def identity_verdict(verdict: str, reading: DiagonalReading | None, threshold: f
     the threshold: the comparison mixes in a model that never left the identity, a fact of its
     initialisation. A run not read leaves a tested verdict standing on a guess: not judged.
     A verdict that tested nothing (not run, not judged, not comparable) is kept then."""
-    if reading is None or verdict == stats.NOT_RUN or not reading.values:
+    if reading is None or verdict == verdicts.NOT_RUN or not reading.values:
         return verdict
     above = reading.above(threshold)
     if above:
         runs = ", ".join(f"{r} {reading.values[r]:.3f}" for r in above)
         why = (f"sigma stayed at identity: {reading.row}'s mean diagonal weight above {threshold:g} on "
                f"{len(above)} of {len(reading.values)} runs ({runs})")
-        head = f"{stats.NOT_COMPARABLE} ("
+        head = f"{verdicts.NOT_COMPARABLE} ("
         other = verdict[len(head):-1] if verdict.startswith(head) else ""
-        return stats.not_comparable("; ".join(x for x in (why, other) if x))
-    tested = not (verdict.startswith(stats.NOT_COMPARABLE) or stats.is_withheld(verdict))
+        return verdicts.not_comparable("; ".join(x for x in (why, other) if x))
+    tested = not (verdict.startswith(verdicts.NOT_COMPARABLE) or verdicts.is_withheld(verdict))
     if reading.unread and tested:
         run = reading.unread[0]
-        return stats.not_judged(f"diagonal weight not read: {run}: {reading.why.get(run, 'unknown')}")
+        return verdicts.not_judged(f"diagonal weight not read: {run}: {reading.why.get(run, 'unknown')}")
     return verdict
 
 
 def apply_identity(res: ClaimResult, reading: DiagonalReading | None, threshold: float) -> ClaimResult:
     """`res` under the rule, its readings beside the detail; a changed verdict is also its
     comparisons' (the pairs table must not keep a verdict the claim no longer has)."""
-    if reading is None or res.verdict == stats.NOT_RUN:
+    if reading is None or res.verdict == verdicts.NOT_RUN:
         return res
     verdict = identity_verdict(res.verdict, reading, threshold)
     if verdict != res.verdict:

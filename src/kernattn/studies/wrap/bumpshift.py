@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from ...report.intervals import LEVEL, POWER   # the report's level and power (the MDE's), not copies
+from ...report.verdicts.levels import LEVEL, POWER   # the report's level and power (the MDE's), not copies
 from ...tracks.char.analysis import banks
 
 TRACKS = "the bump tracks the line width"

@@ -6,7 +6,7 @@ Student t (mean_ci); a shift from the original corpus is paired by seed. Claim k
 
 from __future__ import annotations
 
-from ...report import stats, study_rules
+from ...report import study_rules
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, ReportContext
 from ..report_common import ci_cols, ci_of, study_claims, study_section, write_tables
