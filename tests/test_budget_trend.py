@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernattn.report import budget_trend as bt
+from kernattn.report.verdicts import budget_trend as bt
 from kernattn.report import verdicts
 
 # The small scale's sweep: wsd, lr 3e-3, warm-up 40, cooldown the last 20% to 0.1 x lr; the

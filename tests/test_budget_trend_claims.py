@@ -14,7 +14,8 @@ import pytest
 
 from kernattn.config import load_params
 from kernattn.page import build
-from kernattn.report import budget_trend, verdicts
+from kernattn.report import verdicts
+from kernattn.report.verdicts import budget_trend
 from kernattn.tracks.char import report_claims
 from kernattn.tracks.char.stages import budget_dir, run_dir
 from kernattn.tracks.char.track import lr_at

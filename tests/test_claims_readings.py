@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from kernattn.report import study_rules, verdicts
+from kernattn.report import verdicts
+from kernattn.report.verdicts import studies
 from kernattn.page import build
 from kernattn.tracks.char import report_readings as rr
 
@@ -89,10 +90,10 @@ def test_layer1_banks():
 
 def test_sign_test_hand_computed():
     # 6 of 6 positive: P(X >= 6) = 1/64; P(X <= 6) = 1
-    assert study_rules.sign_test(6, 6) == pytest.approx((1 / 64, 1.0))
+    assert studies.sign_test(6, 6) == pytest.approx((1 / 64, 1.0))
     # 1 of 5: P(X >= 1) = 31/32, P(X <= 1) = 6/32
-    assert study_rules.sign_test(1, 5) == pytest.approx((31 / 32, 6 / 32))
-    assert study_rules.sign_test(0, 0) == (1.0, 1.0)
+    assert studies.sign_test(1, 5) == pytest.approx((31 / 32, 6 / 32))
+    assert studies.sign_test(0, 0) == (1.0, 1.0)
 
 
 def test_strength_cost_sign_test_over_runs():

@@ -12,7 +12,8 @@ import pytest
 
 from kernattn.config import load_params
 from kernattn.bench import report as bench_models, report_table4 as bench_table4
-from kernattn.report import stability, verdicts
+from kernattn.report import verdicts
+from kernattn.report.verdicts import stability
 from kernattn.page import build
 from kernattn.tracks.vision import report_gka
 from kernattn.tracks.vision import stages as vision_stages

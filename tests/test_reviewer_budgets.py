@@ -80,7 +80,7 @@ def test_a_non_inferiority_claim_is_read_against_its_margin():
     """Fault 3b of issue 48: the budget gate read "a works as well as b" against 0, not its margin.
     A gap of +0.01 at every budget, below a margin of 0.03: holds against the margin (it would be
     "contradicted" against 0)."""
-    from kernattn.report import budget_trend
+    from kernattn.report.verdicts import budget_trend
 
     v = values([0.01, 0.01, 0.01])
     va, vb = [v["a"][800][s] for s in range(5)], [v["b"][800][s] for s in range(5)]
@@ -93,7 +93,7 @@ def test_a_non_inferiority_claim_is_read_against_its_margin():
 
 
 def test_a_withheld_margin_and_a_missing_sweep_are_not_judged_and_stay_in_the_family():
-    from kernattn.report import budget_trend
+    from kernattn.report.verdicts import budget_trend
 
     v = values([-0.02, -0.025, -0.03])
     va, vb = [v["a"][800][s] for s in range(5)], [v["b"][800][s] for s in range(5)]

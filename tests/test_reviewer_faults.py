@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernattn.report import budget_trend, gates, verdicts
+from kernattn.report import verdicts
+from kernattn.report.verdicts import budget_trend, gates
 
 TH = gates.Thresholds(last_fraction=0.2, max_loss_drop=0.01, max_param_travel=0.5)
 STEPS = list(range(0, 801, 40))
@@ -128,7 +129,7 @@ def test_the_gka_init_claim_passes_the_gap_gate_every_comparison_passes(tmp_path
 def test_gka_trains_stably_reads_the_gka_init_studys_char_runs(tmp_path):
     """Fault 4: 003-char-stable read "not run" at small, whose matrix trains no GKA row, although the
     GKA-init study had trained 24 char GKA runs; its char runs are read, its LM runs are not."""
-    from kernattn.report import stability
+    from kernattn.report.verdicts import stability
     from kernattn.tracks.char import report_runs
 
     rows = [SimpleNamespace(name="rope", variant="softmax")]

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from kernattn.config import load_params
-from kernattn.report import gka_state, study_rules, verdicts
+from kernattn.report import gka_state, verdicts
+from kernattn.report.verdicts import studies
 from kernattn.page import build
 from kernattn.bench.report import paper_table4
 from kernattn.bench import report_table4
@@ -298,7 +299,7 @@ def test_an_init_study_missing_median_says_so():
     assert list(claim["inits"]) == ["sqrt_d_half", "sqrt_d", "median"]
     summary = _init_summary(["1", "sqrt_d_half", "sqrt_d"])
     values = {i: {r["seed"]: r["val_loss"] for r in summary["runs"] if r["init"] == i} for i in summary["inits"]}
-    _, comps = study_rules.init_family_comparisons({"char": ("1", values)})
+    _, comps = studies.init_family_comparisons({"char": ("1", values)})
     lines = named_init_readings(claim, summary, comps, "small")
     assert lines[-1] == "median feature distance: not judged (init median not run at this scale)"
     assert lines[0].startswith("sqrt(d)/2: char ") and "not run" not in lines[0]

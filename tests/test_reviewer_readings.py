@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from kernattn.report import stability, verdicts
+from kernattn.report import verdicts
+from kernattn.report.verdicts import stability
 from kernattn.page import build
 from kernattn.tracks.char import report_readings as rr
 

@@ -10,7 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from kernattn.report import bootstrap, gates, stats, verdicts
+from kernattn.report import bootstrap, stats, verdicts
+from kernattn.report.verdicts import gates
 from kernattn.report.verdicts import comparisons
 
 from .test_report import PARAMS

@@ -12,7 +12,8 @@ import pytest
 from kernattn.studies.wrap import bumpshift
 from kernattn.cli import main
 from kernattn.config import load_params
-from kernattn.report import study_rules, verdicts
+from kernattn.report import verdicts
+from kernattn.report.verdicts import studies
 from kernattn.studies.common import summary_path
 
 from .test_report import PNG, T975, check_summary_and_outline, parse, write_params, write_runs
@@ -22,9 +23,9 @@ T95_ONE_SIDED_1 = 6.313752  # t_{0.95, 1}
 
 # ----------------------------------------------------------------------------- the rules
 def test_reading_verdict_maps_the_two_outcomes():
-    assert study_rules.reading_verdict(bumpshift.STAYS, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.REPRODUCED
-    assert study_rules.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.CONTRADICTED
-    assert study_rules.reading_verdict(bumpshift.INCONCLUSIVE, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.INCONCLUSIVE
+    assert studies.reading_verdict(bumpshift.STAYS, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.REPRODUCED
+    assert studies.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.CONTRADICTED
+    assert studies.reading_verdict(bumpshift.INCONCLUSIVE, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.INCONCLUSIVE
 
 
 def test_init_comparisons_hand_computed():
@@ -34,21 +35,21 @@ def test_init_comparisons_hand_computed():
     base = {0: 2.0, 1: 2.1, 2: 2.2}
     better = {0: 1.9, 1: 1.9, 2: 2.05}
     same = {0: 2.0, 1: 2.2, 2: 2.1}
-    verdict, comps = study_rules.init_comparisons("1", {"1": base, "sqrt_d": better})
+    verdict, comps = studies.init_comparisons("1", {"1": base, "sqrt_d": better})
     assert verdict == verdicts.REPRODUCED
     (c,) = comps
     half = T975[2] * 0.05 / math.sqrt(3)
     assert c.ci.diff == pytest.approx(-0.15) and c.ci.half == pytest.approx(half, rel=1e-6)
     assert c.p == pytest.approx(0.03510, abs=5e-5)
-    verdict, comps = study_rules.init_comparisons("1", {"1": base, "sqrt_d": better, "median": same})
+    verdict, comps = studies.init_comparisons("1", {"1": base, "sqrt_d": better, "median": same})
     assert verdict == verdicts.INCONCLUSIVE
     assert [x.verdict for x in comps] == [verdicts.INCONCLUSIVE, verdicts.INCONCLUSIVE]
     assert comps[0].p_holm == pytest.approx(2 * comps[0].p)
     # every other init significantly worse: contradicted; one seed: no interval
     worse = {s: v + 0.3 + 0.01 * s for s, v in base.items()}
-    assert study_rules.init_comparisons("1", {"1": base, "sqrt_d": worse})[0] == verdicts.CONTRADICTED
-    assert study_rules.init_comparisons("1", {"1": {0: 2.0}, "sqrt_d": {0: 1.0}})[0] == verdicts.ONE_SEED
-    assert study_rules.init_comparisons("1", {"1": base})[0] == verdicts.NOT_RUN
+    assert studies.init_comparisons("1", {"1": base, "sqrt_d": worse})[0] == verdicts.CONTRADICTED
+    assert studies.init_comparisons("1", {"1": {0: 2.0}, "sqrt_d": {0: 1.0}})[0] == verdicts.ONE_SEED
+    assert studies.init_comparisons("1", {"1": base})[0] == verdicts.NOT_RUN
 
 
 def test_init_comparisons_across_tracks_are_one_holm_family():
@@ -59,12 +60,12 @@ def test_init_comparisons_across_tracks_are_one_holm_family():
     char = ("1", {"1": {0: 2.0, 1: 2.1, 2: 2.2}, "sqrt_d": {0: 1.9, 1: 1.9, 2: 2.05}})
     vision = ("1", {"1": {0: 30.0, 1: 28.0, 2: 29.0}, "sqrt_d": {0: 25.0, 1: 24.0, 2: 26.0}})
     lm = ("1", {"1": {0: 3.0, 1: 3.2, 2: 3.1}, "sqrt_d": {0: 3.0, 1: 3.1, 2: 3.2}})
-    verdict, comps = study_rules.init_family_comparisons({"char": char, "lm": lm, "vision": vision})
+    verdict, comps = studies.init_family_comparisons({"char": char, "lm": lm, "vision": vision})
     assert [(c.a, c.b) for c in comps] == [("char: sqrt_d", "char: 1"), ("lm: sqrt_d", "lm: 1"),
                                            ("vision: sqrt_d", "vision: 1")]
     assert comps[2].p == pytest.approx(0.0202, abs=1e-4) and comps[2].p_holm == pytest.approx(3 * comps[2].p)
     assert verdict == verdicts.INCONCLUSIVE and verdicts.REPRODUCED not in [c.verdict for c in comps]
-    verdict, comps = study_rules.init_family_comparisons({"char": char, "vision": vision})
+    verdict, comps = studies.init_family_comparisons({"char": char, "vision": vision})
     assert verdict == verdicts.REPRODUCED and [c.verdict for c in comps] == [verdicts.REPRODUCED] * 2
 
 
@@ -398,7 +399,7 @@ def test_a_row_without_the_wrap_premise_has_no_vote():
     assert overall_verdict([met, unmet | {"premise_met": True}]) == bumpshift.INCONCLUSIVE
     summary["rows"], summary["verdict"] = [met, unmet], overall_verdict([met, unmet])
     res = _wrap_claim({"id": "001-bump-paragraph-scale"}, wrap_context(copy.deepcopy(summary)), "tiny")
-    assert res.verdict == study_rules.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS)
+    assert res.verdict == studies.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS)
     assert "premise not met, not judged: gpa_dp_m8" in res.detail
     assert "gpa_dp_m8" not in res.ours and "gpa_m64 rewrapped: shift -19.0" in res.ours
 

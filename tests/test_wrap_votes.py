@@ -117,7 +117,7 @@ def test_every_corpus_votes_in_the_row_verdict():
 def test_the_claim_reads_every_vote():
     """The wrap claim names each voting corpus: a shift with both predictions, or why it has
     none (the bump disappeared); a disappearance and a line-width paragraph vote -> inconsistent."""
-    from kernattn.report import study_rules
+    from kernattn.report.verdicts import studies
     from kernattn.studies.wrap.report import _wrap_claim, wrap_context
 
     kinds = {"unwrapped": "unwrapped", "paragraphs_100": "paragraphs"}
@@ -131,7 +131,7 @@ def test_the_claim_reads_every_vote():
                "rows": [{"row": "gpa_m64", **verdict, "premise_met": True, "premise_why": "at the peak"}],
                "bumps": [], "rows_not_trained": [], "verdict": verdict["verdict"]}
     res = _wrap_claim({"id": wrap_votes.CLAIM_ID}, wrap_context(summary), "tiny")
-    assert res.verdict == study_rules.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS)
+    assert res.verdict == studies.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS)
     assert "gpa_m64 unwrapped: the bump disappeared in 3 of 3 seeds" in res.ours
     # MDE: tol 2 + (t_{0.975,2} 4.3027 + t_{0.8,2} 1.0607) x se 1/sqrt(3) = 5.10 lags
     assert ("gpa_m64 paragraphs_100: shift +0.0 [-2.5, +2.5] lags (MDE 5.1), line prediction +0, "

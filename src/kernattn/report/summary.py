@@ -16,7 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..config.rows import DOCUMENT_KEYS, SEEDS   # the four documents, in page order
-from . import budget_trend, gates, unit_tests, verdicts
+from . import unit_tests, verdicts
+from .verdicts import budget_trend, gates
 from .claims import ClaimResult
 from .part import num
 

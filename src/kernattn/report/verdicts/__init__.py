@@ -9,9 +9,15 @@ levels.py       the level (95%), alpha, one-sided alpha, the MDE's power, the fe
 words.py        the verdicts a claim prints, combining several into one, reading them below the paper scale
 comparisons.py  "a < b", orderings and "a works as well as b" over seeds: Holm families, the
                 non-inferiority margin, the gates every comparison passes first (seeds, spread)
+gates.py        the gates before a verdict: converged, gap stable at this budget, premise met
+                (thresholds: paper_numbers.yaml `gates:`)
+budget_trend.py a gap read across a budget sweep (a + b/L): persists, shrinking, reverses, ...
+stability.py    "trains stably": no divergence, no non-finite loss, no spike (`stability:`)
+studies.py      the studies' rules: a two-outcome reading as a verdict, "some init beats its
+                baseline" with Holm across every init, the exact sign test and its power gate
 
-Not yet moved here: gates.py, budget_trend.py, stability.py, study_rules.py and gka_state.py of
-kernattn.report, and the line-wrap study's rules (kernattn.studies.wrap).
+Not yet moved here: the GKA identity rule (report/gka_state.py) and the line-wrap study's rules
+(kernattn.studies.wrap).
 
 The words and levels are re-exported here (`verdicts.REPRODUCED`, `verdicts.LEVEL`); the other
 modules are imported by name (`from kernattn.report.verdicts import comparisons`) because they

@@ -3,7 +3,7 @@ every part: report/part.py): its context, the sign test, the sigma figure and it
 from <studies.out_dir>/gka_init/summary.json where the study ran (report_common.study_section).
 Intervals (report/stats.py): a mean over seeds is Student t (mean_ci); a difference from
 sigma = 1 is paired by seed (paired_diff_ci), Holm across the inits of every track together
-(study_rules.init_family_comparisons). Claim kind study_gka_init (paper_numbers.yaml)."""
+(studies.init_family_comparisons). Claim kind study_gka_init (paper_numbers.yaml)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...report import budget_trend, gates, study_rules, verdicts
+from ...report import verdicts
+from ...report.verdicts import budget_trend, gates, studies
 from ...report.claims import ClaimResult, fmt_diff
 from ...report.part import ClaimKind, ReportContext
 from ..report_common import ci_cols, ci_of, study_claims, study_section, write_tables
@@ -79,11 +80,11 @@ def sign_test(pairs: list[tuple[float, float]], alpha: float = verdicts.ONE_SIDE
     track (lower is better), k = the pairs where the test init is lower, n = the pairs that
     differ (ties carry no sign); one-sided binomial p = P(X >= k | n, 1/2), at the project's
     one-sided 2.5%. "supported" when p < alpha, else "not supported"; "not judged" when even
-    n of n could not reach alpha (fewer than 6 pairs: study_rules.sign_gate)."""
+    n of n could not reach alpha (fewer than 6 pairs: studies.sign_gate)."""
     n = sum(1 for a, b in pairs if a != b)
     k = sum(1 for a, b in pairs if a < b)
-    p = study_rules.sign_test(k, n)[0]
-    gate = study_rules.sign_gate(n, f"seed pair{'s' if n != 1 else ''} with a sign", alpha)
+    p = studies.sign_test(k, n)[0]
+    gate = studies.sign_gate(n, f"seed pair{'s' if n != 1 else ''} with a sign", alpha)
     return {"k": k, "n": n, "ties": len(pairs) - n, "p": p, "alpha": alpha,
             "verdict": gate or (SUPPORTED if p < alpha else NOT_SUPPORTED)}
 
@@ -108,7 +109,7 @@ def gka_context(summary: dict, sign_init: str = "sqrt_d") -> dict:
         values = {k: {r["seed"]: _metric(r, track) for r in runs} for k, runs in by_init.items()}
         baselines[track] = BASELINE_INIT if BASELINE_INIT in values else next(iter(values))
         families[track] = (baselines[track], values)
-    verdict, comps = study_rules.init_family_comparisons(families) if families else (verdicts.NOT_RUN, [])
+    verdict, comps = studies.init_family_comparisons(families) if families else (verdicts.NOT_RUN, [])
     found = {c.a: c for c in comps}
     tracks = []
     for track, by_init in by_track.items():
@@ -117,7 +118,7 @@ def gka_context(summary: dict, sign_init: str = "sqrt_d") -> dict:
         first = next(iter(by_init.values()))[0]
         tracks.append({"track": track, "model": model, "row": first["row"], "metric_label": label,
                        "baseline": baselines[track], "d_head": first["d_head"],
-                       "verdict": study_rules.init_verdict(own), "seeds": sorted({r["seed"] for v in by_init.values() for r in v}),
+                       "verdict": studies.init_verdict(own), "seeds": sorted({r["seed"] for v in by_init.values() for r in v}),
                        "table": [_init_row(init, runs, track, found.get(f"{track}: {init}"))
                                  for init, runs in by_init.items()]})
     pairs = sign_pairs(by_track, sign_init)
@@ -166,7 +167,7 @@ def _sigma_lines(ax, run: dict, solid: bool) -> None:
 def named_init_readings(claim: dict, summary: dict, comparisons, scale: str = "paper") -> list[str]:
     """Per init the claim names (`inits`: label -> words, against `baseline`, sigma = 1's label
     "1"): the Holm family's verdict of that init against the baseline in each track (the
-    secondary reading; `comparisons` are study_rules.init_family_comparisons', named "<track>: <init>"),
+    secondary reading; `comparisons` are studies.init_family_comparisons', named "<track>: <init>"),
     or "not judged (init X not run at this scale)" where the study has no run of it. The baseline
     itself missing is said first: without it no init is compared. Verdicts as printed at `scale`."""
     ran = {r["init"] for r in summary.get("runs", [])}

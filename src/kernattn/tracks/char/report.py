@@ -22,7 +22,8 @@ import pandas as pd
 
 from . import (report_budgets, report_claims, report_cope, report_figures, report_gpa, report_readings,
                report_runs, stages)
-from ...report import gates, gka_state, stability
+from ...report import gka_state
+from ...report.verdicts import gates, stability
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ...attention import make_options
-from ...report import gates
+from ...report.verdicts import gates
 
 
 def run_factor(run_dir: Path, tp) -> float:

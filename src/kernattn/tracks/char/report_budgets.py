@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...report import budget_trend, gates, stats, verdicts
+from ...report import stats, verdicts
+from ...report.verdicts import budget_trend, gates
 from ...report.verdicts import comparisons
 from .stages import budget_dir, budget_run_id, run_dir
 

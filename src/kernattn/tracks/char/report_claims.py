@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...report import budget_trend, gates, verdicts
+from ...report import verdicts
+from ...report.verdicts import budget_trend, gates
 from ...report.verdicts import comparisons
 from ...report.claims import ClaimResult, fmt_comp_diff, margin_rule, shown_interval
 from . import report_budgets, stages

@@ -50,7 +50,8 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from ...report import study_rules, verdicts
+from ...report import verdicts
+from ...report.verdicts import studies
 from ...report.claims import ClaimResult
 
 KINDS = ("corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks", "layer1_bump", "strength_cost")
@@ -205,8 +206,8 @@ def _sign_reading(runs: list[dict]) -> tuple[str, str, float | None, list[str]]:
     voters = [r for r in runs if r.get("bank_converged") and r.get("rho") is not None]
     signs = [r["rho"] for r in voters if r["rho"] != 0]
     k, n = sum(x > 0 for x in signs), len(signs)
-    p_pos, p_neg = study_rules.sign_test(k, n)
-    verdict = study_rules.sign_gate(n, f"run{'s' if n != 1 else ''} with a converged bank and a sign") or (
+    p_pos, p_neg = studies.sign_test(k, n)
+    verdict = studies.sign_gate(n, f"run{'s' if n != 1 else ''} with a converged bank and a sign") or (
         verdicts.REPRODUCED if p_pos < verdicts.ONE_SIDED_ALPHA else
         verdicts.CONTRADICTED if p_neg < verdicts.ONE_SIDED_ALPHA else verdicts.INCONCLUSIVE)
     return verdict, f"rho > 0 in {k} of {n} runs (p {p_pos:.3g})", k / n if n else None, \

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from ...report import bootstrap, gates, gka_state, stability, verdicts
+from ...report import bootstrap, gka_state, verdicts
+from ...report.verdicts import gates, stability
 from ...report.verdicts import comparisons
 from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext

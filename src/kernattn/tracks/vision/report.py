@@ -27,7 +27,8 @@ import yaml
 
 from . import report_gka, stages
 from ...io import read_lines
-from ...report import gates, gka_state, stats, verdicts
+from ...report import gka_state, stats, verdicts
+from ...report.verdicts import gates
 from ...report.verdicts import comparisons
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext

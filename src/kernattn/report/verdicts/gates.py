@@ -16,7 +16,7 @@ verdict when it fails: "not judged (<gate>: <why>)".
                 Adam can move them, from initialisation (`params_converged`) and over that same
                 tail of training, read from the run's param_trace.npz (`params_settled`,
                 `run_settled`)
-    estimable   at least verdicts.MIN_SEEDS seeds per arm and a non-zero spread (comparisons.judge_family
+    estimable   at least levels.MIN_SEEDS seeds per arm and a non-zero spread (comparisons.judge_family
                 applies it itself)
     premise     what the paper's reading presupposes (e.g. a bank below the strength threshold
                 before "a weak head can go"; a converged bank before "the bump stays")
@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import stats, verdicts
+from .. import stats
+from . import words
 
 CONVERGED = "not converged"
 GAP_UNSTABLE = "gap not stable at this budget"
@@ -68,7 +69,7 @@ def withheld(gates: Iterable[Gate]) -> str | None:
     failed = next((g for g in gates if not g.passed), None)
     if failed is None:
         return None
-    return verdicts.not_judged(f"{failed.name}: {failed.why}" if failed.why else failed.name)
+    return words.not_judged(f"{failed.name}: {failed.why}" if failed.why else failed.name)
 
 
 def apply(verdict: str, gates: Iterable[Gate]) -> str:
@@ -339,7 +340,7 @@ def run_settled(run_dir: Path, th: "Thresholds", what: str, step_lrs: Sequence[f
     """params_settled on a run's param_trace.npz (kernattn.engine.trace) at the threshold
     max_param_travel: every traced parameter, or those whose name ends with one of `names`
     (e.g. ("log_sigma",)). `step_lrs`: the rate of every optimizer step of the run."""
-    from ..engine.trace import read
+    from ...engine.trace import read
 
     trace = read(run_dir)
     if trace is None:
@@ -357,13 +358,13 @@ def run_settled(run_dir: Path, th: "Thresholds", what: str, step_lrs: Sequence[f
 def run_rates(run_dir: Path) -> np.ndarray | None:
     """The rate of every optimizer step of a run, as its engine set it (lr.npy:
     kernattn.engine.schedule), or None for a run trained before the engine recorded it."""
-    from ..engine.schedule import read
+    from ...engine.schedule import read
 
     return read(run_dir)
 
 
 def no_rates(run: str) -> str:
-    from ..engine.schedule import FILE
+    from ...engine.schedule import FILE
 
     return f"{run} has no {FILE} (trained before the engine recorded its learning rates: rerun it with --fresh)"
 

@@ -1,4 +1,4 @@
-"""The studies' verdict rules (issue 17), on the comparison rules of report.verdicts.comparisons: a study's
+"""The studies' verdict rules (issue 17), on the comparison rules of comparisons.py: a study's
 two-outcome reading as a verdict, "some init beats its baseline" (GKA's bandwidth study) with
 Holm across every init of every track, and the exact sign test with its power gate."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .verdicts.comparisons import Comparison, compare_ordering
-from .verdicts.levels import LEVEL, ONE_SIDED_ALPHA
-from .verdicts.words import CONTRADICTED, INCONCLUSIVE, NOT_RUN, REPRODUCED, is_withheld, not_judged
+from .comparisons import Comparison, compare_ordering
+from .levels import LEVEL, ONE_SIDED_ALPHA
+from .words import CONTRADICTED, INCONCLUSIVE, NOT_RUN, REPRODUCED, is_withheld, not_judged
 
 
 def reading_verdict(outcome: str, supports: str, contradicts: str) -> str:
