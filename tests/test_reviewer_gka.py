@@ -15,7 +15,7 @@ import torch
 
 from kernattn.config import load_params
 from kernattn.report import gka_state, verdicts
-from kernattn.report.verdicts import studies
+from kernattn.report.verdicts import gka_identity, studies
 from kernattn.page import build
 from kernattn.bench.report import paper_table4
 from kernattn.bench import report_table4
@@ -30,7 +30,7 @@ from kernattn.tracks.vision import stages as vision_stages
 
 PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 PAPERS = build.load_paper_numbers()
-THRESHOLD = gka_state.max_diagonal(PAPERS)
+THRESHOLD = gka_identity.max_diagonal(PAPERS)
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def _reading(*values, row="gka") -> gka_state.DiagonalReading:
 # ----------------------------------------------------------------------------- the rule
 def test_the_threshold_is_the_pre_registered_one():
     assert THRESHOLD == 0.9
-    assert gka_state.max_diagonal({}) == 0.9  # a claims file of one's own: the shipped rule
+    assert gka_identity.max_diagonal({}) == 0.9  # a claims file of one's own: the shipped rule
 
 
 def _vision_finals(gka_gap: float) -> dict:
@@ -71,15 +71,15 @@ def test_identity_turns_a_contradiction_into_not_comparable():
     section = {"finals": _vision_finals(-5.0), "vp": vp, "runs": []}
     res = vision_report._top1_claim(_claim("003-vit-top1"), section, "paper")
     assert res.verdict == verdicts.CONTRADICTED
-    stuck = gka_state.apply_identity(res, _reading(0.95, 0.96, 0.97), THRESHOLD)
+    stuck = gka_identity.apply_identity(res, _reading(0.95, 0.96, 0.97), THRESHOLD)
     assert stuck.verdict.startswith("not comparable (sigma stayed at identity: gka's mean diagonal weight above 0.9 "
                                     "on 3 of 3 runs (gka-s0 0.950")
     assert "gka-s2 0.970" in stuck.detail and "identity above 0.9" in stuck.detail
     mixed = vision_report._top1_claim(_claim("003-vit-top1"), section, "paper")
-    assert gka_state.apply_identity(mixed, _reading(0.5, 0.95, 0.4), THRESHOLD).verdict.startswith(
+    assert gka_identity.apply_identity(mixed, _reading(0.5, 0.95, 0.4), THRESHOLD).verdict.startswith(
         "not comparable (sigma stayed at identity: gka's mean diagonal weight above 0.9 on 1 of 3 runs (gka-s1 0.950)")
     learned = vision_report._top1_claim(_claim("003-vit-top1"), section, "paper")
-    assert gka_state.apply_identity(learned, _reading(0.5, 0.5, 0.5), THRESHOLD).verdict == verdicts.CONTRADICTED
+    assert gka_identity.apply_identity(learned, _reading(0.5, 0.5, 0.5), THRESHOLD).verdict == verdicts.CONTRADICTED
     assert "gka-s0 0.500" in learned.detail
 
 
@@ -93,27 +93,27 @@ def test_identity_keeps_the_comparisons_in_step_and_the_other_reasons():
     res = vision_report._vlt_claim(_claim("003-vlt-above-gka"), {"finals": finals, "vp": vp}, "paper")
     assert res.verdict == verdicts.CONTRADICTED and res.comparisons[0].verdict == verdicts.CONTRADICTED
     assert res.ours.startswith("VLT − GKA top-1 EMA: -")
-    gka_state.apply_identity(res, _reading(0.99, 0.99, 0.99), THRESHOLD)
+    gka_identity.apply_identity(res, _reading(0.99, 0.99, 0.99), THRESHOLD)
     assert res.verdict.startswith("not comparable (sigma stayed at identity")
     assert [c.verdict for c in res.comparisons] == [res.verdict]
     other = verdicts.not_comparable("data set differs: fashion_mnist, not ImageNet-1k")
-    assert gka_state.identity_verdict(other, _reading(0.95), THRESHOLD) == (
+    assert gka_identity.identity_verdict(other, _reading(0.95), THRESHOLD) == (
         "not comparable (sigma stayed at identity: gka's mean diagonal weight above 0.9 on 1 of 1 runs "
         "(gka-s0 0.950); data set differs: fashion_mnist, not ImageNet-1k)")
-    assert gka_state.identity_verdict(verdicts.NOT_RUN, _reading(0.95), THRESHOLD) == verdicts.NOT_RUN
+    assert gka_identity.identity_verdict(verdicts.NOT_RUN, _reading(0.95), THRESHOLD) == verdicts.NOT_RUN
 
 
 def test_a_weight_not_read_withholds_a_tested_verdict_and_no_other():
     unread = gka_state.DiagonalReading("gka", {"gka-s0": 0.4, "gka-s1": None}, {"gka-s1": "no ckpt.pt in x"})
-    assert gka_state.identity_verdict(verdicts.REPRODUCED, unread, THRESHOLD) == \
+    assert gka_identity.identity_verdict(verdicts.REPRODUCED, unread, THRESHOLD) == \
         "not judged (diagonal weight not read: gka-s1: no ckpt.pt in x)"
-    assert gka_state.identity_verdict(verdicts.INCONCLUSIVE, unread, THRESHOLD).startswith("not judged (diagonal")
-    assert gka_state.identity_verdict("not judged (2 seeds)", unread, THRESHOLD) == "not judged (2 seeds)"
-    assert gka_state.identity_text(unread, THRESHOLD).startswith(
+    assert gka_identity.identity_verdict(verdicts.INCONCLUSIVE, unread, THRESHOLD).startswith("not judged (diagonal")
+    assert gka_identity.identity_verdict("not judged (2 seeds)", unread, THRESHOLD) == "not judged (2 seeds)"
+    assert gka_identity.identity_text(unread, THRESHOLD).startswith(
         "gka: mean diagonal weight at the end gka-s0 0.400, gka-s1 not read (no ckpt.pt in x)")
     # a run above the threshold decides even when another was not read
     above = gka_state.DiagonalReading("gka", {"gka-s0": 0.93, "gka-s1": None}, {"gka-s1": "x"})
-    assert gka_state.identity_verdict(verdicts.CONTRADICTED, above, THRESHOLD).startswith("not comparable (sigma")
+    assert gka_identity.identity_verdict(verdicts.CONTRADICTED, above, THRESHOLD).startswith("not comparable (sigma")
 
 
 def test_lm_claims_that_compare_the_gka_row_follow_the_rule():
@@ -180,7 +180,7 @@ def test_diagonal_weight_of_uniform_and_identity_attention(tmp_path):
     reading = gka_state.read_row("gka", {"gka-s0": tiny.run_dir}, lambda rid: CharRun(tiny.run_dir))
     assert reading.values == {"gka-s0": pytest.approx(1.0)}
     res = ClaimResult(_claim("003-vit-top1"), verdicts.REPRODUCED)
-    assert gka_state.apply_identity(res, reading, THRESHOLD).verdict.startswith("not comparable (sigma stayed")
+    assert gka_identity.apply_identity(res, reading, THRESHOLD).verdict.startswith("not comparable (sigma stayed")
 
 
 def test_diagonal_weight_without_causal_mask_is_one_over_n():
@@ -209,7 +209,7 @@ def test_a_run_that_cannot_be_read_says_why(tmp_path):
     reading = gka_state.read_row("gka", {"gka-s0": vit.run_dir}, lambda rid: vit)
     assert reading.why["gka-s0"] == "KeyError: 'ema'"
     res = ClaimResult(_claim("003-vit-top1"), verdicts.CONTRADICTED)
-    assert gka_state.apply_identity(res, reading, THRESHOLD).verdict == \
+    assert gka_identity.apply_identity(res, reading, THRESHOLD).verdict == \
         "not judged (diagonal weight not read: gka-s0: KeyError: 'ema')"
 
 

@@ -15,9 +15,10 @@ budget_trend.py a gap read across a budget sweep (a + b/L): persists, shrinking,
 stability.py    "trains stably": no divergence, no non-finite loss, no spike (`stability:`)
 studies.py      the studies' rules: a two-outcome reading as a verdict, "some init beats its
                 baseline" with Holm across every init, the exact sign test and its power gate
+gka_identity.py a GKA row that stayed at the identity is "not comparable" (`gka_identity:`); the
+                weights it reads are report/gka_state.py's
 
-Not yet moved here: the GKA identity rule (report/gka_state.py) and the line-wrap study's rules
-(kernattn.studies.wrap).
+Not yet moved here: the line-wrap study's rules (kernattn.studies.wrap).
 
 The words and levels are re-exported here (`verdicts.REPRODUCED`, `verdicts.LEVEL`); the other
 modules are imported by name (`from kernattn.report.verdicts import comparisons`) because they

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ...report import bootstrap, gka_state, verdicts
-from ...report.verdicts import gates, stability
+from ...report.verdicts import gates, gka_identity, stability
 from ...report.verdicts import comparisons
 from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
@@ -130,10 +130,10 @@ def _with_identity(ctx: ReportContext, out: list[ClaimResult], reading) -> list[
     """The identity rule on every claim of IDENTITY_KINDS, after the gates (a row that stayed at
     identity is not comparable whatever the gap gate says)."""
     if reading is not None:
-        threshold = gka_state.max_diagonal(ctx.papers)
+        threshold = gka_identity.max_diagonal(ctx.papers)
         for res in out:
             if res.claim["kind"] in IDENTITY_KINDS:
-                gka_state.apply_identity(res, reading, threshold)
+                gka_identity.apply_identity(res, reading, threshold)
     return out
 
 

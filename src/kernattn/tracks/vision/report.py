@@ -28,7 +28,7 @@ import yaml
 from . import report_gka, stages
 from ...io import read_lines
 from ...report import gka_state, stats, verdicts
-from ...report.verdicts import gates
+from ...report.verdicts import gates, gka_identity
 from ...report.verdicts import comparisons
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
@@ -255,7 +255,7 @@ def _identity(res: ClaimResult, ctx: ReportContext, section: dict, models, table
             runs = {s.run_id: stages.run_dir(ctx.params, s.run_id) for s in stages.runs(ctx.params)
                     if s.row == row.name and s.run_id in section["finals"]}
             readings[row.name] = gka_state.read_row(row.name, runs, lambda rid: VisionTrack(ctx.params, rid))
-        gka_state.apply_identity(res, readings[row.name], gka_state.max_diagonal(ctx.papers))
+        gka_identity.apply_identity(res, readings[row.name], gka_identity.max_diagonal(ctx.papers))
     return res
 
 
