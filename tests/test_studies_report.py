@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kernattn.studies.wrap import bumpshift
 from kernattn.cli import main
 from kernattn.config import load_params
 from kernattn.report import verdicts
-from kernattn.report.verdicts import studies
+from kernattn.report.verdicts import line_wrap, studies
 from kernattn.studies.common import summary_path
 
 from .test_report import PNG, T975, check_summary_and_outline, parse, write_params, write_runs
@@ -23,9 +22,9 @@ T95_ONE_SIDED_1 = 6.313752  # t_{0.95, 1}
 
 # ----------------------------------------------------------------------------- the rules
 def test_reading_verdict_maps_the_two_outcomes():
-    assert studies.reading_verdict(bumpshift.STAYS, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.REPRODUCED
-    assert studies.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.CONTRADICTED
-    assert studies.reading_verdict(bumpshift.INCONCLUSIVE, bumpshift.STAYS, bumpshift.TRACKS) == verdicts.INCONCLUSIVE
+    assert studies.reading_verdict(line_wrap.STAYS, line_wrap.STAYS, line_wrap.TRACKS) == verdicts.REPRODUCED
+    assert studies.reading_verdict(line_wrap.TRACKS, line_wrap.STAYS, line_wrap.TRACKS) == verdicts.CONTRADICTED
+    assert studies.reading_verdict(line_wrap.INCONCLUSIVE, line_wrap.STAYS, line_wrap.TRACKS) == verdicts.INCONCLUSIVE
 
 
 def test_init_comparisons_hand_computed():
@@ -73,10 +72,10 @@ def test_init_comparisons_across_tracks_are_one_holm_family():
 def wrap_summary(scale: str) -> dict:
     """One row: the bump moves from 69/71/70 to 50/51/52 when the line peak moves from 68 to 49:
     shifts -19, -20, -18 (-19 +- 2.484 +- 2 tol holds -19, not 0): it tracks the line width."""
-    corpora = [bumpshift.CorpusBumps("original", 68, {0: 69.0, 1: 71.0, 2: 70.0}),
-               bumpshift.CorpusBumps("rewrapped", 49, {0: 50.0, 1: 51.0, 2: 52.0}),
-               bumpshift.CorpusBumps("unwrapped", None, {0: 70.0, 1: None, 2: 71.0})]
-    row = {"row": "gpa_m64", **bumpshift.study_verdict(corpora, "original", 2.0)}
+    corpora = [line_wrap.CorpusBumps("original", 68, {0: 69.0, 1: 71.0, 2: 70.0}),
+               line_wrap.CorpusBumps("rewrapped", 49, {0: 50.0, 1: 51.0, 2: 52.0}),
+               line_wrap.CorpusBumps("unwrapped", None, {0: 70.0, 1: None, 2: 71.0})]
+    row = {"row": "gpa_m64", **line_wrap.study_verdict(corpora, "original", 2.0)}
     peak = {"sharp": 68, "peak": 68, "contrast": 16.0, "line_peak": 67, "paragraph_median": 184.0}
     return {"study": "wrap", "scale": scale, "width": 50, "tol": 2.0, "reference": "original",
             "corpora": ["original", "rewrapped", "unwrapped"],
@@ -316,7 +315,8 @@ def test_the_wrap_premise_needs_banks_that_stopped_moving(tmp_path, monkeypatch)
     step 5 -> 6 at micro)."""
     import torch
 
-    from kernattn.studies.wrap.study import bank_gate, bank_moved, premise
+    from kernattn.report.verdicts.line_wrap import premise
+    from kernattn.studies.wrap.study import bank_gate, bank_moved
     from kernattn.tracks.char.report_bankgate import adam_travel, variant_lrs
     from kernattn.tracks.char.stages import run_dir
 
@@ -360,7 +360,7 @@ def test_the_wrap_premise_and_the_bank_at_initialisation():
     from the initial bank's (97, 95) by -26: premise met. A bump at 76.5 (the initial kernel's
     period caught in flight) is 8.5 lags from the peak: not met, and the claim says so."""
     from kernattn.studies.wrap.report import _wrap_claim, wrap_context
-    from kernattn.studies.wrap.study import premise
+    from kernattn.report.verdicts.line_wrap import premise
 
     assert premise({0: 69.0, 1: 71.0}, {0: 97.0, 1: 95.0}, 68, 2.0) == (
         True, "bump 70.0 vs newline peak 68 (tolerance 2); moved from initialisation by -26.0")
@@ -385,21 +385,21 @@ def test_a_row_without_the_wrap_premise_has_no_vote():
     import copy
 
     from kernattn.studies.wrap.report import _wrap_claim, wrap_context
-    from kernattn.studies.wrap.study import overall_verdict
+    from kernattn.report.verdicts.line_wrap import overall_verdict
 
     summary = wrap_summary("tiny")
     met = summary["rows"][0] | {"premise_met": True, "premise_why": "bump 70.0 vs newline peak 68"}
-    stays = [bumpshift.CorpusBumps("original", 68, {0: 76.0, 1: 77.0, 2: 76.0}),
-             bumpshift.CorpusBumps("rewrapped", 49, {0: 76.0, 1: 78.0, 2: 75.0})]  # shifts 0, +1, -1
-    unmet = {"row": "gpa_dp_m8", **bumpshift.study_verdict(stays, "original", 2.0), "premise_met": False,
+    stays = [line_wrap.CorpusBumps("original", 68, {0: 76.0, 1: 77.0, 2: 76.0}),
+             line_wrap.CorpusBumps("rewrapped", 49, {0: 76.0, 1: 78.0, 2: 75.0})]  # shifts 0, +1, -1
+    unmet = {"row": "gpa_dp_m8", **line_wrap.study_verdict(stays, "original", 2.0), "premise_met": False,
              "premise_why": "bump 76.5 vs newline peak 68 (tolerance 2)"}
-    assert (met["verdict"], unmet["verdict"]) == (bumpshift.TRACKS, bumpshift.STAYS)
-    assert overall_verdict([met, unmet]) == bumpshift.TRACKS
-    assert overall_verdict([met | {"premise_met": False}, unmet]) == bumpshift.INCONCLUSIVE  # none met: all, split
-    assert overall_verdict([met, unmet | {"premise_met": True}]) == bumpshift.INCONCLUSIVE
+    assert (met["verdict"], unmet["verdict"]) == (line_wrap.TRACKS, line_wrap.STAYS)
+    assert overall_verdict([met, unmet]) == line_wrap.TRACKS
+    assert overall_verdict([met | {"premise_met": False}, unmet]) == line_wrap.INCONCLUSIVE  # none met: all, split
+    assert overall_verdict([met, unmet | {"premise_met": True}]) == line_wrap.INCONCLUSIVE
     summary["rows"], summary["verdict"] = [met, unmet], overall_verdict([met, unmet])
     res = _wrap_claim({"id": "001-bump-paragraph-scale"}, wrap_context(copy.deepcopy(summary)), "tiny")
-    assert res.verdict == studies.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS)
+    assert res.verdict == studies.reading_verdict(line_wrap.TRACKS, line_wrap.STAYS, line_wrap.TRACKS)
     assert "premise not met, not judged: gpa_dp_m8" in res.detail
     assert "gpa_dp_m8" not in res.ours and "gpa_m64 rewrapped: shift -19.0" in res.ours
 

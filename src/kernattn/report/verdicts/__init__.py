@@ -17,8 +17,8 @@ studies.py      the studies' rules: a two-outcome reading as a verdict, "some in
                 baseline" with Holm across every init, the exact sign test and its power gate
 gka_identity.py a GKA row that stayed at the identity is "not comparable" (`gka_identity:`); the
                 weights it reads are report/gka_state.py's
-
-Not yet moved here: the line-wrap study's rules (kernattn.studies.wrap).
+line_wrap.py    the line-wrap study: does the bump follow the line width (the shift rule, the
+                unwrapped and paragraph votes, the premise, the overall verdict)
 
 The words and levels are re-exported here (`verdicts.REPRODUCED`, `verdicts.LEVEL`); the other
 modules are imported by name (`from kernattn.report.verdicts import comparisons`) because they

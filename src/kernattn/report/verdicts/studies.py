@@ -13,7 +13,7 @@ from .words import CONTRADICTED, INCONCLUSIVE, NOT_RUN, REPRODUCED, is_withheld,
 
 def reading_verdict(outcome: str, supports: str, contradicts: str) -> str:
     """A study whose own rule returns one of two outcomes, one supporting the paper's reading
-    and one contradicting it (the line-wrap study: kernattn.studies.wrap.bumpshift), as a claim's
+    and one contradicting it (the line-wrap study: line_wrap.py), as a claim's
     verdict: reproduced, contradicted, or inconclusive for anything else."""
     if outcome == supports:
         return REPRODUCED

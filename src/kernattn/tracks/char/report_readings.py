@@ -159,7 +159,7 @@ def wrap_control(params, row: str) -> tuple[bool, str] | None:
     study has not run here, does not read the row, or planted no period."""
     from ...studies.common import summary_path
     from ...studies.report_common import read_summary
-    from ...studies.wrap.bumpshift import TRACKS
+    from ...report.verdicts.line_wrap import TRACKS
 
     summary = read_summary(summary_path(params, "wrap"))
     if summary is None or summary.get("scale") != params.scale:
