@@ -4,8 +4,8 @@ Each part of the report judges the claims of the kinds it owns (report.part: CLA
 what they share is here: the result of a claim, how its interval is printed, kr-blog's claims
 (tests of the library, listed as such), and the frames the page writes. Every rule is in
 report/verdicts/ (its package docstring maps them). `summary_frame` is the report's summary
-table and tables/claims.csv (one row per claim); `pairs_frame` holds the pairwise tests behind the orderings (tables/claims-pairs.csv:
-each with its 95% interval and, when tested, the interval at its Holm step's level, which is
+table and tables/claims.csv (one row per claim); `pairs_frame` holds the pairwise tests behind
+the orderings (tables/claims-pairs.csv: each with its 95% interval and, when tested, the interval at its Holm step's level, which is
 the one its verdict is read at). `margin_rule` checks a non-inferiority claim's margin.
 """
 
@@ -101,7 +101,7 @@ def fmt_comp_diff(c: Comparison) -> str:
     if shown is None or c.family_size <= 1 or c.holm_level is None:
         return fmt_diff(c.ci)
     text = f"{c.ci.diff:+.4f} [{shown[0]:+.4f}, {shown[1]:+.4f}] ({c.holm_level:.2%}, "
-    if c.trend is not None:   # read across a budget sweep: Bonferroni over the family (report.budget_trend)
+    if c.trend is not None:   # read across a budget sweep: Bonferroni over the family (report.verdicts.budget_trend)
         return text + f"Bonferroni over {c.family_size})"
     if c.holm_reached:
         return text + f"Holm step {c.holm_step} of {c.family_size})"

@@ -27,7 +27,7 @@ from .part import num
 # failed), unk (tested or gated without an answer), na (no test of it here).
 BADGES = (
     (verdicts.BY_CONSTRUCTION, "by construction", "ok"),
-    # a gap read across a budget sweep (report.budget_trend): the word says where it goes
+    # a gap read across a budget sweep (report.verdicts.budget_trend): the word says where it goes
     (budget_trend.PERSISTS, "holds, persists", "ok"),
     (budget_trend.SHRINKING, "holds, shrinking", "ok"),
     (budget_trend.UNRESOLVED, "holds, limit open", "ok"),

@@ -8,7 +8,7 @@ verdict when it fails: "not judged (<gate>: <why>)".
                 of training that holds the last `gap_tail_lr_fraction` of the schedule's
                 learning-rate sum, with a t bound over seeds (`gap_stable`; issues 37, 48). A
                 reading of this budget, never "converged"; a swept comparison is read across its
-                budgets instead (report.budget_trend).
+                budgets instead (report.verdicts.budget_trend).
     converged   the quantity judged has stopped moving: for a reading of one run, its
                 validation loss's fitted drop over the last `last_fraction` of training
                 (`loss_converged`); and for readings of a
@@ -372,7 +372,7 @@ def no_rates(run: str) -> str:
 def runs_gap_stable(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[str, Path],
                     th: Thresholds, floor: float = 0.0) -> Gate:
     """Gate (a) for a comparison of two rows from their runs' training losses (metrics.jsonl's
-    train lines, report.stability.read_record): gap_stable at the thresholds, where the training
+    train lines, report.verdicts.stability.read_record): gap_stable at the thresholds, where the training
     loss stands in for what the claim judges (bits per byte, CORE, top-1: evaluated once, at
     the end), and each run's schedule is the rate of every step its engine set (run_rates).
     A run that failed (a FAILED line) is not compared. `a_runs`, `b_runs`: run id -> its

@@ -186,7 +186,7 @@ def named_init_readings(claim: dict, summary: dict, comparisons, scale: str = "p
 def init_gap_gates(folder: Path, summary: dict, sign_init: str, th: gates.Thresholds,
                    floor: float = 0.0) -> dict[str, gates.Gate]:
     """Per track with both: "gap stable at this budget" on the sign test's init against sigma = 1
-    (report.gates.runs_gap_stable on the runs' training losses, which stand in for the final
+    (report.verdicts.gates.runs_gap_stable on the runs' training losses, which stand in for the final
     value compared, as for the LM and the ViT: paired by seed, against each run's lr.npy), the
     gate every comparison of two rows without a budget sweep passes before it is tested; the
     char track's room counted as at least `floor` (budget_trend's delta, nats per character).

@@ -47,7 +47,7 @@ CLAIM_KINDS = {
     "layer1_banks": ClaimKind("gpa-banks", ("row", "min_correlation", "max_spread")),
     "layer1_bump": ClaimKind("gpa-bump", ("row", "tolerance")),
     "strength_cost": ClaimKind("gpa-heads"),
-    "char_stable": ClaimKind("claims"),   # gka-paper's "trains stably" on our char GKA rows (report.stability)
+    "char_stable": ClaimKind("claims"),   # gka-paper's "trains stably" on our char GKA rows (report.verdicts.stability)
     "cope_newlines": ClaimKind("claims", ("row", "min_share", "min_enrichment")),   # the CoPE control (report_cope)
 }
 
@@ -144,7 +144,7 @@ def _budget_table(ctx: ReportContext, runs_df: pd.DataFrame, judged: list,
 
 def _stable(claim: dict, ctx: ReportContext, runs_df: pd.DataFrame) -> ClaimResult:
     """"GKA trains stably" over every char GKA run: the matrix's and the GKA-init study's
-    (report_runs.gka_records; report.stability)."""
+    (report_runs.gka_records; report.verdicts.stability)."""
     records = report_runs.gka_records(ctx.params, runs_df)
     return stability.judge(claim, records, stability.rule(ctx.papers), ctx.scale)
 

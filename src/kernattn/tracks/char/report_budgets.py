@@ -3,7 +3,7 @@
 The budget sweep: with train.schedule wsd and train.budgets, every run also has its result at
 each shorter budget (its cooldown branched off it: kernattn cooldown), and each budget's
 learning-rate sum L (the lr.npy of the run or of its branch). `sweep` gives a compared gap a - b
-per seed and budget with the budgets' L: what report.budget_trend reads (g = a + b/L).
+per seed and budget with the budgets' L: what report.verdicts.budget_trend reads (g = a + b/L).
 
 The recipe arm: a scale may train the variant-owned parameters (banks, tables, learned RoPE
 frequencies, GKA's sigma) at train.variant_lr_scale x lr, the papers at 1 x. `recipe_arm` maps
@@ -85,7 +85,7 @@ def sweep(a: str, b: str, values: Values, sums: Sums, budgets: list[int]):
 
 
 def judge_family(tests, values: Values, sums: Sums, budgets: list[int], r: budget_trend.Rule) -> list:
-    """The comparisons (comparisons.Test) of one family read across the sweep (report.budget_trend),
+    """The comparisons (comparisons.Test) of one family read across the sweep (report.verdicts.budget_trend),
     every interval at 1 - 0.05/k, k = every comparison of the family: comparisons.Comparison each,
     its verdict the reading's, its printed interval the largest budget's at that level."""
     return [_trend_comparison(t, values, sums, budgets, r, len(tests)) for t in tests]

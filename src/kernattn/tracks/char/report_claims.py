@@ -5,10 +5,10 @@ sizes (number). Each comparison reads the validation loss paper_numbers.yaml pre
 
 Two ways to judge a comparison, one per scale:
 - with a budget sweep (train.schedule wsd, train.budgets): the gap read across the budgets as
-  a + b/L (report.budget_trend, via report_budgets.judge_family): every interval at 1 - 0.05/k,
+  a + b/L (report.verdicts.budget_trend, via report_budgets.judge_family): every interval at 1 - 0.05/k,
   Bonferroni over the k comparisons of its figure;
 - without one: pairwise t tests over seeds, one Holm family per figure (comparisons.judge_family),
-  each comparison gated on its gap being stable at this budget (report/gates.py gap_stable,
+  each comparison gated on its gap being stable at this budget (report/verdicts/gates.py gap_stable,
   the room it may close counted as at least budget_trend's delta) and on the seeds
   (verdicts.MIN_SEEDS, a non-zero spread).
 A "works as well as RoPE" margin is a number or a fraction of the NoPE - RoPE gap at this scale,

@@ -130,7 +130,7 @@ def best_loss(run: Run) -> float:
 
 
 def gka_records(params: Params, runs_df: pd.DataFrame) -> list:
-    """(run id, report.stability.TrainRecord) of every char GKA run the scale has: the matrix's
+    """(run id, report.verdicts.stability.TrainRecord) of every char GKA run the scale has: the matrix's
     GKA rows and the GKA-init study's char runs (the runs its summary.json lists, where the study
     ran at this scale). "GKA trains stably" reads every one: at small the matrix trains no GKA
     row, and the study's 24 char runs are where GKA trained."""

@@ -73,7 +73,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
 def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
     """Gate (a) for the pair's claims: the gap between the two rows' training losses (standing in
     for the BPB and CORE they judge, evaluated once at the end) has stopped moving over the last
-    part of training (report.gates.runs_gap_stable, at the same fraction of each row's
+    part of training (report.verdicts.gates.runs_gap_stable, at the same fraction of each row's
     schedule; thresholds of paper_numbers.yaml)."""
     files = {row: {r.run_id: run_dir(ctx.params, r.run_id) / "metrics.jsonl" for r in runs(ctx.params) if r.row == row}
              for row in pair}
@@ -82,7 +82,7 @@ def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
 
 def _stable_claim(claim: dict, ctx: ReportContext, groups: dict) -> ClaimResult:
     """"GKA-LM trains stably" over every finished run (one with an evaluation: `groups`) of
-    every GKA row of lm.rows (report.stability)."""
+    every GKA row of lm.rows (report.verdicts.stability)."""
     gka = {r.name for r in ctx.params.lm.rows if r.variant == "gka"}
     done = {x["run_id"] for row in gka for x in groups.get(row, [])}
     records = [(spec.run_id, stability.read_record(run_dir(ctx.params, spec.run_id) / "metrics.jsonl"))

@@ -262,7 +262,7 @@ def _identity(res: ClaimResult, ctx: ReportContext, section: dict, models, table
 def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str], table: int = 5) -> ClaimResult:
     """Gate (a), converged, on a top-1 comparison that was tested: the gap between the training
     losses of the rows that name the two `models` (of Table `table`), standing in for the top-1 they
-    judge, has stopped moving over the last part of training (report.gates.runs_gap_stable);
+    judge, has stopped moving over the last part of training (report.verdicts.gates.runs_gap_stable);
     what it measured is put beside the verdict when it passes (the rows may still be learning)."""
     if res.verdict not in (verdicts.REPRODUCED, verdicts.CONTRADICTED, verdicts.INCONCLUSIVE):
         return res  # not run, not comparable or withheld already: nothing was tested

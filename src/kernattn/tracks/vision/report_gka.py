@@ -1,16 +1,16 @@
 """gka-paper's claims about how GKA trains and runs in a ViT beside top-1 (issues 25 and 37):
 
     vision_stable   "GKA trains stably in DeiT-style ViTs": every run of every GKA row, by the
-                    rule of report.stability (fixed in paper_numbers.yaml `stability:`).
+                    rule of report.verdicts.stability (fixed in paper_numbers.yaml `stability:`).
     vision_sigma    "learned bandwidths specialize across heads" (Sections 1 and 7.3): per seed
                     of the row that trains GKA-Ti (its `paper` field), the median over layers of
                     the widest head's sigma over the narrowest (final.json's sigma); claimed
                     above the claim's `min_ratio`, fixed in paper_numbers.yaml before the runs.
                     A one-sample t test over seeds (comparisons.judge_family on the per-seed ratios
                     paired with the constant threshold), with its gates: seeds, spread, and
-                    the bandwidths converged (report.gates.params_converged: log sigma moved
+                    the bandwidths converged (report.verdicts.gates.params_converged: log sigma moved
                     from its initial value by less than max_param_travel of Adam's travel,
-                    the sum of the learning rates the run logged; and report.gates.run_settled:
+                    the sum of the learning rates the run logged; and report.verdicts.gates.run_settled:
                     the same over the last part of training, read from the run's
                     param_trace.npz).
 """
