@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from kernattn.report import bootstrap, stats, verdicts
-from kernattn.report.verdicts import gates
-from kernattn.report.verdicts import comparisons
+from kernattn.report.verdicts import comparisons, gates
 
 from .test_report import PARAMS
 

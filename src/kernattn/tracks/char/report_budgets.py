@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ...report import stats, verdicts
-from ...report.verdicts import budget_trend, gates
-from ...report.verdicts import comparisons
+from ...report.verdicts import budget_trend, comparisons, gates
 from .stages import budget_dir, budget_run_id, run_dir
 
 Values = dict[str, dict[int, dict[int, float]]]   # row -> budget -> seed -> final validation loss

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...report import verdicts
-from ...report.verdicts import budget_trend, gates
-from ...report.verdicts import comparisons
+from ...report.verdicts import budget_trend, comparisons, gates
 from ...report.claims import ClaimResult, fmt_comp_diff, margin_rule, shown_interval
 from . import report_budgets, stages
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 
 from ...report import bootstrap, gka_state, verdicts
-from ...report.verdicts import gates, gka_identity, stability
-from ...report.verdicts import comparisons
+from ...report.verdicts import comparisons, gates, gka_identity, stability
 from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
 from .core_eval import RANDOM_BASELINE

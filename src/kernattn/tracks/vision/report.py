@@ -28,8 +28,7 @@ import yaml
 from . import report_gka, stages
 from ...io import read_lines
 from ...report import gka_state, stats, verdicts
-from ...report.verdicts import gates, gka_identity
-from ...report.verdicts import comparisons
+from ...report.verdicts import comparisons, gates, gka_identity
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
 

@@ -24,8 +24,7 @@ import pandas as pd
 
 from ...attention.options import DEFAULT_INIT_SIGMA, initial_log_sigma
 from ...report import stats, verdicts
-from ...report.verdicts import gates, stability
-from ...report.verdicts import comparisons
+from ...report.verdicts import comparisons, gates, stability
 from ...report.claims import ClaimResult, paper_row
 from . import stages
 
