@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernattn.report import budget_trend as bt
-from kernattn.report import stats
+from kernattn.report.verdicts import budget_trend as bt
+from kernattn.report import verdicts
 
 # The small scale's sweep: wsd, lr 3e-3, warm-up 40, cooldown the last 20% to 0.1 x lr; the
 # learning-rate sum of a run of 200, 400 and 800 steps (tracks.char.track.lr_at, summed)
@@ -75,14 +75,14 @@ def test_a_null_shows_no_difference_of_delta():
     assert t.verdict == "no difference ≥ δ (δ = 0.01; a + b/L over 200–800 steps)"
     assert -RULE.delta < t.last.lo and t.last.hi < RULE.delta and t.a.lo < 0 < t.a.hi
     # the equivalence is an order claim's; a non-inferiority claim's boundary is its margin
-    assert bt.read(gaps(0.0, 0.0), L, STEPS, RULE, equivalence=False).word == stats.INCONCLUSIVE
+    assert bt.read(gaps(0.0, 0.0), L, STEPS, RULE, equivalence=False).word == verdicts.INCONCLUSIVE
 
 
 def test_a_gap_on_the_other_side_is_contradicted_and_a_wide_one_inconclusive():
-    assert bt.read(gaps(0.02, 0.0), L, STEPS, RULE).word == stats.CONTRADICTED
+    assert bt.read(gaps(0.02, 0.0), L, STEPS, RULE).word == verdicts.CONTRADICTED
     assert bt.read(gaps(0.02, 0.0), L, STEPS, RULE).verdict == "contradicted"
     wide = bt.read(gaps(0.0, 0.0, seed=SEED * 8), L, STEPS, RULE)   # sd 0.02: can tell nothing
-    assert wide.word == stats.INCONCLUSIVE and wide.last.lo < -RULE.delta
+    assert wide.word == verdicts.INCONCLUSIVE and wide.last.lo < -RULE.delta
 
 
 def test_the_non_inferiority_boundary_is_the_margin():
@@ -105,7 +105,7 @@ def test_what_cannot_be_fitted_is_not_judged_and_says_what_is_missing():
     two = bt.read(gaps(-0.01, 0.0)[:2], L, STEPS, RULE)
     assert two.verdict == "not judged (budget sweep: 2 seeds with both rows at every budget; a fit needs 3)"
     same = bt.read(np.full((5, 3), -0.01), L, STEPS, RULE)
-    assert same.verdict == stats.NOT_ESTIMABLE and stats.is_withheld(same.verdict)
+    assert same.verdict == verdicts.NOT_ESTIMABLE and verdicts.is_withheld(same.verdict)
     with pytest.raises(ValueError):
         bt.read(gaps(-0.01, 0.0), L[:2], STEPS, RULE)
     with pytest.raises(ValueError):
@@ -143,13 +143,13 @@ def test_a_claims_comparisons_combine():
     assert bt.combine([persists, persists]) == persists
     assert bt.combine([persists, shrinks]) == shrinks
     assert bt.combine([persists, reverses]) == reverses
-    assert bt.combine([reverses, stats.CONTRADICTED]) == stats.CONTRADICTED
+    assert bt.combine([reverses, verdicts.CONTRADICTED]) == verdicts.CONTRADICTED
     assert bt.combine([persists, null]) == null
     assert bt.combine([persists, "not judged (x)"]) == "not judged (x)"
-    assert bt.combine([persists, stats.INCONCLUSIVE]) == stats.INCONCLUSIVE
-    assert bt.combine([persists, stats.NOT_RUN]) == stats.NOT_RUN
-    assert bt.combine([stats.REPRODUCED, stats.REPRODUCED]) == stats.REPRODUCED   # no sweep: stats.combine
-    assert stats.at_scale(persists, "small") == f"at scale small: {persists}"
+    assert bt.combine([persists, verdicts.INCONCLUSIVE]) == verdicts.INCONCLUSIVE
+    assert bt.combine([persists, verdicts.NOT_RUN]) == verdicts.NOT_RUN
+    assert bt.combine([verdicts.REPRODUCED, verdicts.REPRODUCED]) == verdicts.REPRODUCED   # no sweep: verdicts.combine
+    assert verdicts.at_scale(persists, "small") == f"at scale small: {persists}"
 
 
 def test_the_rule_is_pre_registered_and_checked():

@@ -14,7 +14,8 @@ import pytest
 
 from kernattn.config import load_params
 from kernattn.page import build
-from kernattn.report import budget_trend, stats
+from kernattn.report import verdicts
+from kernattn.report.verdicts import budget_trend
 from kernattn.tracks.char import report_claims
 from kernattn.tracks.char.stages import budget_dir, run_dir
 from kernattn.tracks.char.track import lr_at
@@ -67,7 +68,7 @@ def _claim(cid: str) -> dict:
 def test_a_swept_claim_reads_the_x1_twins_and_prints_the_x10_arm_after(small):
     runs = write_sweep(small, {"rope": range(5), "gpa_dp_m8": range(5), "gpa_dp_m8_lr1": range(3)})
     res, = report_claims.judge([_claim("000-gpa-beats-rope")], small, runs, build.load_paper_numbers())
-    assert res.verdict == stats.CONTRADICTED and res.comparisons[0].a == "gpa_dp_m8_lr1"
+    assert res.verdict == verdicts.CONTRADICTED and res.comparisons[0].a == "gpa_dp_m8_lr1"
     assert res.comparisons[0].trend.n_seeds == 3                      # the twins' 3 seeds, paired with RoPE's
     assert res.shown == ("inconsistent at small; the ×10 arm (variant-owned parameters at 10 × the lr, not the papers' "
                          "one lr): at scale small: reverses with budget (crosses near 900 steps; a + b/L over "

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from kernattn.report import stats, study_rules
+from kernattn.report import verdicts
+from kernattn.report.verdicts import studies
 from kernattn.page import build
 from kernattn.tracks.char import report_readings as rr
 
@@ -35,24 +36,24 @@ def test_layer1_similarity_hand_computed():
 def test_corpus_peak():
     claim = _claim("001-corpus-newline-peak")
     res = rr.corpus_peak(claim, _gpa([]), "tiny")
-    assert res.verdict == stats.REPRODUCED and res.shown == "consistent at tiny" and res.ours == "lag 68"
+    assert res.verdict == verdicts.REPRODUCED and res.shown == "consistent at tiny" and res.ours == "lag 68"
     assert "line lengths peak at 67" in res.detail
-    assert rr.corpus_peak(claim, _gpa([], 71), "paper").verdict == stats.CONTRADICTED  # 2 lags off
-    assert rr.corpus_peak(claim, _gpa([], None), "paper").verdict == stats.NOT_RUN
+    assert rr.corpus_peak(claim, _gpa([], 71), "paper").verdict == verdicts.CONTRADICTED  # 2 lags off
+    assert rr.corpus_peak(claim, _gpa([], None), "paper").verdict == verdicts.NOT_RUN
 
 
 def test_generated_peak():
     claim = _claim("001-generated-newline-peak")
     near = [{"gen_peak": 69, "gen_peak_ci": [67, 70]}, {"gen_peak": 68, "gen_peak_ci": [66, 69]}]
-    assert rr.generated_peak(claim, _gpa(near), "paper", None).verdict == stats.REPRODUCED
+    assert rr.generated_peak(claim, _gpa(near), "paper", None).verdict == verdicts.REPRODUCED
     far = [{"gen_peak": 40, "gen_peak_ci": [38, 45]}, {"gen_peak": 90, "gen_peak_ci": [70, 95]}]
-    assert rr.generated_peak(claim, _gpa(far), "paper", None).verdict == stats.CONTRADICTED
+    assert rr.generated_peak(claim, _gpa(far), "paper", None).verdict == verdicts.CONTRADICTED
     mixed = [near[0], {"gen_peak": 80, "gen_peak_ci": [60, 90]}]  # off by 12, its interval reaches 68
-    assert rr.generated_peak(claim, _gpa(mixed), "paper", None).verdict == stats.INCONCLUSIVE
-    gate = stats.not_judged("not converged: gpa_m64-s0: val loss fell 0.1")
+    assert rr.generated_peak(claim, _gpa(mixed), "paper", None).verdict == verdicts.INCONCLUSIVE
+    gate = verdicts.not_judged("not converged: gpa_m64-s0: val loss fell 0.1")
     assert rr.generated_peak(claim, _gpa(near), "paper", gate).verdict == gate
     none = {"corpus": {"peak": 68}, "rows": []}
-    assert rr.generated_peak(claim, none, "paper", None).verdict == stats.NOT_RUN
+    assert rr.generated_peak(claim, none, "paper", None).verdict == verdicts.NOT_RUN
 
 
 def _heads(strengths: list[list[float]]) -> list[dict]:
@@ -64,9 +65,9 @@ def test_last_layer_bank():
     claim = _claim("001-last-layer-bank-zero")
     weak = {"per_head": _heads([[1.0] * 4] * 3 + [[1.0, 0.05, 2.0, 1.5]])}
     strong = {"per_head": _heads([[1.0] * 4] * 4)}
-    assert rr.last_layer_bank(claim, _gpa([weak, weak]), "paper", 4, 0.1).verdict == stats.REPRODUCED
-    assert rr.last_layer_bank(claim, _gpa([strong, strong]), "paper", 4, 0.1).verdict == stats.CONTRADICTED
-    assert rr.last_layer_bank(claim, _gpa([weak, strong]), "paper", 4, 0.1).verdict == stats.INCONCLUSIVE
+    assert rr.last_layer_bank(claim, _gpa([weak, weak]), "paper", 4, 0.1).verdict == verdicts.REPRODUCED
+    assert rr.last_layer_bank(claim, _gpa([strong, strong]), "paper", 4, 0.1).verdict == verdicts.CONTRADICTED
+    assert rr.last_layer_bank(claim, _gpa([weak, strong]), "paper", 4, 0.1).verdict == verdicts.INCONCLUSIVE
     unsettled = _gpa([weak])
     unsettled["rows"][0]["runs"][0].update(bank_converged=False, bank_gate="bank log-parameters moved up to 0.25")
     assert rr.last_layer_bank(claim, unsettled, "paper", 4, 0.1).verdict.startswith(
@@ -81,18 +82,18 @@ def test_layer1_banks():
     same = {"layer1": {"correlation": 0.99, "spread": 0.1}}
     apart = {"layer1": {"correlation": 0.5, "spread": 0.1}}
     uneven = {"layer1": {"correlation": 0.99, "spread": 0.5}}
-    assert rr.layer1_banks(claim, _gpa([same, same]), "paper").verdict == stats.REPRODUCED
-    assert rr.layer1_banks(claim, _gpa([apart, uneven]), "paper").verdict == stats.CONTRADICTED
-    assert rr.layer1_banks(claim, _gpa([same, apart]), "paper").verdict == stats.INCONCLUSIVE
+    assert rr.layer1_banks(claim, _gpa([same, same]), "paper").verdict == verdicts.REPRODUCED
+    assert rr.layer1_banks(claim, _gpa([apart, uneven]), "paper").verdict == verdicts.CONTRADICTED
+    assert rr.layer1_banks(claim, _gpa([same, apart]), "paper").verdict == verdicts.INCONCLUSIVE
     assert rr.layer1_banks(claim, _gpa([{"layer1": None}]), "paper").verdict.startswith("not judged")
 
 
 def test_sign_test_hand_computed():
     # 6 of 6 positive: P(X >= 6) = 1/64; P(X <= 6) = 1
-    assert study_rules.sign_test(6, 6) == pytest.approx((1 / 64, 1.0))
+    assert studies.sign_test(6, 6) == pytest.approx((1 / 64, 1.0))
     # 1 of 5: P(X >= 1) = 31/32, P(X <= 1) = 6/32
-    assert study_rules.sign_test(1, 5) == pytest.approx((31 / 32, 6 / 32))
-    assert study_rules.sign_test(0, 0) == (1.0, 1.0)
+    assert studies.sign_test(1, 5) == pytest.approx((31 / 32, 6 / 32))
+    assert studies.sign_test(0, 0) == (1.0, 1.0)
 
 
 def test_strength_cost_sign_test_over_runs():
@@ -101,18 +102,18 @@ def test_strength_cost_sign_test_over_runs():
     claim = {k: v for k, v in _claim("001-weak-bank-cheap-head").items() if k != "strata"}
     six = _gpa([{"rho": 0.5 + 0.01 * i} for i in range(6)])
     res = rr.strength_cost(claim, six, "paper")
-    assert res.verdict == stats.REPRODUCED and res.ours.startswith("rho > 0 in 6 of 6 runs (p 0.0156)")
+    assert res.verdict == verdicts.REPRODUCED and res.ours.startswith("rho > 0 in 6 of 6 runs (p 0.0156)")
     neg = _gpa([{"rho": -0.4} for _ in range(7)])
-    assert rr.strength_cost(claim, neg, "paper").verdict == stats.CONTRADICTED
+    assert rr.strength_cost(claim, neg, "paper").verdict == verdicts.CONTRADICTED
     split = _gpa([{"rho": 0.4}] * 4 + [{"rho": -0.4}] * 3)
-    assert rr.strength_cost(claim, split, "paper").verdict == stats.INCONCLUSIVE
+    assert rr.strength_cost(claim, split, "paper").verdict == verdicts.INCONCLUSIVE
     five = _gpa([{"rho": 0.9}] * 5)  # 1/32 > 2.5%: the test cannot pass with five runs
     assert rr.strength_cost(claim, five, "paper").verdict.startswith("not judged (5 runs with a converged bank")
     unsettled = _gpa([{"rho": 0.9}] * 7)
     unsettled["rows"][0]["runs"][0]["bank_converged"] = False  # left out: six votes remain
     res = rr.strength_cost(claim, unsettled, "tiny")
     assert res.shown == "consistent at tiny" and "left out (bank not converged or rho undefined): gpa_m64-s0" in res.detail
-    assert rr.strength_cost(claim, {"rows": []}, "paper").verdict == stats.NOT_RUN
+    assert rr.strength_cost(claim, {"rows": []}, "paper").verdict == verdicts.NOT_RUN
 
 
 def test_shipped_readings_name_gpa_rows():

@@ -12,7 +12,8 @@ import pytest
 
 from kernattn.config import load_params
 from kernattn.bench import report as bench_models, report_table4 as bench_table4
-from kernattn.report import stability, stats
+from kernattn.report import verdicts
+from kernattn.report.verdicts import stability
 from kernattn.page import build
 from kernattn.tracks.vision import report_gka
 from kernattn.tracks.vision import stages as vision_stages
@@ -63,15 +64,15 @@ def test_stability_record_and_verdicts(tmp_path):
     claim = _claim("003-vit-stable")
     three = [(f"gka-s{s}", _record(FALLING)) for s in range(3)]
     ok = stability.judge(claim, three, RULE, "paper")
-    assert ok.verdict == stats.REPRODUCED and ok.ours.startswith("3 of 3 GKA runs stable")
+    assert ok.verdict == verdicts.REPRODUCED and ok.ours.startswith("3 of 3 GKA runs stable")
     assert stability.judge(claim, three, RULE, "tiny").shown == "consistent at tiny"
     # too short to read (issue 37): two seeds of a row, or a run of a few steps
     assert stability.judge(claim, three[:2], RULE, "tiny").verdict == "not judged (too short: 2 seeds of gka, 3 needed)"
     bad = stability.judge(claim, [("gka-s0", _record(FALLING)), ("gka-s1", rec)], RULE, "paper")
-    assert bad.verdict == stats.CONTRADICTED and "gka-s1: diverged (non-finite loss)" in bad.detail
+    assert bad.verdict == verdicts.CONTRADICTED and "gka-s1: diverged (non-finite loss)" in bad.detail
     gone = stability.judge(claim, [("gka-s0", stability.TrainRecord((), (), missing=True))], RULE, "paper")
     assert gone.verdict == "not judged (no metrics.jsonl for gka-s0)"
-    assert stability.judge(claim, [], RULE, "paper").verdict == stats.NOT_RUN
+    assert stability.judge(claim, [], RULE, "paper").verdict == verdicts.NOT_RUN
     assert stability.rule(build.load_paper_numbers()) == RULE  # the shipped, pre-registered rule
     with pytest.raises(ValueError, match="stability.spike_factor must exceed 1"):
         stability.rule({"stability": {"spike_factor": 1.0, "skip_fraction": 0.1, "min_steps": 1, "min_seeds": 1}})
@@ -90,7 +91,7 @@ def test_the_micro_stability_rows_read_too_short():
         assert got.verdict == f"not judged (too short: {rid} trained {steps} steps, 100 needed)"
     broke = stability.TrainRecord((1, 2), (6.0, 5.9), "non-finite loss")
     assert stability.judge(_claim("003-lm-stable"), [("gka_tokens-s0", broke)], rule, "micro").verdict == \
-        stats.CONTRADICTED
+        verdicts.CONTRADICTED
 
 
 def _vision_runs(params, sigma_by_seed: dict, lr: float, late_change: float = 0.0) -> dict:
@@ -124,11 +125,11 @@ def test_sigma_specialisation_on_constructed_bandwidths(tmp_path, monkeypatch):
     spread[2] = [[1.0, 1.9, 2.4]] * 12
     # travel 0.02 x 100 steps = 2.0; log 2.4 = 0.875 < 0.5 x 2.0: converged
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.02)}, p, build.load_paper_numbers(), "paper")
-    assert res.verdict == stats.REPRODUCED, res.ours
+    assert res.verdict == verdicts.REPRODUCED, res.ours
     assert res.estimate == pytest.approx((2.2 + 2.2 + 2.4) / 3) and res.lo < res.estimate < res.hi
     flat = {s: [[1.0, 1.05, 1.1 + 0.01 * s]] * 12 for s in (0, 1, 2)}  # ratios ~1.1: below 1.5
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, flat, 0.02)}, p, build.load_paper_numbers(), "paper")
-    assert res.verdict == stats.CONTRADICTED
+    assert res.verdict == verdicts.CONTRADICTED
     # travel 0.001 x 100 = 0.1: log 2.4 moved 8.8x the limit, still travelling -> not judged
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.001)}, p, build.load_paper_numbers(), "paper")
     assert res.verdict.startswith("not judged (not converged: gka-s0: log sigma moved up to")
@@ -140,7 +141,7 @@ def test_sigma_specialisation_on_constructed_bandwidths(tmp_path, monkeypatch):
                                   "20% of training (steps 80-100), 75% of Adam's travel limit 0.400 there")
     res = report_gka.sigma_claim(claim, {"finals": _vision_runs(p, spread, 0.02, late_change=0.05)}, p,
                                  build.load_paper_numbers(), "paper")
-    assert res.verdict == stats.REPRODUCED
+    assert res.verdict == verdicts.REPRODUCED
     two = {k: v for k, v in _vision_runs(p, spread, 0.02).items() if k != "gka-s2"}
     assert report_gka.sigma_claim(claim, {"finals": two}, p, build.load_paper_numbers(), "paper").verdict \
         == "not judged (2 seeds)"
@@ -167,17 +168,17 @@ def test_table4_claim_on_constructed_benchmarks():
     assert r == pytest.approx({"infer img/s": 0.8, "train b4 img/s": 0.6, "train b4 MiB": 2.0})
     claim = _claim("003-table4-runtime")
     gpu = bench_table4.judge(claim, [("GPU: h100", _bench((80.0, 6.0, 100.0), "NVIDIA H100 80GB HBM3"))], table4, "tiny")
-    assert gpu.verdict == stats.REPRODUCED and gpu.estimate == pytest.approx(0.6)
+    assert gpu.verdict == verdicts.REPRODUCED and gpu.estimate == pytest.approx(0.6)
     assert "paper (RTX 5090): infer img/s 0.88x" in gpu.detail
     faster = bench_table4.judge(claim, [("g", _bench((120.0, 12.0, 40.0), "NVIDIA H100 80GB HBM3"))], table4, "paper")
-    assert faster.verdict == stats.CONTRADICTED
+    assert faster.verdict == verdicts.CONTRADICTED
     mixed = bench_table4.judge(claim, [("g", _bench((80.0, 12.0, 100.0), "NVIDIA H100 80GB HBM3"))], table4, "paper")
-    assert mixed.verdict == stats.INCONCLUSIVE
+    assert mixed.verdict == verdicts.INCONCLUSIVE
     cpu = _bench((80.0, 6.0, 100.0), "AMD EPYC 7B13")
     res = bench_table4.judge(claim, [("this scale (tiny)", cpu), ("GPU: h100", _bench((120.0, 12.0, 40.0), "x", 0.3))],
                              table4, "paper")
-    assert res.verdict == stats.CONTRADICTED and "(GPU: h100)" in res.ours  # a GPU measurement wins over the CPU's
+    assert res.verdict == verdicts.CONTRADICTED and "(GPU: h100)" in res.ours  # a GPU measurement wins over the CPU's
     res = bench_table4.judge(claim, [("this scale (tiny)", cpu)], table4, "paper")
     assert res.verdict.startswith("not comparable (measured on a CPU (AMD EPYC 7B13)")
     assert "train b4 img/s 0.60x" in res.ours  # the ratio is shown all the same
-    assert bench_table4.judge(claim, [("x", cpu[cpu["model"] == "deit_tiny"])], table4, "paper").verdict == stats.NOT_RUN
+    assert bench_table4.judge(claim, [("x", cpu[cpu["model"] == "deit_tiny"])], table4, "paper").verdict == verdicts.NOT_RUN

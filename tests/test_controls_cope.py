@@ -13,7 +13,7 @@ import torch
 
 from kernattn.attention.cope import CopeAttention
 from kernattn.config import find_run, load_params
-from kernattn.report import stats
+from kernattn.report import verdicts
 from kernattn.tracks.char.model import GPT
 from kernattn.tracks.char.analysis.cope import HeadShare, analyze, head_shares
 from kernattn.tracks.char.report_cope import judge, verdict
@@ -61,11 +61,11 @@ def _heads(*shares: float) -> list[dict]:
 
 def test_the_pre_registered_rule_on_constructed_readings():
     yes, no = _heads(0.1, 0.6), _heads(0.1, 0.3)
-    assert verdict({"s0": yes, "s1": yes, "s2": yes}, 0.5) == stats.HOLDS
-    assert verdict({"s0": no, "s1": no, "s2": no}, 0.5) == stats.CONTRADICTED
-    assert verdict({"s0": yes, "s1": no, "s2": yes}, 0.5) == stats.INCONCLUSIVE
-    assert verdict({"s0": yes, "s1": yes}, 0.5) == stats.not_judged("2 seeds")
-    assert verdict({"s0": _heads(0.5), "s1": _heads(0.5), "s2": _heads(0.5)}, 0.5) == stats.HOLDS   # at least
+    assert verdict({"s0": yes, "s1": yes, "s2": yes}, 0.5) == verdicts.HOLDS
+    assert verdict({"s0": no, "s1": no, "s2": no}, 0.5) == verdicts.CONTRADICTED
+    assert verdict({"s0": yes, "s1": no, "s2": yes}, 0.5) == verdicts.INCONCLUSIVE
+    assert verdict({"s0": yes, "s1": yes}, 0.5) == verdicts.not_judged("2 seeds")
+    assert verdict({"s0": _heads(0.5), "s1": _heads(0.5), "s2": _heads(0.5)}, 0.5) == verdicts.HOLDS   # at least
 
 
 def test_a_finished_run_is_read_from_its_checkpoint_and_a_missing_reading_is_named(tmp_path):
@@ -84,9 +84,9 @@ def test_a_finished_run_is_read_from_its_checkpoint_and_a_missing_reading_is_nam
     assert [(h["layer"], h["head"]) for h in written["heads"]] == [(1, 1), (1, 2)] and written["windows"] == 3
     runs = pd.DataFrame({"row": ["cope", "cope"], "run_id": ["cope-s0", "cope-s1"]})
     res = judge(CLAIM, p, runs, "micro")
-    assert res.verdict == stats.not_judged("1 seed")          # cope-s1 never analysed: not read, named
+    assert res.verdict == verdicts.not_judged("1 seed")          # cope-s1 never analysed: not read, named
     assert "cope-s1: no reading in" in res.detail and "kernattn analyze-cope --run cope-s1" in res.detail
     assert "cope-s0" in res.ours
     assert 0.0 <= res.estimate <= 1.0
     assert "of 2 heads" in res.ours   # micro: 1 layer x 2 heads
-    assert judge(CLAIM, p, runs.iloc[:0], "micro").verdict == stats.NOT_RUN
+    assert judge(CLAIM, p, runs.iloc[:0], "micro").verdict == verdicts.NOT_RUN

@@ -145,7 +145,7 @@ def test_the_engine_records_every_steps_rate_across_resumes(tmp_path):
     lr.npy (what the report reads), whole across a resume, and rebuilt from set_lr for a
     checkpoint written before the record."""
     from kernattn.engine.rundir import CKPT
-    from kernattn.report.gates import run_rates
+    from kernattn.report.verdicts.gates import run_rates
 
     want = [LR / (1 + s) for s in range(STEPS)]
     track = ScheduledToy(tmp_path, 1)

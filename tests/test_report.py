@@ -16,7 +16,8 @@ import yaml
 from kernattn.cli import main
 from kernattn.config import load_params, run_matrix
 from kernattn.bench import report_attention as bench_attention
-from kernattn.report import bootstrap, stats
+from kernattn.report import bootstrap, stats, verdicts
+from kernattn.report.verdicts import comparisons
 from kernattn.page import build
 from kernattn.tracks.char import report_runs
 from kernattn.tracks.char.track import lr_at
@@ -118,11 +119,11 @@ def test_welch_agrees_with_scipy():
 
 
 def test_verdicts_less():
-    assert stats.compare_less("a", [1, 2, 3], "b", [4, 5, 6]).verdict == stats.REPRODUCED  # hi = -0.73 < 0
-    assert stats.compare_less("b", [4, 5, 6], "a", [1, 2, 3]).verdict == stats.CONTRADICTED
-    assert stats.compare_less("a", [1, 2, 3], "b", [2, 3, 4]).verdict == stats.INCONCLUSIVE
-    assert stats.compare_less("a", [1], "b", [4, 5, 6]).verdict == stats.ONE_SEED
-    assert stats.compare_less("a", [1], "b", [4], paired=True).verdict == stats.ONE_SEED
+    assert comparisons.compare_less("a", [1, 2, 3], "b", [4, 5, 6]).verdict == verdicts.REPRODUCED  # hi = -0.73 < 0
+    assert comparisons.compare_less("b", [4, 5, 6], "a", [1, 2, 3]).verdict == verdicts.CONTRADICTED
+    assert comparisons.compare_less("a", [1, 2, 3], "b", [2, 3, 4]).verdict == verdicts.INCONCLUSIVE
+    assert comparisons.compare_less("a", [1], "b", [4, 5, 6]).verdict == verdicts.ONE_SEED
+    assert comparisons.compare_less("a", [1], "b", [4], paired=True).verdict == verdicts.ONE_SEED
 
 
 def test_paired_interval_hand_computed_and_against_scipy():
@@ -138,8 +139,8 @@ def test_paired_interval_hand_computed_and_against_scipy():
     assert (ci.lo, ci.hi) == (pytest.approx(lo), pytest.approx(hi))
     assert ci.p_two_sided() == pytest.approx(ttest_rel(a, b).pvalue)
     # the seed effect (1, 2, 3) hides the difference from Welch; pairing by seed removes it
-    assert stats.compare_less("a", a, "b", b, paired=True).verdict == stats.REPRODUCED
-    assert stats.compare_less("a", a, "b", b, paired=False).verdict == stats.INCONCLUSIVE
+    assert comparisons.compare_less("a", a, "b", b, paired=True).verdict == verdicts.REPRODUCED
+    assert comparisons.compare_less("a", a, "b", b, paired=False).verdict == verdicts.INCONCLUSIVE
     with pytest.raises(ValueError):
         stats.paired_diff_ci([1.0, 2.0], [1.0, 2.0, 3.0])
 
@@ -153,16 +154,16 @@ def test_noninferiority_one_sided_with_a_fixed_margin():
     lo, hi = ci.one_sided_bounds()
     assert (lo, hi) == (pytest.approx(0.02 - T975[2] * se, rel=1e-6), pytest.approx(0.02 + T975[2] * se, rel=1e-6))
     assert (lo, hi) == (pytest.approx(ci.lo), pytest.approx(ci.hi))  # the printed interval decides
-    ni = stats.compare_noninferior
-    assert ni("a", a, "b", b, margin=0.05, paired=True).verdict == stats.REPRODUCED  # 0.0448 < 0.05
-    assert ni("a", a, "b", b, margin=0.04, paired=True).verdict == stats.INCONCLUSIVE  # 0.0448 > 0.04 > -0.0048
+    ni = comparisons.compare_noninferior
+    assert ni("a", a, "b", b, margin=0.05, paired=True).verdict == verdicts.REPRODUCED  # 0.0448 < 0.05
+    assert ni("a", a, "b", b, margin=0.04, paired=True).verdict == verdicts.INCONCLUSIVE  # 0.0448 > 0.04 > -0.0048
     # a far better than b is never a contradiction (the old two-sided equivalence test called it one)
     better = ni("a", [1.5, 2.5, 3.5], "b", [2.0, 3.0, 4.01], margin=0.02, paired=True)
-    assert better.verdict == stats.REPRODUCED and better.ci.hi < -0.02
+    assert better.verdict == verdicts.REPRODUCED and better.ci.hi < -0.02
     # surely worse by more than the margin: the one-sided lower bound above it
     worse = ni("a", [1.50, 2.51, 3.52], "b", [1.0, 2.0, 3.0], margin=0.1, paired=True)  # 0.51 - 0.025 > 0.1
-    assert worse.verdict == stats.CONTRADICTED and worse.margin == 0.1
-    assert ni("a", [2.0], "b", [2.0, 2.1], margin=0.02).verdict == stats.ONE_SEED
+    assert worse.verdict == verdicts.CONTRADICTED and worse.margin == 0.1
+    assert ni("a", [2.0], "b", [2.0, 2.1], margin=0.02).verdict == verdicts.ONE_SEED
     with pytest.raises(ValueError):
         ni("a", [1.0, 2.0], "b", [1.0, 2.0], margin=0.0)
 
@@ -193,35 +194,35 @@ def test_ordering_is_corrected_with_holm():
     c_minus, c = _pair_with_p(0.04, -1, 2.0)
     b2 = c_minus  # b2 - c < 0 at p = 0.04: for "b2 < c"
     assert stats.paired_diff_ci(a, b).p_two_sided() == pytest.approx(0.03)
-    assert stats.compare_less("a", a, "b", b, paired=True).verdict == stats.CONTRADICTED
-    assert stats.compare_less("b", b2, "c", c, paired=True).verdict == stats.REPRODUCED
-    comps = stats.compare_ordering([("a", a, "b", b), ("b", b2, "c", c)], paired=True)
-    assert [x.verdict for x in comps] == [stats.INCONCLUSIVE, stats.INCONCLUSIVE]
+    assert comparisons.compare_less("a", a, "b", b, paired=True).verdict == verdicts.CONTRADICTED
+    assert comparisons.compare_less("b", b2, "c", c, paired=True).verdict == verdicts.REPRODUCED
+    comps = comparisons.compare_ordering([("a", a, "b", b), ("b", b2, "c", c)], paired=True)
+    assert [x.verdict for x in comps] == [verdicts.INCONCLUSIVE, verdicts.INCONCLUSIVE]
     assert comps[0].p == pytest.approx(0.03) and comps[1].p == pytest.approx(0.04)
     assert comps[0].p_holm == pytest.approx(0.06) and comps[1].p_holm == pytest.approx(0.06)
-    assert stats.combine([x.verdict for x in comps]) == stats.INCONCLUSIVE
+    assert verdicts.combine([x.verdict for x in comps]) == verdicts.INCONCLUSIVE
     # at p = 0.01 the contradiction survives (0.01 < 0.025), then 0.04 < 0.05: both calls stand
     a, b = _pair_with_p(0.01, +1, 2.0)
-    comps = stats.compare_ordering([("a", a, "b", b), ("b", b2, "c", c)], paired=True)
-    assert [x.verdict for x in comps] == [stats.CONTRADICTED, stats.REPRODUCED]
-    assert stats.combine([x.verdict for x in comps]) == stats.CONTRADICTED
+    comps = comparisons.compare_ordering([("a", a, "b", b), ("b", b2, "c", c)], paired=True)
+    assert [x.verdict for x in comps] == [verdicts.CONTRADICTED, verdicts.REPRODUCED]
+    assert verdicts.combine([x.verdict for x in comps]) == verdicts.CONTRADICTED
 
 
 def test_scale_label():
-    assert stats.at_scale("reproduced", "paper") == "reproduced"
-    assert stats.at_scale("reproduced", "tiny") == "consistent at tiny"
-    assert stats.at_scale("contradicted", "tiny") == "inconsistent at tiny"
-    assert stats.at_scale("inconclusive", "tiny") == "at scale tiny: inconclusive"
-    for v in (stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE, stats.not_judged("2 seeds"),
-              stats.not_comparable("architecture differs: x: y")):
-        assert stats.base_verdict(stats.at_scale(v, "micro")) == v and stats.base_verdict(v) == v
+    assert verdicts.at_scale("reproduced", "paper") == "reproduced"
+    assert verdicts.at_scale("reproduced", "tiny") == "consistent at tiny"
+    assert verdicts.at_scale("contradicted", "tiny") == "inconsistent at tiny"
+    assert verdicts.at_scale("inconclusive", "tiny") == "at scale tiny: inconclusive"
+    for v in (verdicts.REPRODUCED, verdicts.CONTRADICTED, verdicts.INCONCLUSIVE, verdicts.not_judged("2 seeds"),
+              verdicts.not_comparable("architecture differs: x: y")):
+        assert verdicts.base_verdict(verdicts.at_scale(v, "micro")) == v and verdicts.base_verdict(v) == v
         # a scale named with its training regime (issue 48) reads back the same
-        assert stats.base_verdict(stats.at_scale(v, "small", "early training, 0.4 epoch")) == v
-    assert stats.at_scale("reproduced", "small", "early training, 0.4 epoch") == \
+        assert verdicts.base_verdict(verdicts.at_scale(v, "small", "early training, 0.4 epoch")) == v
+    assert verdicts.at_scale("reproduced", "small", "early training, 0.4 epoch") == \
         "consistent at small (early training, 0.4 epoch)"
-    assert stats.at_scale("inconclusive", "small", "early training, 0.4 epoch") == \
+    assert verdicts.at_scale("inconclusive", "small", "early training, 0.4 epoch") == \
         "at scale small (early training, 0.4 epoch): inconclusive"
-    assert stats.at_scale("reproduced", "paper", "early training, 0.4 epoch") == "reproduced"
+    assert verdicts.at_scale("reproduced", "paper", "early training, 0.4 epoch") == "reproduced"
     assert build._verdict_class("inconsistent at tiny") == "bad"
     assert build._verdict_class("consistent at tiny") == "ok"
     assert build._verdict_class("at scale tiny: holds by construction") == "ok"
@@ -260,18 +261,18 @@ def test_paired_bootstrap_hand_case_and_coverage():
 
 
 def test_combine_and_ordering_pairs():
-    R, C, I, O, N = stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE, stats.ONE_SEED, stats.NOT_RUN
-    assert stats.combine([R, R]) == R
-    assert stats.combine([R, I]) == I
-    assert stats.combine([R, C, I]) == C
-    assert stats.combine([R, O]) == O
-    assert stats.combine([N, R]) == N and stats.combine([N, C]) == C
+    R, C, I, O, N = verdicts.REPRODUCED, verdicts.CONTRADICTED, verdicts.INCONCLUSIVE, verdicts.ONE_SEED, verdicts.NOT_RUN
+    assert verdicts.combine([R, R]) == R
+    assert verdicts.combine([R, I]) == I
+    assert verdicts.combine([R, C, I]) == C
+    assert verdicts.combine([R, O]) == O
+    assert verdicts.combine([N, R]) == N and verdicts.combine([N, C]) == C
     with pytest.raises(ValueError):
-        stats.combine(["maybe"])
-    assert stats.ordering_pairs(["a", "b", ["c", "d"]]) == [("a", "b"), ("b", "c"), ("b", "d")]
-    assert stats.ordering_pairs([["a", "b"], "c"]) == [("a", "c"), ("b", "c")]
+        verdicts.combine(["maybe"])
+    assert comparisons.ordering_pairs(["a", "b", ["c", "d"]]) == [("a", "b"), ("b", "c"), ("b", "d")]
+    assert comparisons.ordering_pairs([["a", "b"], "c"]) == [("a", "c"), ("b", "c")]
     with pytest.raises(ValueError):
-        stats.ordering_pairs(["a"])
+        comparisons.ordering_pairs(["a"])
 
 
 def test_shipped_paper_numbers_name_real_rows():
@@ -656,10 +657,10 @@ def test_constructed_claims(tmp_path):
     index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[],
                                paper_numbers=numbers)
     page = parse(index)
-    verdicts = {k: stats.base_verdict(v) for k, v in page.verdicts.items()}
-    assert verdicts == {"better": "reproduced", "reversed": "contradicted", "overlap": "inconclusive",
-                        "chain": "inconclusive", "same": "reproduced", "not-same": "contradicted",
-                        "better-than": "reproduced", "ghost": "not run"}
+    base = {k: verdicts.base_verdict(v) for k, v in page.verdicts.items()}
+    assert base == {"better": "reproduced", "reversed": "contradicted", "overlap": "inconclusive",
+                    "chain": "inconclusive", "same": "reproduced", "not-same": "contradicted",
+                    "better-than": "reproduced", "ghost": "not run"}
     html = index.read_text()
     assert "meta.json not found" in html
     # the interval printed for "better": gpa_dp_m8 - gka, paired by seed (same seeds, same batches), by hand

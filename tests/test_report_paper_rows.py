@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kernattn.config import ParamsError, load_params
-from kernattn.report import stats
+from kernattn.report import verdicts
 from kernattn.page import build
 from kernattn.report.claims import paper_row
 from kernattn.tracks.lm.report_claims import claim_rows
@@ -148,8 +148,8 @@ def test_every_paper_claim_whose_rows_trained_gets_a_verdict(tmp_path, monkeypat
     for claim in build.load_paper_numbers()["claims"]:
         if claim["kind"] in STUDY_KINDS:
             continue
-        verdict = stats.base_verdict(csv.loc[claim["id"], "verdict"])
-        assert (verdict != stats.NOT_RUN) == _needs(claim, p), (scale, claim["id"], verdict)
+        verdict = verdicts.base_verdict(csv.loc[claim["id"], "verdict"])
+        assert (verdict != verdicts.NOT_RUN) == _needs(claim, p), (scale, claim["id"], verdict)
         checked += _needs(claim, p)
         if scale != "paper":  # below the paper scale no claim is reproduced or contradicted
             shown = csv.loc[claim["id"], "verdict"]
@@ -157,10 +157,10 @@ def test_every_paper_claim_whose_rows_trained_gets_a_verdict(tmp_path, monkeypat
     assert checked == {"micro": 20, "tiny": 30, "paper": 36}[scale]  # the claims outside the studies
     # issue 25's training readings: every GKA run's synthetic curve falls smoothly, so with the 3
     # seeds the rule needs (paper here) it is stable, and with fewer too short to read (issue 37)
-    stable = {"paper": stats.REPRODUCED, "tiny": "not judged (too short: 2 seeds of ", "micro": "not judged (too short: "}
+    stable = {"paper": verdicts.REPRODUCED, "tiny": "not judged (too short: 2 seeds of ", "micro": "not judged (too short: "}
     if scale != "micro":  # micro trains no char gka row
-        assert stats.base_verdict(csv.loc["003-char-stable", "verdict"]).startswith(stable[scale])
-    assert stats.base_verdict(csv.loc["003-lm-stable", "verdict"]).startswith(stable[scale])
+        assert verdicts.base_verdict(csv.loc["003-char-stable", "verdict"]).startswith(stable[scale])
+    assert verdicts.base_verdict(csv.loc["003-lm-stable", "verdict"]).startswith(stable[scale])
     # the vision runs here have a final.json and no metrics.jsonl (no record to judge, no learning
     # rates for the gate)
     assert csv.loc["003-vit-stable", "verdict"].endswith("not judged (no metrics.jsonl for "
@@ -168,7 +168,7 @@ def test_every_paper_claim_whose_rows_trained_gets_a_verdict(tmp_path, monkeypat
                                                                      if r.row == "gka") + ")")
     assert "has no lr.npy" in csv.loc["003-vit-sigma-heads", "verdict"]
     assert csv.loc["003-vit-sigma-heads", "ours"].startswith("median-layer max/min sigma across heads 2.0")
-    assert stats.base_verdict(csv.loc["003-table4-runtime", "verdict"]) == stats.NOT_RUN
+    assert verdicts.base_verdict(csv.loc["003-table4-runtime", "verdict"]) == verdicts.NOT_RUN
     page = index.read_text()
     assert all(cid in page for cid in ("003-lm-stable", "003-vit-stable", "003-vit-sigma-heads", "003-table4-runtime"))
     vision = csv.loc["003-vit-top1"]
@@ -192,7 +192,7 @@ def test_vlt_above_deit_on_imagenet():
               for s, d in enumerate((0.0, 0.1, -0.05))}
     finals["vlt-s1"]["top1_ema"] += 0.05
     res = _vlt_claim(claim, {"finals": finals, "vp": vp}, "paper")
-    assert res.verdict == stats.REPRODUCED and res.estimate == pytest.approx(1.3 + 0.05 / 3)
+    assert res.verdict == verdicts.REPRODUCED and res.estimate == pytest.approx(1.3 + 0.05 / 3)
     res = _vlt_claim(claim, {"finals": finals, "vp": dataclasses.replace(vp, dataset="fashion_mnist")}, "tiny")
     assert res.verdict.startswith("not comparable (data set differs")
     two = {k: v for k, v in finals.items() if not k.endswith("-s2")}
@@ -219,10 +219,10 @@ def test_core_task_directions_on_constructed_items():
         return out
 
     res = _core_tasks_claim(claim, groups(), ("base", "gka_paper"), "paper")
-    assert res.verdict == stats.REPRODUCED, res.ours
+    assert res.verdict == verdicts.REPRODUCED, res.ours
     assert "openbook_qa +" in res.ours and "99% paired bootstrap" in res.interval
     res = _core_tasks_claim(claim, groups(flip="openbook_qa"), ("base", "gka_paper"), "paper")
-    assert res.verdict == stats.CONTRADICTED and "openbook_qa -" in res.ours
+    assert res.verdict == verdicts.CONTRADICTED and "openbook_qa -" in res.ours
 
 
 def test_gka_trails_deit_on_imagenet_passes_the_gates():
@@ -236,7 +236,7 @@ def test_gka_trails_deit_on_imagenet_passes_the_gates():
     finals["gka-s1"]["top1_ema"] += 0.05
     section = {"finals": finals, "vp": vp, "runs": []}
     res = _top1_claim(claim, section, "paper")
-    assert res.verdict == stats.REPRODUCED and res.estimate == pytest.approx(-0.66 + 0.05 / 3)
+    assert res.verdict == verdicts.REPRODUCED and res.estimate == pytest.approx(-0.66 + 0.05 / 3)
     # paired differences -0.66, -0.61, -0.66: sd 0.0289, se 0.0167 on 2 df; the effect a one-sided
     # 2.5% test detects with power 0.8 is (t_0.975 + t_0.8) x se = (4.303 + 1.061) x 0.0167 = 0.089 pp
     assert "minimum detectable effect 0.09 pp" in res.ours
@@ -250,7 +250,7 @@ def test_gka_trails_deit_on_imagenet_passes_the_gates():
     assert _top1_claim(claim, {**section, "finals": two}, "paper").verdict == "not judged (2 seeds)"
     flat = {k: {**v, "top1_ema": 71.54 if k.startswith("gka") else 72.2} for k, v in finals.items()}
     res = _top1_claim(claim, {**section, "finals": flat}, "paper")
-    assert res.verdict == stats.NOT_ESTIMABLE and "no interval" in res.ours
+    assert res.verdict == verdicts.NOT_ESTIMABLE and "no interval" in res.ours
 
 
 def _train_lines(path, losses) -> None:
@@ -278,12 +278,12 @@ def test_a_vit_comparison_is_gated_on_its_rows_loss_gap_having_stopped_moving(tm
     for spec in stages.runs(params):
         _train_lines(stages.run_dir(params, spec.run_id) / "metrics.jsonl", flat)
     claim = {"id": "003-vit-top1"}
-    assert _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == stats.REPRODUCED
+    assert _loss_gated(ClaimResult(claim, verdicts.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == verdicts.REPRODUCED
     # every run still falling 0.05 per 10 steps at steps 120-140, side by side: the gap stands still
     falling = [*flat[:12], 0.95, 0.9, 0.85]
     for spec in stages.runs(params):
         _train_lines(stages.run_dir(params, spec.run_id) / "metrics.jsonl", falling)
-    assert _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == stats.REPRODUCED
+    assert _loss_gated(ClaimResult(claim, verdicts.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == verdicts.REPRODUCED
     for spec in stages.runs(params):
         _train_lines(stages.run_dir(params, spec.run_id) / "metrics.jsonl", flat)
     # one GKA seed of three jumped to 1.15 at step 120 and is still falling 0.05 per 10 steps: the
@@ -292,12 +292,12 @@ def test_a_vit_comparison_is_gated_on_its_rows_loss_gap_having_stopped_moving(tm
     gka = next(s for s in stages.runs(params) if s.row == "gka")
     deit = paper_row(params.vision.rows, "003", "DeiT-Ti", table=5).name
     _train_lines(stages.run_dir(params, gka.run_id) / "metrics.jsonl", [*flat[:12], 1.15, 1.1, 1.05])
-    res = _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti"))
+    res = _loss_gated(ClaimResult(claim, verdicts.REPRODUCED), ctx, ("GKA-Ti", "DeiT-Ti"))
     assert res.verdict.startswith(f"not judged (gap not stable at this budget: gka − {deit} +0.0167 at the end"), \
         res.verdict
     assert "upper 97.5% bound +1431% over 3 seeds (paired); threshold 50% closing" in res.verdict
-    assert _loss_gated(ClaimResult(claim, stats.REPRODUCED), ctx, ("VLT-Ti", "DeiT-Ti")).verdict == stats.REPRODUCED
-    other = stats.not_comparable("data set differs")
+    assert _loss_gated(ClaimResult(claim, verdicts.REPRODUCED), ctx, ("VLT-Ti", "DeiT-Ti")).verdict == verdicts.REPRODUCED
+    other = verdicts.not_comparable("data set differs")
     assert _loss_gated(ClaimResult(claim, other), ctx, ("GKA-Ti", "DeiT-Ti")).verdict == other
 
 

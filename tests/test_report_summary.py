@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from kernattn.config import load_params
-from kernattn.report import forest, stats, summary
+from kernattn.report import forest, summary, verdicts
+from kernattn.report.verdicts import comparisons
 from kernattn.page import build
 from kernattn.report.claims import ClaimResult
 
@@ -122,20 +123,20 @@ def _claim(cid: str, paper: str, kind: str, **extra) -> dict:
 def _constructed() -> list[ClaimResult]:
     """A pairwise family of two claims (one with a margin), a claim with one number turned to
     the paper's direction, one without an interval, and one of another document."""
-    order = stats.compare_ordering([("a", [1.0, 2.0, 3.0], "b", [1.2, 2.21, 3.19]),
+    order = comparisons.compare_ordering([("a", [1.0, 2.0, 3.0], "b", [1.2, 2.21, 3.19]),
                                     ("b", [1.2, 2.21, 3.19], "c", [1.21, 2.2, 3.2])], paired=True)
-    same = stats.compare_noninferior("d", [1.0, 2.0, 3.01], "c", [1.0, 2.0, 3.0], margin=0.05, paired=True)
-    top1 = stats.compare_less("base", [70.0, 71.0, 72.5], "gka", [71.0, 72.2, 73.4], paired=True)
+    same = comparisons.compare_noninferior("d", [1.0, 2.0, 3.01], "c", [1.0, 2.0, 3.0], margin=0.05, paired=True)
+    top1 = comparisons.compare_less("base", [70.0, 71.0, 72.5], "gka", [71.0, 72.2, 73.4], paired=True)
     flip = ClaimResult(_claim("003-top1", "003", "vision_top1"), top1.verdict, [top1], scale="tiny",
                        estimate=-top1.ci.diff, lo=-top1.ci.hi, hi=-top1.ci.lo)
     return [
-        ClaimResult(_claim("001-order", "001", "order", family="001-fig2"), stats.combine([c.verdict for c in order]),
+        ClaimResult(_claim("001-order", "001", "order", family="001-fig2"), verdicts.combine([c.verdict for c in order]),
                     order, scale="tiny"),
         flip,
         ClaimResult(_claim("001-same", "001", "noninferior", family="001-fig2"), same.verdict, [same], scale="tiny",
                     estimate=same.ci.diff, lo=same.ci.lo, hi=same.ci.hi),
-        ClaimResult(_claim("001-count", "001", "count"), stats.BY_CONSTRUCTION, scale="tiny", estimate=4096.0),
-        ClaimResult(_claim("000-not-run", "000", "order"), stats.NOT_RUN, scale="tiny"),
+        ClaimResult(_claim("001-count", "001", "count"), verdicts.BY_CONSTRUCTION, scale="tiny", estimate=4096.0),
+        ClaimResult(_claim("000-not-run", "000", "order"), verdicts.NOT_RUN, scale="tiny"),
     ]
 
 
@@ -151,7 +152,7 @@ def test_forest_families_lines_mde_and_margin():
     for line, comp in zip(fig2.lines, [*order, same]):
         assert (line.est, line.mde, line.margin) == (comp.ci.diff, comp.mde, comp.margin)
         assert (line.lo, line.hi) == forest.shown_interval(comp)  # the Holm-level interval its verdict reads
-        assert (line.badge, line.css) == summary.verdict_badge(stats.at_scale(comp.verdict, "tiny"))
+        assert (line.badge, line.css) == summary.verdict_badge(verdicts.at_scale(comp.verdict, "tiny"))
     assert fig2.lines[2].margin == 0.05 and fig2.lines[0].margin is None
     (line,) = top1.lines  # GKA − base, the claim's own direction; the test's MDE, no margin
     flip = _constructed()[1]
@@ -309,9 +310,9 @@ def test_headings_in_order_and_figures_captioned(built):
 def test_tally_counts_badges_in_all_and_per_document_key():
     from kernattn.report.claims import ClaimResult
 
-    claims = [ClaimResult({"id": "000-a", "paper": "000"}, stats.CONTRADICTED, scale="paper"),
-              ClaimResult({"id": "000-b", "paper": "000"}, stats.NOT_RUN, scale="small"),
-              ClaimResult({"id": "003-c", "paper": "003"}, stats.CONTRADICTED, scale="paper")]
+    claims = [ClaimResult({"id": "000-a", "paper": "000"}, verdicts.CONTRADICTED, scale="paper"),
+              ClaimResult({"id": "000-b", "paper": "000"}, verdicts.NOT_RUN, scale="small"),
+              ClaimResult({"id": "003-c", "paper": "003"}, verdicts.CONTRADICTED, scale="paper")]
     assert summary.tally(claims) == {"claims": 3, "by_verdict": {"contradicted": 2, "not run": 1},
                                      "by_document": {"gpa-short": {"contradicted": 1, "not run": 1},
                                                      "gka-paper": {"contradicted": 1}}}

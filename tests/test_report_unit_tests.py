@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernattn.report import stats, unit_tests
+from kernattn.report import unit_tests, verdicts
 from kernattn.page import build
 
 CLAIM = {"id": "x", "paper": "000", "where": "w", "statement": "s", "kind": "unit_test",
@@ -35,10 +35,10 @@ def test_verdicts_from_the_record(tmp_path):
     assert res.verdict == "fails (test test_b)" and build._verdict_class(res.verdict) == "bad"
     skipped = unit_tests.read_junit(_junit(tmp_path / "c.xml", {"test_a": "passed", "test_b": "skipped"}))
     res = unit_tests.judge(CLAIM, "tiny", skipped)
-    assert res.verdict == stats.NOT_MEASURED and "no record of test_b" in res.detail
+    assert res.verdict == verdicts.NOT_MEASURED and "no record of test_b" in res.detail
     assert unit_tests.read_junit(tmp_path / "missing.xml") is None
     res = unit_tests.judge(CLAIM, "tiny", None)
-    assert res.verdict == stats.NOT_MEASURED and "pytest --junitxml=results/unit-tests.xml" in res.detail
+    assert res.verdict == verdicts.NOT_MEASURED and "pytest --junitxml=results/unit-tests.xml" in res.detail
 
 
 def test_shipped_unit_test_claims_name_real_tests():

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernattn.report import stats
+from kernattn.report import stats, verdicts
+from kernattn.report.verdicts import comparisons
 from kernattn.tracks.char import report_budgets as rb
 
 BUDGETS = [200, 400, 800]
@@ -79,25 +80,25 @@ def test_a_non_inferiority_claim_is_read_against_its_margin():
     """Fault 3b of issue 48: the budget gate read "a works as well as b" against 0, not its margin.
     A gap of +0.01 at every budget, below a margin of 0.03: holds against the margin (it would be
     "contradicted" against 0)."""
-    from kernattn.report import budget_trend
+    from kernattn.report.verdicts import budget_trend
 
     v = values([0.01, 0.01, 0.01])
     va, vb = [v["a"][800][s] for s in range(5)], [v["b"][800][s] for s in range(5)]
     r = budget_trend.rule({})
-    ni, = rb.judge_family([stats.Test("a", va, "b", vb, True, margin=0.03)], v, sums(v), BUDGETS, r)
+    ni, = rb.judge_family([comparisons.Test("a", va, "b", vb, True, margin=0.03)], v, sums(v), BUDGETS, r)
     assert ni.verdict.startswith(budget_trend.PERSISTS) and ni.relation == "≲" and ni.margin == 0.03
     assert "lie below 0.03" in ni.trend.test
-    less, = rb.judge_family([stats.Test("a", va, "b", vb, True)], v, sums(v), BUDGETS, r)
-    assert less.verdict == stats.CONTRADICTED
+    less, = rb.judge_family([comparisons.Test("a", va, "b", vb, True)], v, sums(v), BUDGETS, r)
+    assert less.verdict == verdicts.CONTRADICTED
 
 
 def test_a_withheld_margin_and_a_missing_sweep_are_not_judged_and_stay_in_the_family():
-    from kernattn.report import budget_trend
+    from kernattn.report.verdicts import budget_trend
 
     v = values([-0.02, -0.025, -0.03])
     va, vb = [v["a"][800][s] for s in range(5)], [v["b"][800][s] for s in range(5)]
-    tests = [stats.Test("a", va, "b", vb, True, margin=0.03, gate=stats.not_judged("RoPE gains nothing")),
-             stats.Test("a", va, "c", vb, True)]
+    tests = [comparisons.Test("a", va, "b", vb, True, margin=0.03, gate=verdicts.not_judged("RoPE gains nothing")),
+             comparisons.Test("a", va, "c", vb, True)]
     got = rb.judge_family(tests, v, sums(v), BUDGETS, budget_trend.rule({}))
     assert got[0].verdict == "not judged (RoPE gains nothing)"
     assert got[1].verdict.startswith("not judged (budget sweep: no seed has finished runs of a and c")
@@ -133,7 +134,7 @@ def test_recipe_arm_reads_rows_named_at_the_papers_recipe_with_twins_at_another_
 
 def comp(lo, hi):
     ci = stats.DiffCI((lo + hi) / 2, 0.01, 4, (hi - lo) / 2, lo, hi, True, 5)
-    return stats.Comparison("a", "<", "b", stats.INCONCLUSIVE, ci=ci)
+    return comparisons.Comparison("a", "<", "b", verdicts.INCONCLUSIVE, ci=ci)
 
 
 def test_the_verdict_depends_on_the_recipe_when_the_arms_intervals_exclude_0_on_opposite_sides():
@@ -145,7 +146,7 @@ def test_the_verdict_depends_on_the_recipe_when_the_arms_intervals_exclude_0_on_
     assert not rb.depends_on_recipe([x1], [comp(-0.01, 0.02)])        # one interval reaches 0
     assert not rb.depends_on_recipe([x1], [comp(0.01, 0.02)])         # the same side
     assert rb.depends_on_recipe([x1, x1], [comp(0.01, 0.02), x10])    # any pair of the claim
-    one_seed = stats.Comparison("a", "<", "b", "not judged (1 seed)")
+    one_seed = comparisons.Comparison("a", "<", "b", "not judged (1 seed)")
     assert not rb.depends_on_recipe([one_seed], [x10])
     text = rb.arm_text("at scale small: not judged (x)", 10.0, True)
     assert text.startswith("the ×10 arm (variant-owned parameters at 10 × the lr, not the papers' one lr): ")

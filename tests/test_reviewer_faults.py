@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernattn.report import budget_trend, gates, stats
+from kernattn.report import verdicts
+from kernattn.report.verdicts import budget_trend, gates
 
 TH = gates.Thresholds(last_fraction=0.2, max_loss_drop=0.01, max_param_travel=0.5)
 STEPS = list(range(0, 801, 40))
@@ -128,7 +129,7 @@ def test_the_gka_init_claim_passes_the_gap_gate_every_comparison_passes(tmp_path
 def test_gka_trains_stably_reads_the_gka_init_studys_char_runs(tmp_path):
     """Fault 4: 003-char-stable read "not run" at small, whose matrix trains no GKA row, although the
     GKA-init study had trained 24 char GKA runs; its char runs are read, its LM runs are not."""
-    from kernattn.report import stability
+    from kernattn.report.verdicts import stability
     from kernattn.tracks.char import report_runs
 
     rows = [SimpleNamespace(name="rope", variant="softmax")]
@@ -147,7 +148,7 @@ def test_gka_trains_stably_reads_the_gka_init_studys_char_runs(tmp_path):
     records = report_runs.gka_records(params, runs_df)
     assert [rid for rid, _ in records] == ids
     res = stability.judge({"id": "003-char-stable"}, records, stability.Rule(1.5, 0.1, 100, 3), "small")
-    assert res.verdict == stats.REPRODUCED and res.ours.startswith("24 of 24 GKA runs stable")
+    assert res.verdict == verdicts.REPRODUCED and res.ours.startswith("24 of 24 GKA runs stable")
 
 
 def test_the_lm_claims_name_the_missing_row_as_the_rows_are_written():
@@ -191,13 +192,13 @@ def test_the_papers_recipe_is_the_verdict_and_the_other_factor_follows():
     values["lrope"] = dict(values["rope"])
     got = report_claims._recipe_arms(claims, _setting(values), arm)
     beats = got["beats"]
-    assert beats.verdict == stats.CONTRADICTED and beats.comparisons[0].a == "gpa_lr1"
+    assert beats.verdict == verdicts.CONTRADICTED and beats.comparisons[0].a == "gpa_lr1"
     assert beats.shown == ("inconsistent at small; the ×10 arm (variant-owned parameters at 10 × the lr, not the "
                            "papers' one lr): consistent at small — the verdict depends on the recipe")
     assert "×10 arm: gpa − rope: -0.0175" in beats.detail and beats.estimate == pytest.approx(0.0584)
-    assert got["nope"].arm == "" and got["nope"].verdict == stats.REPRODUCED   # no row the factor speeds up
+    assert got["nope"].arm == "" and got["nope"].verdict == verdicts.REPRODUCED   # no row the factor speeds up
     missing = got["missing"]
-    assert missing.verdict == stats.NOT_RUN and "no row at the papers' one lr (×1) for lrope" in missing.detail
+    assert missing.verdict == verdicts.NOT_RUN and "no row at the papers' one lr (×1) for lrope" in missing.detail
     assert got["missing"].arm.startswith("the ×10 arm")
 
 
@@ -217,7 +218,7 @@ def test_rows_named_at_the_papers_recipe_print_their_x10_twins_after_the_verdict
               {"id": "lrope", "kind": "order", "order": ["lrope", "rope"]}]
     got = report_claims._recipe_arms(claims, _setting(values), arms)
     beats = got["beats"]
-    assert beats.verdict == stats.CONTRADICTED and beats.comparisons[0].a == "gpa"
+    assert beats.verdict == verdicts.CONTRADICTED and beats.comparisons[0].a == "gpa"
     assert beats.shown.endswith("the ×10 arm (variant-owned parameters at 10 × the lr, not the papers' one lr): "
                                 "consistent at small — the verdict depends on the recipe")
     assert "×10 arm: gpa_lr10 − rope: -0.0175" in beats.detail
@@ -251,4 +252,4 @@ def test_every_gate_passes_on_some_data_and_fails_on_other():
     lrs, steps = np.array([0.5, 1.0, 2.0]), np.array([200, 400, 800])
     r = budget_trend.rule({})
     assert budget_trend.read(steady, lrs, steps, r).word in budget_trend.HOLDING
-    assert budget_trend.read(-steady, lrs, steps, r).word == stats.CONTRADICTED
+    assert budget_trend.read(-steady, lrs, steps, r).word == verdicts.CONTRADICTED

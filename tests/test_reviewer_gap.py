@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from kernattn.report import gates
+from kernattn.report.verdicts import gates
 
 
 def tiny_lrs(lr=2e-3, warmup=30, steps=210, floor=0.1):

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from kernattn.config import load_params
-from kernattn.report import gka_state, stats, study_rules
+from kernattn.report import gka_state, verdicts
+from kernattn.report.verdicts import gka_identity, studies
 from kernattn.page import build
 from kernattn.bench.report import paper_table4
 from kernattn.bench import report_table4
@@ -29,7 +30,7 @@ from kernattn.tracks.vision import stages as vision_stages
 
 PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 PAPERS = build.load_paper_numbers()
-THRESHOLD = gka_state.max_diagonal(PAPERS)
+THRESHOLD = gka_identity.max_diagonal(PAPERS)
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +51,7 @@ def _reading(*values, row="gka") -> gka_state.DiagonalReading:
 # ----------------------------------------------------------------------------- the rule
 def test_the_threshold_is_the_pre_registered_one():
     assert THRESHOLD == 0.9
-    assert gka_state.max_diagonal({}) == 0.9  # a claims file of one's own: the shipped rule
+    assert gka_identity.max_diagonal({}) == 0.9  # a claims file of one's own: the shipped rule
 
 
 def _vision_finals(gka_gap: float) -> dict:
@@ -69,16 +70,16 @@ def test_identity_turns_a_contradiction_into_not_comparable():
     vp = load_params(PARAMS, "paper").vision
     section = {"finals": _vision_finals(-5.0), "vp": vp, "runs": []}
     res = vision_report._top1_claim(_claim("003-vit-top1"), section, "paper")
-    assert res.verdict == stats.CONTRADICTED
-    stuck = gka_state.apply_identity(res, _reading(0.95, 0.96, 0.97), THRESHOLD)
+    assert res.verdict == verdicts.CONTRADICTED
+    stuck = gka_identity.apply_identity(res, _reading(0.95, 0.96, 0.97), THRESHOLD)
     assert stuck.verdict.startswith("not comparable (sigma stayed at identity: gka's mean diagonal weight above 0.9 "
                                     "on 3 of 3 runs (gka-s0 0.950")
     assert "gka-s2 0.970" in stuck.detail and "identity above 0.9" in stuck.detail
     mixed = vision_report._top1_claim(_claim("003-vit-top1"), section, "paper")
-    assert gka_state.apply_identity(mixed, _reading(0.5, 0.95, 0.4), THRESHOLD).verdict.startswith(
+    assert gka_identity.apply_identity(mixed, _reading(0.5, 0.95, 0.4), THRESHOLD).verdict.startswith(
         "not comparable (sigma stayed at identity: gka's mean diagonal weight above 0.9 on 1 of 3 runs (gka-s1 0.950)")
     learned = vision_report._top1_claim(_claim("003-vit-top1"), section, "paper")
-    assert gka_state.apply_identity(learned, _reading(0.5, 0.5, 0.5), THRESHOLD).verdict == stats.CONTRADICTED
+    assert gka_identity.apply_identity(learned, _reading(0.5, 0.5, 0.5), THRESHOLD).verdict == verdicts.CONTRADICTED
     assert "gka-s0 0.500" in learned.detail
 
 
@@ -90,42 +91,42 @@ def test_identity_keeps_the_comparisons_in_step_and_the_other_reasons():
     for s in range(3):
         finals[f"gka-s{s}"]["top1_ema"] = 75.0 + 0.1 * s  # GKA-Ti above VLT-Ti: contradicted
     res = vision_report._vlt_claim(_claim("003-vlt-above-gka"), {"finals": finals, "vp": vp}, "paper")
-    assert res.verdict == stats.CONTRADICTED and res.comparisons[0].verdict == stats.CONTRADICTED
+    assert res.verdict == verdicts.CONTRADICTED and res.comparisons[0].verdict == verdicts.CONTRADICTED
     assert res.ours.startswith("VLT − GKA top-1 EMA: -")
-    gka_state.apply_identity(res, _reading(0.99, 0.99, 0.99), THRESHOLD)
+    gka_identity.apply_identity(res, _reading(0.99, 0.99, 0.99), THRESHOLD)
     assert res.verdict.startswith("not comparable (sigma stayed at identity")
     assert [c.verdict for c in res.comparisons] == [res.verdict]
-    other = stats.not_comparable("data set differs: fashion_mnist, not ImageNet-1k")
-    assert gka_state.identity_verdict(other, _reading(0.95), THRESHOLD) == (
+    other = verdicts.not_comparable("data set differs: fashion_mnist, not ImageNet-1k")
+    assert gka_identity.identity_verdict(other, _reading(0.95), THRESHOLD) == (
         "not comparable (sigma stayed at identity: gka's mean diagonal weight above 0.9 on 1 of 1 runs "
         "(gka-s0 0.950); data set differs: fashion_mnist, not ImageNet-1k)")
-    assert gka_state.identity_verdict(stats.NOT_RUN, _reading(0.95), THRESHOLD) == stats.NOT_RUN
+    assert gka_identity.identity_verdict(verdicts.NOT_RUN, _reading(0.95), THRESHOLD) == verdicts.NOT_RUN
 
 
 def test_a_weight_not_read_withholds_a_tested_verdict_and_no_other():
     unread = gka_state.DiagonalReading("gka", {"gka-s0": 0.4, "gka-s1": None}, {"gka-s1": "no ckpt.pt in x"})
-    assert gka_state.identity_verdict(stats.REPRODUCED, unread, THRESHOLD) == \
+    assert gka_identity.identity_verdict(verdicts.REPRODUCED, unread, THRESHOLD) == \
         "not judged (diagonal weight not read: gka-s1: no ckpt.pt in x)"
-    assert gka_state.identity_verdict(stats.INCONCLUSIVE, unread, THRESHOLD).startswith("not judged (diagonal")
-    assert gka_state.identity_verdict("not judged (2 seeds)", unread, THRESHOLD) == "not judged (2 seeds)"
-    assert gka_state.identity_text(unread, THRESHOLD).startswith(
+    assert gka_identity.identity_verdict(verdicts.INCONCLUSIVE, unread, THRESHOLD).startswith("not judged (diagonal")
+    assert gka_identity.identity_verdict("not judged (2 seeds)", unread, THRESHOLD) == "not judged (2 seeds)"
+    assert gka_identity.identity_text(unread, THRESHOLD).startswith(
         "gka: mean diagonal weight at the end gka-s0 0.400, gka-s1 not read (no ckpt.pt in x)")
     # a run above the threshold decides even when another was not read
     above = gka_state.DiagonalReading("gka", {"gka-s0": 0.93, "gka-s1": None}, {"gka-s1": "x"})
-    assert gka_state.identity_verdict(stats.CONTRADICTED, above, THRESHOLD).startswith("not comparable (sigma")
+    assert gka_identity.identity_verdict(verdicts.CONTRADICTED, above, THRESHOLD).startswith("not comparable (sigma")
 
 
 def test_lm_claims_that_compare_the_gka_row_follow_the_rule():
     """003-lm-bpb (a comparison) becomes not comparable; 003-lm-size (a count) does not."""
     ctx = SimpleNamespace(papers=PAPERS)
-    bpb = ClaimResult(_claim("003-lm-bpb"), stats.CONTRADICTED, scale="paper")
-    size = ClaimResult(_claim("003-lm-size"), stats.BY_CONSTRUCTION, scale="paper")
+    bpb = ClaimResult(_claim("003-lm-bpb"), verdicts.CONTRADICTED, scale="paper")
+    size = ClaimResult(_claim("003-lm-size"), verdicts.BY_CONSTRUCTION, scale="paper")
     lm_claims._with_identity(ctx, [bpb, size], _reading(0.96, 0.97, 0.95, row="gka_paper"))
     assert bpb.verdict.startswith("not comparable (sigma stayed at identity: gka_paper's")
-    assert size.verdict == stats.BY_CONSTRUCTION and size.detail == ""
-    core = ClaimResult(_claim("003-lm-core"), stats.INCONCLUSIVE, scale="paper")
+    assert size.verdict == verdicts.BY_CONSTRUCTION and size.detail == ""
+    core = ClaimResult(_claim("003-lm-core"), verdicts.INCONCLUSIVE, scale="paper")
     lm_claims._with_identity(ctx, [core], _reading(0.3, 0.2, 0.25, row="gka_paper"))
-    assert core.verdict == stats.INCONCLUSIVE and "gka_paper-s1 0.200" in core.detail
+    assert core.verdict == verdicts.INCONCLUSIVE and "gka_paper-s1 0.200" in core.detail
 
 
 # ----------------------------------------------------------------------------- the measurement
@@ -178,8 +179,8 @@ def test_diagonal_weight_of_uniform_and_identity_attention(tmp_path):
     assert gka_state.run_diagonal(tiny) == pytest.approx(1.0, abs=1e-12)
     reading = gka_state.read_row("gka", {"gka-s0": tiny.run_dir}, lambda rid: CharRun(tiny.run_dir))
     assert reading.values == {"gka-s0": pytest.approx(1.0)}
-    res = ClaimResult(_claim("003-vit-top1"), stats.REPRODUCED)
-    assert gka_state.apply_identity(res, reading, THRESHOLD).verdict.startswith("not comparable (sigma stayed")
+    res = ClaimResult(_claim("003-vit-top1"), verdicts.REPRODUCED)
+    assert gka_identity.apply_identity(res, reading, THRESHOLD).verdict.startswith("not comparable (sigma stayed")
 
 
 def test_diagonal_weight_without_causal_mask_is_one_over_n():
@@ -207,8 +208,8 @@ def test_a_run_that_cannot_be_read_says_why(tmp_path):
     vit.name = "vision"  # its checkpoint has no "ema" part
     reading = gka_state.read_row("gka", {"gka-s0": vit.run_dir}, lambda rid: vit)
     assert reading.why["gka-s0"] == "KeyError: 'ema'"
-    res = ClaimResult(_claim("003-vit-top1"), stats.CONTRADICTED)
-    assert gka_state.apply_identity(res, reading, THRESHOLD).verdict == \
+    res = ClaimResult(_claim("003-vit-top1"), verdicts.CONTRADICTED)
+    assert gka_identity.apply_identity(res, reading, THRESHOLD).verdict == \
         "not judged (diagonal weight not read: gka-s0: KeyError: 'ema')"
 
 
@@ -236,16 +237,16 @@ def test_vision_claims_apply_the_rule_and_the_missing_rows_read_not_run(tmp_path
     for cid in ("003-vit-top1", "003-vlt-above-gka"):
         assert got[cid].verdict.startswith("not comparable (sigma stayed at identity: gka's mean diagonal weight "
                                            "above 0.9 on 3 of 3 runs"), cid
-    assert got["003-vlt-above-deit"].verdict == stats.REPRODUCED
+    assert got["003-vlt-above-deit"].verdict == verdicts.REPRODUCED
     for cid, size, dim in (("003-vit-top1-s", "S", 384), ("003-vit-top1-b", "B", 768)):
-        assert got[cid].verdict == stats.NOT_RUN
+        assert got[cid].verdict == verdicts.NOT_RUN
         assert f"GKA-{size}: no row of vision.rows names it" in got[cid].detail
         assert f"so no {size} row can run here" in got[cid].detail and f"embed_dim {dim}" in got[cid].detail
     assert "003-table4-trends" not in got  # Table 4's claims are the benchmarks' part's
     from kernattn.bench import report as bench_report
 
     bench = {r.claim["id"]: r for r in bench_report.claims(ctx, {"measured": []})}
-    assert bench["003-table4-trends"].verdict == stats.NOT_RUN
+    assert bench["003-table4-trends"].verdict == verdicts.NOT_RUN
     assert "paper (RTX 5090): infer img/s B 0.54x vs Ti 0.88x (holds)" in bench["003-table4-trends"].detail
 
 
@@ -268,21 +269,21 @@ def test_table4_trends_on_the_papers_numbers_and_constructed_benchmarks():
     table4 = paper_table4()
     paper = report_table4.paper_frame(table4)
     verdict, words = report_table4.trend({s: report_table4.size_ratios(paper, s) for s in report_table4.SIZES})
-    assert verdict == stats.REPRODUCED and len(words) == 6  # the table supports its own sentence
+    assert verdict == verdicts.REPRODUCED and len(words) == 6  # the table supports its own sentence
     growing = {"tiny": (0.9, 0.6, 0.55), "base": (0.5, 0.5, 0.4)}
     res = report_table4.table4_trend_claim(claim, [("gpu", _bench("NVIDIA H100", growing))], table4, "paper")
-    assert res.verdict == stats.REPRODUCED, res.ours
+    assert res.verdict == verdicts.REPRODUCED, res.ours
     shrinking = {"tiny": (0.5, 0.5, 0.6), "base": (0.9, 0.8, 0.9)}  # GKA closes in on DeiT with size and batch
     res = report_table4.table4_trend_claim(claim, [("gpu", _bench("NVIDIA H100", shrinking))], table4, "paper")
-    assert res.verdict == stats.CONTRADICTED
+    assert res.verdict == verdicts.CONTRADICTED
     mixed = {"tiny": (0.9, 0.6, 0.55), "base": (0.95, 0.5, 0.4)}  # inference alone goes the other way
     res = report_table4.table4_trend_claim(claim, [("gpu", _bench("NVIDIA H100", mixed))], table4, "paper")
-    assert res.verdict == stats.INCONCLUSIVE and "infer img/s B 0.95x vs Ti 0.90x (fails)" in res.ours
+    assert res.verdict == verdicts.INCONCLUSIVE and "infer img/s B 0.95x vs Ti 0.90x (fails)" in res.ours
     cpu = report_table4.table4_trend_claim(claim, [("cpu", _bench("cpu", growing))], table4, "small")
     assert cpu.verdict.startswith("not comparable (measured on a CPU (cpu)")
     only_ti = report_table4.table4_trend_claim(claim, [("gpu", _bench("NVIDIA H100", {"tiny": (0.9, 0.6, 0.5)}))],
                                             table4, "paper")
-    assert only_ti.verdict == stats.NOT_RUN and "both tiny and base" in only_ti.detail
+    assert only_ti.verdict == verdicts.NOT_RUN and "both tiny and base" in only_ti.detail
 
 
 # ----------------------------------------------------------------------------- the GKA-init study
@@ -298,7 +299,7 @@ def test_an_init_study_missing_median_says_so():
     assert list(claim["inits"]) == ["sqrt_d_half", "sqrt_d", "median"]
     summary = _init_summary(["1", "sqrt_d_half", "sqrt_d"])
     values = {i: {r["seed"]: r["val_loss"] for r in summary["runs"] if r["init"] == i} for i in summary["inits"]}
-    _, comps = study_rules.init_family_comparisons({"char": ("1", values)})
+    _, comps = studies.init_family_comparisons({"char": ("1", values)})
     lines = named_init_readings(claim, summary, comps, "small")
     assert lines[-1] == "median feature distance: not judged (init median not run at this scale)"
     assert lines[0].startswith("sqrt(d)/2: char ") and "not run" not in lines[0]

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
-from kernattn.report import stats
+from kernattn.report import stats, verdicts
+from kernattn.report.verdicts import comparisons
 from kernattn.report.claims import fmt_comp_diff, margin_rule, pairs_frame
 from kernattn.report.part import ReportError
 
@@ -37,24 +38,24 @@ def paired_t(a: list[float], b: list[float]) -> tuple[float, float, int]:
 def test_the_lower_end_margin_is_a_fraction_of_the_least_established_gain():
     mean, se, df = paired_t(NOPE, ROPE)
     lower = mean - student_t.ppf(0.975, df) * se
-    margin, why = stats.noninferiority_margin(0.1, NOPE, ROPE, paired=True, end="lower")
+    margin, why = comparisons.noninferiority_margin(0.1, NOPE, ROPE, paired=True, end="lower")
     assert margin == pytest.approx(0.1 * lower)
     assert why == f"0.1 × lower end of NoPE − RoPE 95% interval ({lower:.4f}; estimate {mean:.4f})"
-    point, point_why = stats.noninferiority_margin(0.1, NOPE, ROPE, paired=True)
+    point, point_why = comparisons.noninferiority_margin(0.1, NOPE, ROPE, paired=True)
     assert point == pytest.approx(0.1 * mean) and "point estimate" in point_why
     assert margin < point  # the conservative end never widens the margin
     # a noisier reference with the same mean gives a narrower margin, not a wider one
     noisy = shifted(ROPE, 0.6, [0.0, 0.1, -0.1, 0.05, -0.05])
-    assert stats.noninferiority_margin(0.1, noisy, ROPE, paired=True, end="lower")[0] < margin
+    assert comparisons.noninferiority_margin(0.1, noisy, ROPE, paired=True, end="lower")[0] < margin
     # no established gain (its interval reaches 0): no margin, whichever end
     flat = shifted(ROPE, 0.01, [0.0, 0.05, -0.05, 0.03, -0.03])
-    assert stats.noninferiority_margin(0.1, flat, ROPE, paired=True, end="lower")[0] is None
+    assert comparisons.noninferiority_margin(0.1, flat, ROPE, paired=True, end="lower")[0] is None
     with pytest.raises(ValueError):
-        stats.noninferiority_margin(0.1, NOPE, ROPE, paired=True, end="upper")
+        comparisons.noninferiority_margin(0.1, NOPE, ROPE, paired=True, end="upper")
 
 
-def _bank_as_rope(row: list[float], margin: float) -> stats.Comparison:
-    return stats.compare_noninferior("gpa", row, "rope", ROPE, margin=margin, paired=True)
+def _bank_as_rope(row: list[float], margin: float) -> comparisons.Comparison:
+    return comparisons.compare_noninferior("gpa", row, "rope", ROPE, margin=margin, paired=True)
 
 
 def test_a_row_quarter_nat_worse_than_rope_is_not_as_well_as():
@@ -62,22 +63,22 @@ def test_a_row_quarter_nat_worse_than_rope_is_not_as_well_as():
     point estimate (0.30, the old rule) let a row 0.25 worse pass; a tenth of the lower end
     (about 0.059) calls it what it is."""
     worse = shifted(ROPE, 0.25)
-    old, _ = stats.noninferiority_margin(0.5, NOPE, ROPE, paired=True)
+    old, _ = comparisons.noninferiority_margin(0.5, NOPE, ROPE, paired=True)
     assert old == pytest.approx(0.3, abs=1e-3)
-    assert _bank_as_rope(worse, old).verdict == stats.REPRODUCED   # the bug the margin fixes
-    margin, _ = stats.noninferiority_margin(0.1, NOPE, ROPE, paired=True, end="lower")
+    assert _bank_as_rope(worse, old).verdict == verdicts.REPRODUCED   # the bug the margin fixes
+    margin, _ = comparisons.noninferiority_margin(0.1, NOPE, ROPE, paired=True, end="lower")
     assert 0.05 < margin < 0.06
     verdict = _bank_as_rope(worse, margin).verdict
-    assert verdict != stats.REPRODUCED and verdict == stats.CONTRADICTED
+    assert verdict != verdicts.REPRODUCED and verdict == verdicts.CONTRADICTED
 
 
 def test_a_row_slightly_better_than_rope_passes():
-    margin, _ = stats.noninferiority_margin(0.1, NOPE, ROPE, paired=True, end="lower")
+    margin, _ = comparisons.noninferiority_margin(0.1, NOPE, ROPE, paired=True, end="lower")
     better = shifted(ROPE, -0.01)
     comp = _bank_as_rope(better, margin)
-    assert comp.verdict == stats.REPRODUCED and comp.ci.hi < margin
+    assert comp.verdict == verdicts.REPRODUCED and comp.ci.hi < margin
     # equal to RoPE within the spread: also inside the margin
-    assert _bank_as_rope(shifted(ROPE, 0.0), margin).verdict == stats.REPRODUCED
+    assert _bank_as_rope(shifted(ROPE, 0.0), margin).verdict == verdicts.REPRODUCED
 
 
 def test_the_char_claim_reads_its_margin_at_the_lower_end():
@@ -97,7 +98,7 @@ def test_the_char_claim_reads_its_margin_at_the_lower_end():
     assert why == (f"margin {0.1 * lower:.4f} = 0.1 × lower end of NoPE − RoPE 95% interval "
                    f"({lower:.4f}; estimate {mean:.4f})")
     res = rc._judge_comparisons([claim], st)[claim["id"]]
-    assert res.verdict == stats.CONTRADICTED and "lower end of NoPE − RoPE" in res.detail
+    assert res.verdict == verdicts.CONTRADICTED and "lower end of NoPE − RoPE" in res.detail
 
 
 # ----------------------------------------------------------------------------- the config
@@ -152,10 +153,10 @@ def test_the_prune_margin_is_relative_to_the_unpruned_reference():
                                   "removal) validation loss 1.5100, mean of 3 seeds")
     assert part["margin"] == "0.01 × each architecture's unpruned reference loss: gpa_m64 0.0151"
     res = _prune_claim(claim, part, "small")
-    assert res.verdict == stats.REPRODUCED and arch["margin_why"] in res.detail
+    assert res.verdict == verdicts.REPRODUCED and arch["margin_why"] in res.detail
     costly = [_pruned(s, c, 0.03 + 0.0005 * s) for s, c in enumerate(controls)]
     res = _prune_claim(claim, prune_context({"threshold": 0.1, "runs": costly}, rule) | {"margin_why": why}, "small")
-    assert res.verdict == stats.CONTRADICTED
+    assert res.verdict == verdicts.CONTRADICTED
     # each architecture its own reference
     other = [_pruned(s, 2.0, 0.002, row="gpa_dp_m8") for s in range(3)]
     two = prune_context({"threshold": 0.1, "runs": cheap + other}, rule)
@@ -180,9 +181,9 @@ def _with_p(p: float, se: float = 0.01, base: float = 2.0) -> tuple[list[float],
     return [x + m + s * k for x, k in zip(b, (-1, 0, 1))], b
 
 
-def _test(name: str, p: float) -> stats.Test:
+def _test(name: str, p: float) -> comparisons.Test:
     a, b = _with_p(p)
-    return stats.Test(name, a, f"{name}-ref", b, paired=True)
+    return comparisons.Test(name, a, f"{name}-ref", b, paired=True)
 
 
 def test_holm_step_intervals_by_hand():
@@ -191,14 +192,14 @@ def test_holm_step_intervals_by_hand():
     diff -+ t_{1 - alpha'/2, 2} x 0.01."""
     ps = (0.04, 0.001, 0.02)
     tests = [_test(f"a{i}", p) for i, p in enumerate(ps)]
-    comps = stats.judge_family(tests)
+    comps = comparisons.judge_family(tests)
     assert [c.p for c in comps] == [pytest.approx(p, rel=1e-6) for p in ps]
     assert [c.holm_step for c in comps] == [3, 1, 2]
     for c, alpha in zip(comps, (0.05, 0.05 / 3, 0.05 / 2)):
         q = student_t.ppf(1 - alpha / 2, 2) * 0.01
         assert c.holm_level == pytest.approx(1 - alpha)
         assert (c.holm_lo, c.holm_hi) == (pytest.approx(c.ci.diff - q), pytest.approx(c.ci.diff + q))
-        assert c.verdict == stats.CONTRADICTED and c.holm_lo > 0 and c.holm_reached
+        assert c.verdict == verdicts.CONTRADICTED and c.holm_lo > 0 and c.holm_reached
     # the smallest p's step interval is wider than its 95% one; the last step's is the 95% one
     assert comps[1].holm_lo < comps[1].ci.lo and comps[0].holm_lo == pytest.approx(comps[0].ci.lo)
     assert fmt_comp_diff(comps[1]).endswith("(98.33%, Holm step 1 of 3)")
@@ -209,9 +210,9 @@ def test_a_test_after_holm_stops_prints_an_interval_that_agrees_with_its_verdict
     2; 0.04 is never reached. Alone its 95% interval lies clear of 0 (p < 0.05), yet it is
     inconclusive: the printed interval is the stopping step's (97.5%), which contains 0."""
     tests = [_test(f"a{i}", p) for i, p in enumerate((0.001, 0.03, 0.04))]
-    first, stopped, after = stats.judge_family(tests)
-    assert first.verdict == stats.CONTRADICTED
-    assert stopped.verdict == after.verdict == stats.INCONCLUSIVE
+    first, stopped, after = comparisons.judge_family(tests)
+    assert first.verdict == verdicts.CONTRADICTED
+    assert stopped.verdict == after.verdict == verdicts.INCONCLUSIVE
     assert after.ci.lo > 0                                   # the 95% interval alone would disagree
     assert (stopped.holm_step, stopped.holm_stop, after.holm_step, after.holm_stop) == (2, None, 3, 2)
     assert after.holm_level == pytest.approx(1 - 0.05 / 2) and after.holm_lo < 0 < after.holm_hi
@@ -234,16 +235,16 @@ def test_printed_interval_and_verdict_always_agree_in_a_family():
         for j in range(int(rng.integers(2, 7))):
             b = list(2.0 + rng.normal(0, 0.05, 4))
             a = list(np.asarray(b) + rng.normal(0, 0.02) + rng.normal(0, 0.01, 4))  # an effect, seed noise
-            tests.append(stats.Test(f"a{j}", a, f"b{j}", b, paired=True,
+            tests.append(comparisons.Test(f"a{j}", a, f"b{j}", b, paired=True,
                                     margin=0.02 if rng.random() < 0.3 else None))
-        for t, c in zip(tests, stats.judge_family(tests)):
+        for t, c in zip(tests, comparisons.judge_family(tests)):
             if c.holm_level is None:
                 continue
             outside = not (c.holm_lo <= t.boundary <= c.holm_hi)
-            assert outside == (c.verdict in (stats.REPRODUCED, stats.CONTRADICTED)), c
-            if c.verdict == stats.REPRODUCED:
+            assert outside == (c.verdict in (verdicts.REPRODUCED, verdicts.CONTRADICTED)), c
+            if c.verdict == verdicts.REPRODUCED:
                 assert c.holm_hi < t.boundary
-            if c.verdict == stats.CONTRADICTED:
+            if c.verdict == verdicts.CONTRADICTED:
                 assert c.holm_lo > t.boundary
             checked += 1
     assert checked > 500
@@ -283,7 +284,7 @@ def test_a_spread_below_the_resolution_is_not_estimable():
         assert 2 * student_t.sf(abs(mean) / se, df) < 1e-9  # ... with a p no run can have
         ci = stats.paired_diff_ci(a, b)
         assert not ci.estimable and ci.p_two_sided() is None and math.isnan(ci.lo)
-        assert stats.compare_less("b", b, "a", a, paired=True).verdict == stats.NOT_ESTIMABLE
+        assert comparisons.compare_less("b", b, "a", a, paired=True).verdict == verdicts.NOT_ESTIMABLE
         assert not stats.welch_diff_ci([0.3 + spread * k for k in (-1, 0, 1)], [0.0] * 3).estimable
     # rows equal to within float32 rounding (difference 1e-7, se 2.9e-7 nats): no difference is measured
     tiny = stats.paired_diff_ci([x + 1e-7 + 5e-7 * k for x, k in zip(b, (-1, 0, 1))], b)

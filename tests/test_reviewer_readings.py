@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from kernattn.report import stability, stats
+from kernattn.report import verdicts
+from kernattn.report.verdicts import stability
 from kernattn.page import build
 from kernattn.tracks.char import report_readings as rr
 
@@ -29,12 +30,12 @@ def test_the_split_weak_bank_data_are_read_per_form():
     effects: the paper's additive model contradicts the reading."""
     data = _forms([0.5 + 0.01 * i for i in range(10)], [-0.5 - 0.01 * i for i in range(10)])
     res = rr.strength_cost(_claim("001-weak-bank-cheap-head"), data, "small")
-    assert res.verdict == stats.CONTRADICTED
+    assert res.verdict == verdicts.CONTRADICTED
     assert "multiplicative (span of log G): rho > 0 in 10 of 10 runs (p 0.000977), consistent at small" in res.ours
     assert "additive (span of G): rho > 0 in 0 of 10 runs (p 1), inconsistent at small" in res.ours
     assert "pre-registered on 2026-11-28 after the split was seen post hoc on the 2026-11-27 small runs" in res.detail
     pooled = {k: v for k, v in _claim("001-weak-bank-cheap-head").items() if k != "strata"}
-    assert rr.strength_cost(pooled, data, "small").verdict == stats.INCONCLUSIVE   # what the pooled test said
+    assert rr.strength_cost(pooled, data, "small").verdict == verdicts.INCONCLUSIVE   # what the pooled test said
 
 
 def test_per_form_each_test_needs_its_own_six_runs():
@@ -48,16 +49,16 @@ def test_layer1_bump_at_the_newline_peak_plus_one():
     claim = _claim("001-layer1-bump-lag70")
     at = [{"bumps_l1": [{"lag": 69}, {"lag": 70}, {"lag": 68}, {"lag": 69}]} for _ in range(3)]
     res = rr.layer1_bump(claim, _gpa(at), "paper")     # corpus peak 68: the target is lag 69
-    assert res.verdict == stats.REPRODUCED and res.ours.startswith("mean layer-1 bump lag 69.0 against 69")
+    assert res.verdict == verdicts.REPRODUCED and res.ours.startswith("mean layer-1 bump lag 69.0 against 69")
     far = [{"bumps_l1": [{"lag": 105}, {"lag": 106}, {"lag": 104}, {"lag": 107}]} for _ in range(3)]
     found = (True, "positive control found")   # the wrap study's planted period was found at this size
     assert rr.layer1_bump(claim, _gpa(far), "small", found).shown == "inconsistent at small"
     mixed = [at[0], far[0], {"bumps_l1": [{"lag": 69}, None, {"lag": 69}, {"lag": 69}]}]
-    assert rr.layer1_bump(claim, _gpa(mixed), "paper", found).verdict == stats.INCONCLUSIVE   # a head without a bump
+    assert rr.layer1_bump(claim, _gpa(mixed), "paper", found).verdict == verdicts.INCONCLUSIVE   # a head without a bump
     moving = _gpa(at)
     moving["rows"][0]["runs"][1].update(bank_converged=False, bank_gate="moved 90% of Adam's travel")
     assert rr.layer1_bump(claim, moving, "paper").verdict.startswith("not judged (not converged: gpa_m64-s1")
-    assert rr.layer1_bump(claim, _gpa(at, corpus_peak=None), "paper").verdict == stats.NOT_RUN
+    assert rr.layer1_bump(claim, _gpa(at, corpus_peak=None), "paper").verdict == verdicts.NOT_RUN
 
 
 def test_a_bump_away_from_the_peak_needs_the_positive_control():
@@ -73,7 +74,7 @@ def test_a_bump_away_from_the_peak_needs_the_positive_control():
                            "(tolerance 2); moved from initialisation by -18.7; positive control not found)")
     assert rr.layer1_bump(claim, far, "small").verdict.startswith("not judged (positive control not run at this scale")
     at = _gpa([{"bumps_l1": [{"lag": 69}, {"lag": 70}, {"lag": 68}, {"lag": 69}]} for _ in range(3)])
-    assert rr.layer1_bump(claim, at, "paper", lost).verdict == stats.REPRODUCED
+    assert rr.layer1_bump(claim, at, "paper", lost).verdict == verdicts.REPRODUCED
 
 
 def test_the_positive_control_is_read_from_the_wrap_studys_summary(tmp_path):
@@ -143,7 +144,7 @@ def test_a_long_enough_stable_record_is_judged_and_a_short_one_is_not():
     claim = _claim("003-char-stable")
     three = [(f"gka-s{s}", _falling(200)) for s in range(3)]
     ok = stability.judge(claim, three, rule, "paper")
-    assert ok.verdict == stats.REPRODUCED and ok.ours.startswith("3 of 3 GKA runs stable")
+    assert ok.verdict == verdicts.REPRODUCED and ok.ours.startswith("3 of 3 GKA runs stable")
     two = stability.judge(claim, three[:2], rule, "paper")
     assert two.verdict == "not judged (too short: 2 seeds of gka, 3 needed)"
     # each row needs its seeds: a second GKA row of one seed is too short even beside a full one
@@ -157,7 +158,7 @@ def test_a_long_enough_stable_record_is_judged_and_a_short_one_is_not():
     spiky = _falling(200)
     spiky = stability.TrainRecord(spiky.steps, spiky.losses[:10] + (9.0,) + spiky.losses[11:])
     bad = stability.judge(claim, three[:2] + [("gka-s2", spiky)], rule, "paper")
-    assert bad.verdict == stats.CONTRADICTED and "gka-s2: train loss 9.0000 at step 110" in bad.detail
+    assert bad.verdict == verdicts.CONTRADICTED and "gka-s2: train loss 9.0000 at step 110" in bad.detail
 
 
 def test_a_divergence_contradicts_at_any_length():
@@ -165,7 +166,7 @@ def test_a_divergence_contradicts_at_any_length():
     rule = stability.rule(build.load_paper_numbers())
     broke = stability.TrainRecord((10, 20, 30), (3.0, 2.9, 2.8), "loss is nan at step 35")
     got = stability.judge(_claim("003-char-stable"), [("gka-s0", broke)], rule, "paper")
-    assert got.verdict == stats.CONTRADICTED and "gka-s0: diverged (loss is nan at step 35)" in got.detail
+    assert got.verdict == verdicts.CONTRADICTED and "gka-s0: diverged (loss is nan at step 35)" in got.detail
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -184,8 +185,8 @@ def test_a_claim_without_strata_keeps_the_pooled_reading_and_one_form_alone_is_j
     pooled = {k: v for k, v in claim.items() if k != "strata"}
     data = _forms([0.5] * 6, [0.4] * 6)
     res = rr.strength_cost(pooled, data, "paper")
-    assert res.verdict == stats.REPRODUCED and res.ours.startswith("rho > 0 in 12 of 12 runs")
+    assert res.verdict == verdicts.REPRODUCED and res.ours.startswith("rho > 0 in 12 of 12 runs")
     # a scale that trains one form only: that form's test is the claim's (the other has no run)
     only_add = {"corpus": None, "rows": [data["rows"][1]]}
     res = rr.strength_cost(claim, only_add, "paper")
-    assert res.verdict == stats.REPRODUCED and "multiplicative: no run" in res.ours
+    assert res.verdict == verdicts.REPRODUCED and "multiplicative: no run" in res.ours

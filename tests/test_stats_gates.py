@@ -10,7 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from kernattn.report import bootstrap, gates, stats
+from kernattn.report import bootstrap, stats, verdicts
+from kernattn.report.verdicts import comparisons, gates
 
 from .test_report import PARAMS
 
@@ -24,24 +25,24 @@ def test_zero_spread_is_not_estimable_never_p_zero():
     for paired in (True, False):
         ci = stats.diff_ci(a if paired else [2.0, 2.0, 2.0], b if paired else [1.9, 1.9, 1.9], paired)
         assert not ci.estimable and ci.p_two_sided() is None and math.isnan(ci.lo) and math.isnan(ci.hi)
-        comp = stats.compare_less("a", a, "b", b, paired=paired) if paired else \
-            stats.compare_less("a", [2.0] * 3, "b", [1.9] * 3)
-        assert comp.verdict == stats.NOT_ESTIMABLE and comp.p is None and comp.p_holm is None and comp.mde is None
+        comp = comparisons.compare_less("a", a, "b", b, paired=paired) if paired else \
+            comparisons.compare_less("a", [2.0] * 3, "b", [1.9] * 3)
+        assert comp.verdict == verdicts.NOT_ESTIMABLE and comp.p is None and comp.p_holm is None and comp.mde is None
     # rounding noise in the 16th digit is zero spread too (1.8 - 1.9 vs 1.81 - 1.91)
-    assert stats.compare_less("a", [1.8, 1.81, 1.79], "b", [1.9, 1.91, 1.89], paired=True).verdict == stats.NOT_ESTIMABLE
-    assert stats.combine([stats.REPRODUCED, stats.NOT_ESTIMABLE]) == stats.NOT_ESTIMABLE
+    assert comparisons.compare_less("a", [1.8, 1.81, 1.79], "b", [1.9, 1.91, 1.89], paired=True).verdict == verdicts.NOT_ESTIMABLE
+    assert verdicts.combine([verdicts.REPRODUCED, verdicts.NOT_ESTIMABLE]) == verdicts.NOT_ESTIMABLE
 
 
 def test_fewer_than_three_seeds_is_not_judged_even_with_a_clear_interval():
     a, b = [1.0, 2.0], [3.0, 4.1]  # differences -2.0, -2.1: the 95% interval (df 1) lies below 0
     ci = stats.paired_diff_ci(a, b)
     assert ci.hi < 0
-    comp = stats.compare_less("a", a, "b", b, paired=True)
+    comp = comparisons.compare_less("a", a, "b", b, paired=True)
     assert comp.verdict == "not judged (2 seeds)" and comp.ci == ci
     assert comp.p_holm is None and comp.family_size == 1   # withheld, it still counts in its family (issue 48)
-    assert stats.compare_less("a", [1.0], "b", [2.0, 3.0]).verdict == "not judged (1 seed)"
-    assert stats.combine(["not judged (2 seeds)", stats.INCONCLUSIVE]) == "not judged (2 seeds)"
-    assert stats.combine(["not judged (2 seeds)", stats.CONTRADICTED]) == stats.CONTRADICTED
+    assert comparisons.compare_less("a", [1.0], "b", [2.0, 3.0]).verdict == "not judged (1 seed)"
+    assert verdicts.combine(["not judged (2 seeds)", verdicts.INCONCLUSIVE]) == "not judged (2 seeds)"
+    assert verdicts.combine(["not judged (2 seeds)", verdicts.CONTRADICTED]) == verdicts.CONTRADICTED
 
 
 def _pair_with_p(p: float, sign: float) -> tuple[list[float], list[float]]:
@@ -59,18 +60,18 @@ def test_a_family_is_the_figure_not_the_row():
     (one figure) Holm compares 0.03 with 0.05/2 and stops: both inconclusive."""
     a, b = _pair_with_p(0.03, -1)
     c, d = _pair_with_p(0.04, -1)
-    alone = [stats.judge_family([stats.Test("a", a, "b", b, True)])[0],
-             stats.judge_family([stats.Test("c", c, "d", d, True)])[0]]
-    assert [x.verdict for x in alone] == [stats.REPRODUCED, stats.REPRODUCED]
-    family = stats.judge_family([stats.Test("a", a, "b", b, True), stats.Test("c", c, "d", d, True)])
-    assert [x.verdict for x in family] == [stats.INCONCLUSIVE, stats.INCONCLUSIVE]
+    alone = [comparisons.judge_family([comparisons.Test("a", a, "b", b, True)])[0],
+             comparisons.judge_family([comparisons.Test("c", c, "d", d, True)])[0]]
+    assert [x.verdict for x in alone] == [verdicts.REPRODUCED, verdicts.REPRODUCED]
+    family = comparisons.judge_family([comparisons.Test("a", a, "b", b, True), comparisons.Test("c", c, "d", d, True)])
+    assert [x.verdict for x in family] == [verdicts.INCONCLUSIVE, verdicts.INCONCLUSIVE]
     assert [x.p_holm for x in family] == [pytest.approx(0.06), pytest.approx(0.06)]
     assert {x.family_size for x in family} == {2}
     # a gated comparison is not tested, but it stays in the family (issue 48: until 2026-12-02 it
     # left it, so k shrank by exactly the comparisons a gate held back and p = 0.03 passed alone)
-    gated = stats.judge_family([stats.Test("a", a, "b", b, True),
-                                stats.Test("c", c, "d", d, True, gate=stats.not_judged("converged: x"))])
-    assert gated[0].verdict == stats.INCONCLUSIVE and gated[0].family_size == 2
+    gated = comparisons.judge_family([comparisons.Test("a", a, "b", b, True),
+                                comparisons.Test("c", c, "d", d, True, gate=verdicts.not_judged("converged: x"))])
+    assert gated[0].verdict == verdicts.INCONCLUSIVE and gated[0].family_size == 2
     assert gated[0].p_holm == pytest.approx(0.06) and gated[0].holm_level == pytest.approx(1 - 0.05 / 2)
     assert gated[1].verdict == "not judged (converged: x)" and gated[1].p_holm is None
 
@@ -83,44 +84,44 @@ def test_one_sided_at_2_5_percent_agrees_with_the_printed_interval():
     a, b = [1.01, 2.02, 3.03], [1.0, 2.0, 3.0]   # differences 0.01, 0.02, 0.03: se 0.01/sqrt(3), df 2
     se = 0.01 / math.sqrt(3)
     margin = 0.02 + 3.5 * se                      # t_{0.95,2} = 2.92 < 3.5 < t_{0.975,2} = 4.30
-    comp = stats.compare_noninferior("a", a, "b", b, margin=margin, paired=True)
-    assert comp.ci.hi > margin and comp.verdict == stats.INCONCLUSIVE
+    comp = comparisons.compare_noninferior("a", a, "b", b, margin=margin, paired=True)
+    assert comp.ci.hi > margin and comp.verdict == verdicts.INCONCLUSIVE
     rng = np.random.default_rng(0)
     for _ in range(200):
         x, y = rng.normal(0, 1, 4), rng.normal(0.3, 1, 4)
-        less = stats.compare_less("x", x, "y", y, paired=True)
-        assert (less.verdict == stats.REPRODUCED) == (less.ci.hi < 0)
-        assert (less.verdict == stats.CONTRADICTED) == (less.ci.lo > 0)
-        ni = stats.compare_noninferior("x", x, "y", y, margin=0.5, paired=True)
-        assert (ni.verdict == stats.REPRODUCED) == (ni.ci.hi < 0.5)
-        assert (ni.verdict == stats.CONTRADICTED) == (ni.ci.lo > 0.5)
+        less = comparisons.compare_less("x", x, "y", y, paired=True)
+        assert (less.verdict == verdicts.REPRODUCED) == (less.ci.hi < 0)
+        assert (less.verdict == verdicts.CONTRADICTED) == (less.ci.lo > 0)
+        ni = comparisons.compare_noninferior("x", x, "y", y, margin=0.5, paired=True)
+        assert (ni.verdict == verdicts.REPRODUCED) == (ni.ci.hi < 0.5)
+        assert (ni.verdict == verdicts.CONTRADICTED) == (ni.ci.lo > 0.5)
 
 
 def test_minimum_detectable_effect_hand_computed():
     a, b = [1.01, 2.02, 3.03], [1.0, 2.0, 3.0]    # se = 0.01 / sqrt(3), df 2
     se = 0.01 / math.sqrt(3)
-    comp = stats.compare_less("a", a, "b", b, paired=True)
+    comp = comparisons.compare_less("a", a, "b", b, paired=True)
     assert comp.mde == pytest.approx((T975_DF2 + T80_DF2) * se, rel=1e-5)
     from scipy.stats import t
 
     # in a family of 3 the test runs at 0.025 / 3 one-sided: a larger MDE
-    three = stats.judge_family([stats.Test("a", a, "b", b, True)] * 3)
+    three = comparisons.judge_family([comparisons.Test("a", a, "b", b, True)] * 3)
     assert three[0].mde == pytest.approx((t.ppf(1 - 0.025 / 3, 2) + T80_DF2) * se, rel=1e-6)
     assert three[0].mde > comp.mde
 
 
 def test_noninferiority_margin_is_a_fraction_of_the_nope_rope_gap():
     nope, rope = [2.20, 2.21, 2.19], [2.000, 2.002, 1.998]   # gap 0.2 (differences 0.2, 0.208, 0.192)
-    margin, why = stats.noninferiority_margin(0.5, nope, rope, paired=True)
+    margin, why = comparisons.noninferiority_margin(0.5, nope, rope, paired=True)
     assert margin == pytest.approx(0.1) and "NoPE − RoPE" in why
     # RoPE no better than NoPE at this scale: no margin, and the reason
-    margin, why = stats.noninferiority_margin(0.5, [2.0, 2.01, 1.99], [2.0, 1.99, 2.01], paired=True)
+    margin, why = comparisons.noninferiority_margin(0.5, [2.0, 2.01, 1.99], [2.0, 1.99, 2.01], paired=True)
     assert margin is None and "gains nothing" in why
     # two seeds: a gap of 0.25 whose 95% interval (df 1) still reaches 0 is no established gain
-    margin, why = stats.noninferiority_margin(0.5, [2.2, 2.3], [2.0, 2.0], paired=True)
+    margin, why = comparisons.noninferiority_margin(0.5, [2.2, 2.3], [2.0, 2.0], paired=True)
     assert margin is None and "+0.2500" in why
     with pytest.raises(ValueError):
-        stats.noninferiority_margin(1.5, nope, rope, paired=True)
+        comparisons.noninferiority_margin(1.5, nope, rope, paired=True)
 
 
 def test_loss_gate_on_constructed_curves():
@@ -136,7 +137,7 @@ def test_loss_gate_on_constructed_curves():
     assert not few.passed and "1 val loss evaluation(s)" in few.why
     assert gates.withheld([few]) == f"not judged (not converged: {few.why})"
     assert gates.withheld([gates.gate("premise not met", True)]) is None
-    assert gates.apply(stats.REPRODUCED, [gates.gate("premise not met", False, "no weak bank")]) == \
+    assert gates.apply(verdicts.REPRODUCED, [gates.gate("premise not met", False, "no weak bank")]) == \
         "not judged (premise not met: no weak bank)"
 
 

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from kernattn import cli
-from kernattn.studies.wrap import bumpshift, text as wrap
+from kernattn.report.verdicts import line_wrap
+from kernattn.studies.wrap import study as wrap_study, text as wrap
 from kernattn.tracks.char.analysis import newlines
 from kernattn.tracks.char.corpus import (
     build_vocab,
@@ -210,26 +211,26 @@ def bank_with_bump(lag: int, n_lags: int = 129) -> np.ndarray:
 
 def test_run_bump_is_the_median_over_first_layer_heads():
     heads = np.stack([bank_with_bump(50), bank_with_bump(52), bank_with_bump(70), np.exp(-np.arange(129) / 9)])
-    assert bumpshift.run_bump(heads, min_lag=10) == 52  # the monotone head has no bump
-    assert bumpshift.run_bump(heads[3:], min_lag=10) is None
+    assert wrap_study.run_bump(heads, min_lag=10) == 52  # the monotone head has no bump
+    assert wrap_study.run_bump(heads[3:], min_lag=10) is None
 
 
 def corpora(orig, rewrapped, unwrapped=(None, None), peaks=(68, 51, None)):
-    return [bumpshift.CorpusBumps(name, peak, dict(enumerate(b)))
+    return [line_wrap.CorpusBumps(name, peak, dict(enumerate(b)))
             for name, peak, b in zip(("original", "rewrapped", "unwrapped"), peaks, (orig, rewrapped, unwrapped))]
 
 
 @pytest.mark.parametrize("orig, rewrapped, verdict", [
-    ((69, 70), (52, 54), bumpshift.TRACKS),        # shifts -17, -16: about [-25, -8] (51 - 68 = -17)
-    ((69, 70), (52, 53), bumpshift.TRACKS),        # -17 on both: the rounding floor's sd, about [-23, -11]
-    ((69, 71), (50, 53), bumpshift.TRACKS),        # shifts -19, -18: interval about [-25, -12]
-    ((69, 70), (70, 70), bumpshift.STAYS),         # did not move
-    ((69, 70), (60, 71), bumpshift.INCONCLUSIVE),  # shifts -9, +1: the interval holds 0 and -17
-    ((69, 70), (99, 100), bumpshift.INCONCLUSIVE),  # moved, but away from the line width
-    ((69, 70), (52, None), bumpshift.INCONCLUSIVE),  # one seed without a bump: no interval
+    ((69, 70), (52, 54), line_wrap.TRACKS),        # shifts -17, -16: about [-25, -8] (51 - 68 = -17)
+    ((69, 70), (52, 53), line_wrap.TRACKS),        # -17 on both: the rounding floor's sd, about [-23, -11]
+    ((69, 71), (50, 53), line_wrap.TRACKS),        # shifts -19, -18: interval about [-25, -12]
+    ((69, 70), (70, 70), line_wrap.STAYS),         # did not move
+    ((69, 70), (60, 71), line_wrap.INCONCLUSIVE),  # shifts -9, +1: the interval holds 0 and -17
+    ((69, 70), (99, 100), line_wrap.INCONCLUSIVE),  # moved, but away from the line width
+    ((69, 70), (52, None), line_wrap.INCONCLUSIVE),  # one seed without a bump: no interval
 ])
 def test_study_verdict_on_constructed_bumps(orig, rewrapped, verdict):
-    out = bumpshift.study_verdict(corpora(orig, rewrapped, (40, 90)))
+    out = line_wrap.study_verdict(corpora(orig, rewrapped, (40, 90)))
     assert out["verdict"] == verdict and out["voting"] == 1
     rows = {r["corpus"]: r for r in out["corpora"]}
     assert rows["unwrapped"]["votes"] is False and "no sharp newline peak" in rows["unwrapped"]["reason"]
@@ -238,15 +239,15 @@ def test_study_verdict_on_constructed_bumps(orig, rewrapped, verdict):
 
 
 def test_study_verdict_needs_a_moved_line_width_and_two_seeds():
-    same_width = bumpshift.study_verdict(corpora((69, 70), (52, 53), peaks=(68, 69, None)))
-    assert same_width["verdict"] == bumpshift.INCONCLUSIVE and same_width["voting"] == 0
-    one_seed = bumpshift.study_verdict([bumpshift.CorpusBumps("original", 68, {0: 69.0}),
-                                        bumpshift.CorpusBumps("rewrapped", 51, {0: 52.0})])
-    assert one_seed["verdict"] == bumpshift.INCONCLUSIVE and one_seed["corpora"][0]["bump"]["lo"] is None
-    two = bumpshift.study_verdict(corpora((69, 70), (52, 54)) + [bumpshift.CorpusBumps("w40", 41, {0: 70, 1: 70})])
-    assert two["verdict"] == bumpshift.INCONCLUSIVE  # one counterfactual tracks, the other stays
+    same_width = line_wrap.study_verdict(corpora((69, 70), (52, 53), peaks=(68, 69, None)))
+    assert same_width["verdict"] == line_wrap.INCONCLUSIVE and same_width["voting"] == 0
+    one_seed = line_wrap.study_verdict([line_wrap.CorpusBumps("original", 68, {0: 69.0}),
+                                        line_wrap.CorpusBumps("rewrapped", 51, {0: 52.0})])
+    assert one_seed["verdict"] == line_wrap.INCONCLUSIVE and one_seed["corpora"][0]["bump"]["lo"] is None
+    two = line_wrap.study_verdict(corpora((69, 70), (52, 54)) + [line_wrap.CorpusBumps("w40", 41, {0: 70, 1: 70})])
+    assert two["verdict"] == line_wrap.INCONCLUSIVE  # one counterfactual tracks, the other stays
     with pytest.raises(ValueError, match="no reference corpus"):
-        bumpshift.study_verdict(corpora((69, 70), (52, 53)), reference="dickens")
+        line_wrap.study_verdict(corpora((69, 70), (52, 53)), reference="dickens")
 
 
 # ----------------------------------------------------------------------------- the wrap study's controls
@@ -290,7 +291,7 @@ def test_the_paragraph_counterfactual_keeps_the_line_width():
 def test_planted_corpora_are_controls_that_never_vote():
     from kernattn.studies.wrap.study import split_controls
 
-    corpora = [bumpshift.CorpusBumps(n, 68) for n in ("original", "rewrapped", "planted_40", "rewrapped_30")]
+    corpora = [line_wrap.CorpusBumps(n, 68) for n in ("original", "rewrapped", "planted_40", "rewrapped_30")]
     voting, controls = split_controls(corpora, 50)
     assert [c.name for c in voting] == ["original", "rewrapped", "rewrapped_30"]
     assert [c.name for c in controls] == ["planted_40"]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kernattn.studies.wrap import bumpshift
 from kernattn.cli import main
 from kernattn.config import load_params
-from kernattn.report import stats, study_rules
+from kernattn.report import verdicts
+from kernattn.report.verdicts import line_wrap, studies
 from kernattn.studies.common import summary_path
 
 from .test_report import PNG, T975, check_summary_and_outline, parse, write_params, write_runs
@@ -22,9 +22,9 @@ T95_ONE_SIDED_1 = 6.313752  # t_{0.95, 1}
 
 # ----------------------------------------------------------------------------- the rules
 def test_reading_verdict_maps_the_two_outcomes():
-    assert study_rules.reading_verdict(bumpshift.STAYS, bumpshift.STAYS, bumpshift.TRACKS) == stats.REPRODUCED
-    assert study_rules.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS) == stats.CONTRADICTED
-    assert study_rules.reading_verdict(bumpshift.INCONCLUSIVE, bumpshift.STAYS, bumpshift.TRACKS) == stats.INCONCLUSIVE
+    assert studies.reading_verdict(line_wrap.STAYS, line_wrap.STAYS, line_wrap.TRACKS) == verdicts.REPRODUCED
+    assert studies.reading_verdict(line_wrap.TRACKS, line_wrap.STAYS, line_wrap.TRACKS) == verdicts.CONTRADICTED
+    assert studies.reading_verdict(line_wrap.INCONCLUSIVE, line_wrap.STAYS, line_wrap.TRACKS) == verdicts.INCONCLUSIVE
 
 
 def test_init_comparisons_hand_computed():
@@ -34,21 +34,21 @@ def test_init_comparisons_hand_computed():
     base = {0: 2.0, 1: 2.1, 2: 2.2}
     better = {0: 1.9, 1: 1.9, 2: 2.05}
     same = {0: 2.0, 1: 2.2, 2: 2.1}
-    verdict, comps = study_rules.init_comparisons("1", {"1": base, "sqrt_d": better})
-    assert verdict == stats.REPRODUCED
+    verdict, comps = studies.init_comparisons("1", {"1": base, "sqrt_d": better})
+    assert verdict == verdicts.REPRODUCED
     (c,) = comps
     half = T975[2] * 0.05 / math.sqrt(3)
     assert c.ci.diff == pytest.approx(-0.15) and c.ci.half == pytest.approx(half, rel=1e-6)
     assert c.p == pytest.approx(0.03510, abs=5e-5)
-    verdict, comps = study_rules.init_comparisons("1", {"1": base, "sqrt_d": better, "median": same})
-    assert verdict == stats.INCONCLUSIVE
-    assert [x.verdict for x in comps] == [stats.INCONCLUSIVE, stats.INCONCLUSIVE]
+    verdict, comps = studies.init_comparisons("1", {"1": base, "sqrt_d": better, "median": same})
+    assert verdict == verdicts.INCONCLUSIVE
+    assert [x.verdict for x in comps] == [verdicts.INCONCLUSIVE, verdicts.INCONCLUSIVE]
     assert comps[0].p_holm == pytest.approx(2 * comps[0].p)
     # every other init significantly worse: contradicted; one seed: no interval
     worse = {s: v + 0.3 + 0.01 * s for s, v in base.items()}
-    assert study_rules.init_comparisons("1", {"1": base, "sqrt_d": worse})[0] == stats.CONTRADICTED
-    assert study_rules.init_comparisons("1", {"1": {0: 2.0}, "sqrt_d": {0: 1.0}})[0] == stats.ONE_SEED
-    assert study_rules.init_comparisons("1", {"1": base})[0] == stats.NOT_RUN
+    assert studies.init_comparisons("1", {"1": base, "sqrt_d": worse})[0] == verdicts.CONTRADICTED
+    assert studies.init_comparisons("1", {"1": {0: 2.0}, "sqrt_d": {0: 1.0}})[0] == verdicts.ONE_SEED
+    assert studies.init_comparisons("1", {"1": base})[0] == verdicts.NOT_RUN
 
 
 def test_init_comparisons_across_tracks_are_one_holm_family():
@@ -59,23 +59,23 @@ def test_init_comparisons_across_tracks_are_one_holm_family():
     char = ("1", {"1": {0: 2.0, 1: 2.1, 2: 2.2}, "sqrt_d": {0: 1.9, 1: 1.9, 2: 2.05}})
     vision = ("1", {"1": {0: 30.0, 1: 28.0, 2: 29.0}, "sqrt_d": {0: 25.0, 1: 24.0, 2: 26.0}})
     lm = ("1", {"1": {0: 3.0, 1: 3.2, 2: 3.1}, "sqrt_d": {0: 3.0, 1: 3.1, 2: 3.2}})
-    verdict, comps = study_rules.init_family_comparisons({"char": char, "lm": lm, "vision": vision})
+    verdict, comps = studies.init_family_comparisons({"char": char, "lm": lm, "vision": vision})
     assert [(c.a, c.b) for c in comps] == [("char: sqrt_d", "char: 1"), ("lm: sqrt_d", "lm: 1"),
                                            ("vision: sqrt_d", "vision: 1")]
     assert comps[2].p == pytest.approx(0.0202, abs=1e-4) and comps[2].p_holm == pytest.approx(3 * comps[2].p)
-    assert verdict == stats.INCONCLUSIVE and stats.REPRODUCED not in [c.verdict for c in comps]
-    verdict, comps = study_rules.init_family_comparisons({"char": char, "vision": vision})
-    assert verdict == stats.REPRODUCED and [c.verdict for c in comps] == [stats.REPRODUCED] * 2
+    assert verdict == verdicts.INCONCLUSIVE and verdicts.REPRODUCED not in [c.verdict for c in comps]
+    verdict, comps = studies.init_family_comparisons({"char": char, "vision": vision})
+    assert verdict == verdicts.REPRODUCED and [c.verdict for c in comps] == [verdicts.REPRODUCED] * 2
 
 
 # ----------------------------------------------------------------------------- constructed studies
 def wrap_summary(scale: str) -> dict:
     """One row: the bump moves from 69/71/70 to 50/51/52 when the line peak moves from 68 to 49:
     shifts -19, -20, -18 (-19 +- 2.484 +- 2 tol holds -19, not 0): it tracks the line width."""
-    corpora = [bumpshift.CorpusBumps("original", 68, {0: 69.0, 1: 71.0, 2: 70.0}),
-               bumpshift.CorpusBumps("rewrapped", 49, {0: 50.0, 1: 51.0, 2: 52.0}),
-               bumpshift.CorpusBumps("unwrapped", None, {0: 70.0, 1: None, 2: 71.0})]
-    row = {"row": "gpa_m64", **bumpshift.study_verdict(corpora, "original", 2.0)}
+    corpora = [line_wrap.CorpusBumps("original", 68, {0: 69.0, 1: 71.0, 2: 70.0}),
+               line_wrap.CorpusBumps("rewrapped", 49, {0: 50.0, 1: 51.0, 2: 52.0}),
+               line_wrap.CorpusBumps("unwrapped", None, {0: 70.0, 1: None, 2: 71.0})]
+    row = {"row": "gpa_m64", **line_wrap.study_verdict(corpora, "original", 2.0)}
     peak = {"sharp": 68, "peak": 68, "contrast": 16.0, "line_peak": 67, "paragraph_median": 184.0}
     return {"study": "wrap", "scale": scale, "width": 50, "tol": 2.0, "reference": "original",
             "corpora": ["original", "rewrapped", "unwrapped"],
@@ -143,7 +143,7 @@ def test_report_with_the_three_studies(tmp_path):
     # sqrt_d below sigma = 1 in 3 of 3 char seeds: p could be no lower than 1/8, so no verdict
     assert page.verdicts["003-gka-init-sigma"] == (
         "at scale tiny: not judged (3 seed pairs with a sign: a sign test needs 6 to reach 0.025)")
-    # pruned - control: 0.001, 0.003 (mean 0.002, se 0.001): two seeds, df 1, below stats.MIN_SEEDS
+    # pruned - control: 0.001, 0.003 (mean 0.002, se 0.001): two seeds, df 1, below verdicts.MIN_SEEDS
     assert page.verdicts["001-weak-head-removable"] == "at scale tiny: not judged (2 seeds)"
     check_summary_and_outline(page, html, folder)
     import pandas as pd
@@ -258,9 +258,9 @@ def test_prune_judges_the_cost_without_fine_tuning_per_architecture():
     part, res = _prune_claim_of(runs)
     m64, dp = part["architectures"]
     assert (m64["row"], m64["premise_met"], dp["row"], dp["premise_met"]) == ("gpa_m64", True, "gpa_dp_m8", False)
-    assert m64["comparisons"]["no_fine_tune"].verdict == stats.CONTRADICTED
-    assert m64["comparisons"]["fine_tuned"].verdict == stats.REPRODUCED
-    assert res.verdict == stats.CONTRADICTED and "not judged: gpa_dp_m8" in res.detail
+    assert m64["comparisons"]["no_fine_tune"].verdict == verdicts.CONTRADICTED
+    assert m64["comparisons"]["fine_tuned"].verdict == verdicts.REPRODUCED
+    assert res.verdict == verdicts.CONTRADICTED and "not judged: gpa_dp_m8" in res.detail
     se = 0.01 / 3 ** 0.5
     assert res.estimate == pytest.approx(0.11) and res.hi == pytest.approx(0.11 + T975[2] * se)
     control = m64["comparisons"]["random_no_fine_tune"].ci
@@ -269,11 +269,11 @@ def test_prune_judges_the_cost_without_fine_tuning_per_architecture():
 
 
 def test_prune_with_two_seeds_is_not_judged():
-    """The same architecture with two seeds: one degree of freedom, below stats.MIN_SEEDS."""
+    """The same architecture with two seeds: one degree of freedom, below verdicts.MIN_SEEDS."""
     runs = [prune_run(0, 2.051, 2.05, removal=0.1), prune_run(1, 2.043, 2.04, removal=0.12)]
     part, res = _prune_claim_of(runs)
     assert part["architectures"][0]["comparisons"]["no_fine_tune"].verdict == "not judged (2 seeds)"
-    assert res.verdict != stats.CONTRADICTED and res.verdict != stats.REPRODUCED
+    assert res.verdict != verdicts.CONTRADICTED and res.verdict != verdicts.REPRODUCED
 
 
 def test_the_random_heads_are_other_heads_drawn_by_seed():
@@ -315,7 +315,8 @@ def test_the_wrap_premise_needs_banks_that_stopped_moving(tmp_path, monkeypatch)
     step 5 -> 6 at micro)."""
     import torch
 
-    from kernattn.studies.wrap.study import bank_gate, bank_moved, premise
+    from kernattn.report.verdicts.line_wrap import premise
+    from kernattn.studies.wrap.study import bank_gate, bank_moved
     from kernattn.tracks.char.report_bankgate import adam_travel, variant_lrs
     from kernattn.tracks.char.stages import run_dir
 
@@ -359,7 +360,7 @@ def test_the_wrap_premise_and_the_bank_at_initialisation():
     from the initial bank's (97, 95) by -26: premise met. A bump at 76.5 (the initial kernel's
     period caught in flight) is 8.5 lags from the peak: not met, and the claim says so."""
     from kernattn.studies.wrap.report import _wrap_claim, wrap_context
-    from kernattn.studies.wrap.study import premise
+    from kernattn.report.verdicts.line_wrap import premise
 
     assert premise({0: 69.0, 1: 71.0}, {0: 97.0, 1: 95.0}, 68, 2.0) == (
         True, "bump 70.0 vs newline peak 68 (tolerance 2); moved from initialisation by -26.0")
@@ -384,21 +385,21 @@ def test_a_row_without_the_wrap_premise_has_no_vote():
     import copy
 
     from kernattn.studies.wrap.report import _wrap_claim, wrap_context
-    from kernattn.studies.wrap.study import overall_verdict
+    from kernattn.report.verdicts.line_wrap import overall_verdict
 
     summary = wrap_summary("tiny")
     met = summary["rows"][0] | {"premise_met": True, "premise_why": "bump 70.0 vs newline peak 68"}
-    stays = [bumpshift.CorpusBumps("original", 68, {0: 76.0, 1: 77.0, 2: 76.0}),
-             bumpshift.CorpusBumps("rewrapped", 49, {0: 76.0, 1: 78.0, 2: 75.0})]  # shifts 0, +1, -1
-    unmet = {"row": "gpa_dp_m8", **bumpshift.study_verdict(stays, "original", 2.0), "premise_met": False,
+    stays = [line_wrap.CorpusBumps("original", 68, {0: 76.0, 1: 77.0, 2: 76.0}),
+             line_wrap.CorpusBumps("rewrapped", 49, {0: 76.0, 1: 78.0, 2: 75.0})]  # shifts 0, +1, -1
+    unmet = {"row": "gpa_dp_m8", **line_wrap.study_verdict(stays, "original", 2.0), "premise_met": False,
              "premise_why": "bump 76.5 vs newline peak 68 (tolerance 2)"}
-    assert (met["verdict"], unmet["verdict"]) == (bumpshift.TRACKS, bumpshift.STAYS)
-    assert overall_verdict([met, unmet]) == bumpshift.TRACKS
-    assert overall_verdict([met | {"premise_met": False}, unmet]) == bumpshift.INCONCLUSIVE  # none met: all, split
-    assert overall_verdict([met, unmet | {"premise_met": True}]) == bumpshift.INCONCLUSIVE
+    assert (met["verdict"], unmet["verdict"]) == (line_wrap.TRACKS, line_wrap.STAYS)
+    assert overall_verdict([met, unmet]) == line_wrap.TRACKS
+    assert overall_verdict([met | {"premise_met": False}, unmet]) == line_wrap.INCONCLUSIVE  # none met: all, split
+    assert overall_verdict([met, unmet | {"premise_met": True}]) == line_wrap.INCONCLUSIVE
     summary["rows"], summary["verdict"] = [met, unmet], overall_verdict([met, unmet])
     res = _wrap_claim({"id": "001-bump-paragraph-scale"}, wrap_context(copy.deepcopy(summary)), "tiny")
-    assert res.verdict == study_rules.reading_verdict(bumpshift.TRACKS, bumpshift.STAYS, bumpshift.TRACKS)
+    assert res.verdict == studies.reading_verdict(line_wrap.TRACKS, line_wrap.STAYS, line_wrap.TRACKS)
     assert "premise not met, not judged: gpa_dp_m8" in res.detail
     assert "gpa_dp_m8" not in res.ours and "gpa_m64 rewrapped: shift -19.0" in res.ours
 

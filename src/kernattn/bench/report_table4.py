@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..report import stats
+from ..report import verdicts
 from ..report.claims import ClaimResult
 from .peaks import kind_for_name
 
@@ -59,12 +59,12 @@ def direction(r: dict[str, float]) -> str:
     speed = [v for k, v in r.items() if k.endswith("img/s")]
     memory = [v for k, v in r.items() if k.startswith("train") and k.endswith("MiB")]
     if not speed or not memory:
-        return stats.INCONCLUSIVE
+        return verdicts.INCONCLUSIVE
     if all(v < 1 for v in speed) and all(v > 1 for v in memory):
-        return stats.REPRODUCED
+        return verdicts.REPRODUCED
     if all(v >= 1 for v in speed) and all(v <= 1 for v in memory):
-        return stats.CONTRADICTED
-    return stats.INCONCLUSIVE
+        return verdicts.CONTRADICTED
+    return verdicts.INCONCLUSIVE
 
 
 def is_gpu(df: pd.DataFrame) -> bool:
@@ -83,12 +83,12 @@ def judge(claim: dict, measured: list[tuple[str, pd.DataFrame]], paper: dict, sc
     found = [(label, df, r) for label, df in measured if (r := ratios(df)) is not None]
     beside = f"paper (RTX 5090): {_text(paper_ratios(paper))}"
     if not found:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—",
                            detail=f"no models.csv with deit_tiny and gka_tiny at {PAPER_SHAPE} "
                                   f"(bench.families needs vit_paper); {beside}")
     label, df, r = next((x for x in found if is_gpu(x[1])), found[0])
     device = ", ".join(dict.fromkeys(str(d) for d in df.get("device", pd.Series(dtype=str)).dropna())) or "unknown"
-    verdict = direction(r) if is_gpu(df) else stats.not_comparable(
+    verdict = direction(r) if is_gpu(df) else verdicts.not_comparable(
         f"measured on a CPU ({device}); the paper measured RTX 5090 GPUs, where fused attention kernels decide the gap")
     train_speed = [v for k, v in r.items() if k.startswith("train") and k.endswith("img/s")]  # smallest batch first
     speed = train_speed[0] if train_speed else None
@@ -150,9 +150,9 @@ def trend(by_size: dict[str, dict[str, float] | None]) -> tuple[str, list[str]]:
             (b0, r0), (b1, r1) = train[0], train[-1]
             checks.append((r1 < r0, f"{size} train b{b1} {r1:.2f}x vs b{b0} {r0:.2f}x"))
     if not checks:
-        return stats.INCONCLUSIVE, []
+        return verdicts.INCONCLUSIVE, []
     held = [ok for ok, _ in checks]
-    verdict = stats.REPRODUCED if all(held) else stats.CONTRADICTED if not any(held) else stats.INCONCLUSIVE
+    verdict = verdicts.REPRODUCED if all(held) else verdicts.CONTRADICTED if not any(held) else verdicts.INCONCLUSIVE
     return verdict, [f"{text} ({'holds' if ok else 'fails'})" for ok, text in checks]
 
 
@@ -165,7 +165,7 @@ def table4_trend_claim(claim: dict, measured: list[tuple[str, pd.DataFrame]], pa
     found = [(label, df, by) for label, df in measured
              if (by := {s: size_ratios(df, s) for s in SIZES})["tiny"] and by["base"]]
     if not found:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—",
                            detail=f"no models.csv with deit and gka at both tiny and base at "
                                   f"{PAPER_SHAPE} (bench.families vit at bench.size paper, or "
                                   f"bench.paper_vit_sizes with Ti and B); {beside}")
@@ -173,7 +173,7 @@ def table4_trend_claim(claim: dict, measured: list[tuple[str, pd.DataFrame]], pa
     verdict, words = trend(by)
     if not is_gpu(df):
         devices = ", ".join(dict.fromkeys(str(d) for d in df.get("device", pd.Series(dtype=str)).dropna())) or "unknown"
-        verdict = stats.not_comparable(f"measured on a CPU ({devices}); the paper measured RTX 5090 GPUs, where "
+        verdict = verdicts.not_comparable(f"measured on a CPU ({devices}); the paper measured RTX 5090 GPUs, where "
                                        f"fused attention kernels decide the gap")
     return ClaimResult(claim, verdict, scale=scale, ours=f"GKA / DeiT: {'; '.join(words)} ({label})",
                        detail=f"{beside}; {claim.get('rule', '')}".rstrip("; "))

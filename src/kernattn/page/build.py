@@ -12,7 +12,7 @@ owns; a track's part says what it reads (tracks.<t>.stages owns where its files 
 track's run that is missing or unreadable is an error naming the file and the command that
 makes it (the report never drops a run silently); an analysis or study that is missing is a
 warning naming its command. The page: paper_numbers.yaml (kernattn/report/: the papers'
-claims and numbers; every verdict rule is in report/stats.py) loaded and checked against the claim
+claims and numbers; every verdict rule is in report/verdicts/) loaded and checked against the claim
 kinds the parts own, the summary table of every claim, the table of contents, the header and
 provenance (the union of what the parts say of their runs), render, atomic write.
 
@@ -53,7 +53,7 @@ import yaml
 from ..config import Params, ParamsError, params_from_args
 from ..tracks import TRACKS, track_module
 from ..units import UNITS
-from ..report import forest, stats, summary, unit_tests
+from ..report import forest, summary, unit_tests, verdicts
 from ..report.claims import ClaimResult, pairs_frame, summary_frame
 from ..report.part import ClaimKind, ReportContext, ReportError, merge, num
 
@@ -162,7 +162,7 @@ def judge_claims(ctx: ReportContext, parts: list[Part], sections: dict[str, dict
     judged = {id(c): unit_tests.judge(c, ctx.scale, record) for c in ctx.claims_of(PAGE_CLAIM_KINDS)}
     for p in parts:
         judged.update((id(r.claim), r) for r in p.module.claims(ctx, sections[p.key]))
-    return [judged.get(id(c)) or ClaimResult(c, stats.NOT_RUN, scale=ctx.scale, ours="—",
+    return [judged.get(id(c)) or ClaimResult(c, verdicts.NOT_RUN, scale=ctx.scale, ours="—",
                                              detail="its section was not built")
             for c in ctx.papers["claims"]]
 
@@ -269,13 +269,13 @@ def page_context(ctx: ReportContext, parts: list[Part], sections: dict[str, dict
     return {
         **sections,
         "params": params, "params_file": ctx.params_file, "digest": params.digest(), "scale": params.scale,
-        "is_paper": params.scale == stats.PAPER_SCALE,
+        "is_paper": params.scale == verdicts.PAPER_SCALE,
         "generated": now.isoformat(timespec="seconds"),
         "report_commit": _git_head(Path(ctx.params_file).resolve().parent), "torch_here": _torch_version(),
         "provenance": merge(s["provenance"] for s in sections.values() if "provenance" in s),
         "claims": claims, "documents": summary.documents(claims, ctx.papers), "forests": forests or [],
         "mlflow_ui": ctx.mlflow_ui, "experiments": experiment_links(ctx),
-        "level": stats.LEVEL, "min_seeds": stats.MIN_SEEDS, "toc": toc, "heads": heads,
+        "level": verdicts.LEVEL, "min_seeds": verdicts.MIN_SEEDS, "toc": toc, "heads": heads,
         "parts": parts, "tables": sorted(p.name for p in ctx.tables.iterdir()), "zip": zip,
         "variants": variant_legend(params),
     }
@@ -321,7 +321,7 @@ def render(context: dict) -> str:
     env = jinja2.Environment(loader=loader, autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=_fmt, fmt_int=_fmt_int, fmt_dur=_fmt_dur, verdict_class=_verdict_class,
-                       at_scale=stats.at_scale,
+                       at_scale=verdicts.at_scale,
                        num=lambda x: "" if num(x) is None else repr(float(x)))
     return env.get_template("index.html.j2").render(**context)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _st
 
-from .stats import LEVEL, POWER
+from .verdicts.levels import LEVEL, POWER
 
 
 @dataclass(frozen=True)

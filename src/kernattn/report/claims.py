@@ -3,9 +3,9 @@
 Each part of the report judges the claims of the kinds it owns (report.part: CLAIM_KINDS);
 what they share is here: the result of a claim, how its interval is printed, kr-blog's claims
 (tests of the library, listed as such), and the frames the page writes. Every rule is in
-stats.py. `summary_frame` is the report's summary table and tables/claims.csv (one row per
-claim); `pairs_frame` holds the pairwise tests behind the orderings (tables/claims-pairs.csv:
-each with its 95% interval and, when tested, the interval at its Holm step's level, which is
+report/verdicts/ (its package docstring maps them). `summary_frame` is the report's summary
+table and tables/claims.csv (one row per claim); `pairs_frame` holds the pairwise tests behind
+the orderings (tables/claims-pairs.csv: each with its 95% interval and, when tested, the interval at its Holm step's level, which is
 the one its verdict is read at). `margin_rule` checks a non-inferiority claim's margin.
 """
 
@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import stats
+from . import stats, verdicts
+from .verdicts.comparisons import MARGIN_ENDS, Comparison
 from .part import ReportError
 
 SUMMARY_COLUMNS = ["claim", "paper", "where", "statement", "paper_value", "ours", "estimate", "ci_lo", "ci_hi",
@@ -27,9 +28,9 @@ SUMMARY_COLUMNS = ["claim", "paper", "where", "statement", "paper_value", "ours"
 class ClaimResult:
     claim: dict
     verdict: str                     # the verdict proper; `shown` adds its scale
-    comparisons: list[stats.Comparison] = field(default_factory=list)
+    comparisons: list[Comparison] = field(default_factory=list)
     detail: str = ""
-    scale: str = stats.PAPER_SCALE
+    scale: str = verdicts.PAPER_SCALE
     ours: str = ""                   # our number(s) with interval(s), as printed
     estimate: float | None = None    # the single number behind `ours`, when there is one
     lo: float | None = None
@@ -40,7 +41,7 @@ class ClaimResult:
 
     @property
     def shown(self) -> str:
-        shown = stats.at_scale(self.verdict, self.scale, self.regime)
+        shown = verdicts.at_scale(self.verdict, self.scale, self.regime)
         return f"{shown}; {self.arm}" if self.arm else shown
 
     @property
@@ -78,11 +79,11 @@ def _text(v) -> str:
 
 def fmt_diff(ci: stats.DiffCI) -> str:
     if not ci.estimable:
-        return f"{ci.diff:+.4f} (no spread the measurement resolves: {stats.NOT_ESTIMABLE})"
+        return f"{ci.diff:+.4f} (no spread the measurement resolves: {verdicts.NOT_ESTIMABLE})"
     return f"{ci.diff:+.4f} [{ci.lo:+.4f}, {ci.hi:+.4f}]"
 
 
-def shown_interval(c: stats.Comparison) -> tuple[float, float] | None:
+def shown_interval(c: Comparison) -> tuple[float, float] | None:
     """The interval a comparison's verdict is read at: its Holm step's in a family of several
     tests (stats.holm_levels), else the 95% one; None without an estimable interval."""
     if c.ci is None or not c.ci.estimable:
@@ -92,7 +93,7 @@ def shown_interval(c: stats.Comparison) -> tuple[float, float] | None:
     return c.ci.lo, c.ci.hi
 
 
-def fmt_comp_diff(c: stats.Comparison) -> str:
+def fmt_comp_diff(c: Comparison) -> str:
     """a - b with the interval its verdict is read at, and that interval's level when it is a
     Holm step's: "+0.0100 [+0.0031, +0.0169] (98.3%, Holm step 2 of 3)"; a test after the step
     Holm stopped at says so (its verdict is inconclusive whatever its own p)."""
@@ -100,7 +101,7 @@ def fmt_comp_diff(c: stats.Comparison) -> str:
     if shown is None or c.family_size <= 1 or c.holm_level is None:
         return fmt_diff(c.ci)
     text = f"{c.ci.diff:+.4f} [{shown[0]:+.4f}, {shown[1]:+.4f}] ({c.holm_level:.2%}, "
-    if c.trend is not None:   # read across a budget sweep: Bonferroni over the family (report.budget_trend)
+    if c.trend is not None:   # read across a budget sweep: Bonferroni over the family (report.verdicts.budget_trend)
         return text + f"Bonferroni over {c.family_size})"
     if c.holm_reached:
         return text + f"Holm step {c.holm_step} of {c.family_size})"
@@ -128,7 +129,7 @@ def margin_rule(claim: dict, allowed: tuple[str, ...] = ("number", "fraction")) 
     if isinstance(m, dict) and "fraction" in allowed and set(m) - {"end"} == {"fraction", "of"}:
         f, of, end = m["fraction"], m["of"], m.get("end")
         if (_real(f, hi=1) and isinstance(of, list) and len(of) == 2 and all(isinstance(x, str) for x in of)
-                and end in stats.MARGIN_ENDS):
+                and end in MARGIN_ENDS):
             return {"fraction": float(f), "of": list(of), "end": end}
     forms = " or ".join(MARGIN_FORMS[x] for x in allowed)
     raise ReportError(f"paper_numbers.yaml: claim {claim.get('id', '?')}: key 'margin' must be {forms}; got {m!r}")
@@ -149,7 +150,7 @@ def pairs_frame(results: list[ClaimResult]) -> pd.DataFrame:
                          "df": ci.df if ci else None, "p": comp.p, "p_holm": comp.p_holm,
                          "family_size": comp.family_size, "mde": comp.mde, "holm_level": comp.holm_level,
                          "holm_lo": comp.holm_lo, "holm_hi": comp.holm_hi,
-                         "margin": comp.margin, "verdict": stats.at_scale(comp.verdict, c.scale, c.regime),
+                         "margin": comp.margin, "verdict": verdicts.at_scale(comp.verdict, c.scale, c.regime),
                          "claim_verdict": c.shown, "scale": c.scale, "detail": comp.note,
                          "trend": comp.trend.text() if comp.trend is not None else None})
     cols = ["claim", "a", "relation", "b", "paired", "diff", "ci_lo", "ci_hi", "df", "p", "p_holm", "family_size", "mde",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import figures
-from . import stats
+from . import verdicts
 from .claims import ClaimResult, shown_interval
 from .part import num
 from .summary import DOCUMENT_KEYS, OTHER_HEADINGS, SEEDS, fmt_number, verdict_badge
@@ -91,7 +91,7 @@ def _comparison_lines(c: ClaimResult) -> list[Line]:
         shown = shown_interval(comp)
         if shown is None:
             continue
-        badge, css = verdict_badge(stats.at_scale(comp.verdict, c.scale, c.regime))
+        badge, css = verdict_badge(verdicts.at_scale(comp.verdict, c.scale, c.regime))
         out.append(Line(f"{c.claim['id']}: {comp.a} − {comp.b}", comp.ci.diff, shown[0], shown[1], badge, css,
                         num(comp.mde), num(comp.margin)))
     return out

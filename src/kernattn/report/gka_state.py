@@ -8,27 +8,22 @@ diagonal attention weight (the identity rule's reading, or where a track's analy
 initial bandwidth; sigma = 1 is where its log-sigma parametrisation starts when the
 log-parameter starts at zero (INIT_NOTE).
 
-The identity rule (issue 37, paper_numbers.yaml `gka_identity`): a GKA row whose mean diagonal
-attention weight at the end is above `max_diagonal` on any of its runs reads "not comparable
-(sigma stayed at identity: ...)" in every claim that compares it; a run whose weight could not
-be read makes the claim "not judged (diagonal weight not read: ...)". The weight is measured
-here, from each finished run's checkpoint (`run_diagonal`): the report's declared inputs are the
-runs' final.json files, and load_finished accepts only the ckpt.pt that final.json names (same
-fingerprint and step), so the report reads no weights its declared inputs do not pin down; no
-stage writes a new, undeclared output. The measurement reads the weights the claims judge: the
-EMA weights for the ViT (its claims compare EMA top-1), the trained weights elsewhere.
+The identity rule that reads these weights (a row that stayed at the identity is "not comparable")
+is report/verdicts/gka_identity.py. The weight is measured here, from each finished run's
+checkpoint (`run_diagonal`): the report's declared inputs are the runs' final.json files, and
+load_finished accepts only the ckpt.pt that final.json names (same fingerprint and step), so the
+report reads no weights its declared inputs do not pin down; no stage writes a new, undeclared
+output. The measurement reads the weights the claims judge: the EMA weights for the ViT (its
+claims compare EMA top-1), the trained weights elsewhere.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import stats
-from .claims import ClaimResult
 
 INIT_NOTE = ("init_sigma \"paper\" = sigma 1 is an inference: gka-paper publishes no initial bandwidth "
              "(sigma = 1 is log sigma = 0)")
@@ -130,59 +125,3 @@ def read_row(row: str, run_dirs: Mapping[str, Path], make_track: Callable[[str],
         except UNREADABLE as exc:
             why[run_id] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
     return DiagonalReading(row, values, why)
-
-
-# ----------------------------------------------------------------------------- the identity rule
-def max_diagonal(papers: dict) -> float:
-    """paper_numbers.yaml `gka_identity.max_diagonal`; a claims file of one's own without the
-    block is read under the shipped file's rule (as build.load_paper_numbers does for the gates)."""
-    rule = papers.get("gka_identity")
-    if rule is None:
-        import yaml
-        from importlib import resources
-
-        rule = yaml.safe_load(resources.files(__package__).joinpath("paper_numbers.yaml").read_text())["gka_identity"]
-    return float(rule["max_diagonal"])
-
-
-def identity_text(reading: DiagonalReading, threshold: float) -> str:
-    """'gka: mean diagonal weight at the end gka-s0 0.412, gka-s1 not read (why) (identity above 0.9, ...)'."""
-    runs = ", ".join(f"{r} {v:.3f}" if v is not None else f"{r} not read ({reading.why.get(r, '?')})"
-                     for r, v in reading.values.items())
-    return (f"{reading.row}: mean diagonal weight at the end {runs or 'of no run'} "
-            f"(identity above {threshold:g}, paper_numbers.yaml gka_identity)")
-
-
-def identity_verdict(verdict: str, reading: DiagonalReading | None, threshold: float) -> str:
-    """The rule on a verdict of a claim that compares the row (module docstring). Any run above
-    the threshold: the comparison mixes in a model that never left the identity, a fact of its
-    initialisation. A run not read leaves a tested verdict standing on a guess: not judged.
-    A verdict that tested nothing (not run, not judged, not comparable) is kept then."""
-    if reading is None or verdict == stats.NOT_RUN or not reading.values:
-        return verdict
-    above = reading.above(threshold)
-    if above:
-        runs = ", ".join(f"{r} {reading.values[r]:.3f}" for r in above)
-        why = (f"sigma stayed at identity: {reading.row}'s mean diagonal weight above {threshold:g} on "
-               f"{len(above)} of {len(reading.values)} runs ({runs})")
-        head = f"{stats.NOT_COMPARABLE} ("
-        other = verdict[len(head):-1] if verdict.startswith(head) else ""
-        return stats.not_comparable("; ".join(x for x in (why, other) if x))
-    tested = not (verdict.startswith(stats.NOT_COMPARABLE) or stats.is_withheld(verdict))
-    if reading.unread and tested:
-        run = reading.unread[0]
-        return stats.not_judged(f"diagonal weight not read: {run}: {reading.why.get(run, 'unknown')}")
-    return verdict
-
-
-def apply_identity(res: ClaimResult, reading: DiagonalReading | None, threshold: float) -> ClaimResult:
-    """`res` under the rule, its readings beside the detail; a changed verdict is also its
-    comparisons' (the pairs table must not keep a verdict the claim no longer has)."""
-    if reading is None or res.verdict == stats.NOT_RUN:
-        return res
-    verdict = identity_verdict(res.verdict, reading, threshold)
-    if verdict != res.verdict:
-        res.verdict = verdict
-        res.comparisons = [dataclasses.replace(c, verdict=verdict) for c in res.comparisons]
-    res.detail = "; ".join(x for x in (res.detail, identity_text(reading, threshold)) if x)
-    return res

@@ -1,159 +1,186 @@
-"""Statistics of the report: intervals over seeds and items, and the verdict rules on a claim.
+"""Statistics of the report: intervals over seeds and Holm's step-down procedure. No verdicts:
+what a claim needs to pass is report/verdicts/ (its package docstring maps every rule).
 
-All verdict rules of the report live here; build.py, lm.py and the page only apply them.
+Mean over seeds: the Student t interval, mean +- t_{(1+level)/2, n-1} * s / sqrt(n), with s
+the sample standard deviation (ddof=1). Undefined for one seed (half-width None).
 
-Intervals over seeds (the Student t interval of a mean, the paired and Welch intervals of a
-difference, the floor below which a spread is not resolved) are report/intervals.py.
+Difference of two rows' means (a - b), two designs:
+- paired (`paired_diff_ci`): the rows were trained with the same seeds and the seed fixes the
+  batch order (kernattn.tracks.char.track draws every row's batches from a generator seeded by the run's
+  seed alone, and every run is scored on the same fixed validation windows), so seed s of row
+  a and seed s of row b saw the same data in the same order. The interval is the one-sample
+  t interval of the per-seed differences d_s = a_s - b_s (df = n - 1). Used whenever both rows
+  have the same seeds.
+- unpaired (`welch_diff_ci`): Welch's interval, se = sqrt(s_a^2/n_a + s_b^2/n_b),
+  Welch-Satterthwaite df; for rows whose seeds differ.
+Both need two seeds per row. With no spread the measurement can resolve (a standard error at
+most max(ZERO_SPREAD x |difference|, RESOLUTION): every per-seed difference equal to within
+float rounding, or to within the float32 rounding of an evaluated loss) the interval and the
+p-value do not exist ("variance not estimable"), never p = 0, p = 1e-9 or a zero-width interval.
 
-Verdicts (lower is better: the metric is a loss). A claim's comparisons are tests of one
-*family*: every comparison of the claims that read one figure or table (a claim's `family`
-in paper_numbers.yaml; by default the claim alone), corrected together with Holm's
-step-down procedure (`holm`): the smallest of k p-values is compared with alpha/k, the next
-with alpha/(k-1), ..., stopping at the first that is not below its threshold. Holm controls
-the family-wise error at alpha for any dependence between the tests (they share rows) and is
-uniformly more powerful than Bonferroni.
-- Each comparison is two one-sided tests at alpha/2 = 2.5% (`ONE_SIDED_ALPHA`), one for each
-  direction; its p-value is the smaller one-sided p doubled (the two-sided p). Alone (a family
-  of one) a comparison is "reproduced" exactly when the two-sided 95% interval lies on the
-  claimed side of its boundary, so that interval and the verdict agree.
-- In a family of k > 1 tests the 95% interval and the verdict can disagree (an interval
-  clear of the boundary whose test Holm does not reject), so every tested comparison also
-  carries the interval its Holm verdict is read at (`holm_levels`; Comparison.holm_lo,
-  holm_hi, holm_level), and the page prints that one: the test with the j-th smallest of k
-  p-values (j = 1..k), reached by Holm, gets the two-sided 1 - alpha/(k - j + 1) interval, which
-  excludes the boundary exactly when its p is below alpha/(k - j + 1), i.e. when Holm rejects
-  it. Holm stops at the first test not rejected (step s); every test after it is not rejected
-  whatever its own p ("inconclusive", Holm stopped at an earlier test), and its interval is
-  read at step s's level, 1 - alpha/(k - s + 1), the level Strassburger & Bretz (2008) give the
-  hypotheses Holm retains: its p is at least the stopping test's, so that interval contains
-  the boundary too. With these intervals, interval and verdict agree for every tested
-  comparison. What they do not give is simultaneous coverage: each is an interval at its own
-  level, not one of a set that covers every difference at once with 95% (the compatible
-  simultaneous bounds of Strassburger & Bretz shrink a rejected test's bound to the boundary
-  itself, which says nothing of the size; see holm_levels).
-- "a < b" (`compare_less`, `compare_ordering`): boundary 0; rejected with a - b < 0 ->
-  reproduced, with a - b > 0 -> contradicted, otherwise inconclusive. An ordering
-  "a < b < c" is the family of its adjacent pairs.
-- "a works as well as b" (`compare_noninferior`): a non-inferiority claim, boundary +delta
-  (the margin, its rule fixed before the runs: `noninferiority_margin`). Reproduced if the
-  upper 97.5% bound of a - b lies below +delta (a better than b passes); contradicted if the
-  lower 97.5% bound lies above +delta; inconclusive otherwise (in a Holm family, the bounds
-  of its step's interval). Better than b is never a contradiction. A margin taken from a
-  measured reference gap (NoPE - RoPE) uses the gap's conservative end, the lower end of its
-  95% interval, when the claim says `end: lower`: the smallest gain the reference is shown to
-  have, so a noisy reference cannot widen the margin.
-- Gates before any verdict, each printed in the verdict when it fails: fewer than MIN_SEEDS
-  seeds in either row -> "not judged (2 seeds)"; no resolvable spread -> "variance not estimable";
-  the gates of report/gates.py (converged, premise met) -> "not judged (<gate>: <why>)". A
-  comparison that does not pass its gates is not tested, but it stays in its family (k counts
-  it, as a test never rejected): a gate must not shrink Holm's k by the comparisons it holds back
-  (issue 48).
-- Every tested comparison reports its minimum detectable effect (`mde`): the true difference
-  its test would detect with power 80% at one-sided alpha/2k (Bonferroni's, Holm's strictest
-  step, for a family of k tests), given its standard error and degrees of freedom.
-- A row not trained at this scale: "not run".
-- Facts that follow from the architecture, not from training (parameter counts): "holds by
-  construction" when our count equals the paper's formula, "not comparable (architecture
-  differs: ...)" when our model is built differently from the paper's by design.
+Multiple tests (`holm`, `holm_levels`): Holm's step-down procedure compares the smallest of k
+p-values with alpha/k, the next with alpha/(k-1), ..., stopping at the first that is not below
+its threshold; it controls the family-wise error at alpha for any dependence between the tests
+and is uniformly more powerful than Bonferroni. `holm_levels` gives each test the two-sided
+level its interval is read at (how the comparison rules use it: report.verdicts.comparisons).
 
-Every verdict carries its scale (`at_scale`): at the paper scale it reads as is; below it a
-run can agree or disagree with a paper, never reproduce or contradict it: "reproduced" reads
-"consistent at tiny", "contradicted" "inconsistent at tiny", any other verdict "at scale tiny:
-<verdict>"; the page styles the two scales apart.
-
-The paired bootstrap over items is report/bootstrap.py; the studies' rules (the sign test, the
-init comparisons) are report/study_rules.py: both build on the rules here.
+The paired bootstrap over items is report/bootstrap.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from scipy import stats as _st
 
-from .intervals import (ALPHA, LEVEL, ONE_SIDED_ALPHA, POWER, RESOLUTION, DiffCI, MeanCI,  # noqa: F401
-                        diff_ci, mde, mean_ci, paired_diff_ci, welch_diff_ci)
-
-MIN_SEEDS = 3                 # per arm: with 2 seeds a t test has 1 degree of freedom (t_0.975 = 12.7)
-
-REPRODUCED = "reproduced"
-CONTRADICTED = "contradicted"
-INCONCLUSIVE = "inconclusive"
-NOT_JUDGED = "not judged"
-NOT_ESTIMABLE = "variance not estimable"
-NOT_RUN = "not run"
-BY_CONSTRUCTION = "holds by construction"
-NOT_COMPARABLE = "not comparable"
-NOT_MEASURED = "not measured here"
-HOLDS = "holds"
-PAPER_SCALE = "paper"
-
-
-def not_judged(why: str) -> str:
-    """A verdict withheld by a gate: "not judged (2 seeds)", "not judged (converged: ...)"."""
-    return f"{NOT_JUDGED} ({why})"
-
-
-def seeds_text(n: int) -> str:
-    return f"{n} seed{'' if n == 1 else 's'}"
-
-
-ONE_SEED = not_judged(seeds_text(1))
+# the level and power are the verdict rules' (report.verdicts.levels): every interval is read there
+from .verdicts.levels import ALPHA, LEVEL, ONE_SIDED_ALPHA, POWER
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """One comparison of a claim: a `relation` b, our interval and the verdict."""
+class MeanCI:
+    """Mean over seeds with its Student t interval (half, lo, hi None for one seed)."""
 
-    a: str
-    relation: str  # "<" or "≲" (non-inferior)
-    b: str
-    verdict: str
-    ci: DiffCI | None = None
-    margin: float | None = None
-    note: str = ""
-    p: float | None = None        # two-sided p-value of the comparison's test (None: not tested)
-    p_holm: float | None = None   # Holm-adjusted within its family
-    mde: float | None = None      # minimum detectable effect at its seeds and spread (`mde`)
-    family_size: int = 0          # tests of its family (Holm's k)
-    holm_level: float | None = None   # the level its verdict is read at (holm_levels; None: not tested)
-    holm_lo: float | None = None      # the two-sided holm_level interval of a - b
-    holm_hi: float | None = None
-    holm_step: int | None = None      # its rank among the family's p-values, 1 = smallest
-    holm_stop: int | None = None      # the step Holm stopped at, when that came before this test's
-    trend: object | None = None       # budget_trend.Trend: the reading across a budget sweep, which
-                                      # then gives the verdict (holm_*: its interval at the largest budget)
-
-    @property
-    def holm_reached(self) -> bool:
-        """Whether Holm's step-down reached this test (False: it stopped at an earlier one)."""
-        return self.holm_stop is None
+    n: int
+    mean: float
+    sd: float | None
+    half: float | None
+    lo: float | None
+    hi: float | None
 
 
 @dataclass(frozen=True)
-class Test:
-    """A comparison to make: a < b (margin None) or a no worse than b by more than `margin`;
-    `gate` is a failed gate's verdict (not_judged(...)) when the comparison must not be tested."""
+class DiffCI:
+    """Interval of mean(a) - mean(b): two-sided at `level`, with its t statistic's pieces.
+    With se = 0 (zero spread) half, lo and hi are NaN: no interval exists."""
 
-    a: str
-    va: Sequence[float]
-    b: str
-    vb: Sequence[float]
+    diff: float
+    se: float
+    df: float
+    half: float
+    lo: float
+    hi: float
     paired: bool = False
-    margin: float | None = None
-    gate: str | None = None
-    note: str = ""
+    n: int = 0                    # seeds of the smaller arm (pairs, when paired)
 
     @property
-    def relation(self) -> str:
-        return "<" if self.margin is None else "≲"
+    def estimable(self) -> bool:
+        return self.se > 0.0
 
-    @property
-    def boundary(self) -> float:
-        return 0.0 if self.margin is None else self.margin
+    def p_two_sided(self, boundary: float = 0.0) -> float | None:
+        """Two-sided p of mean difference = boundary (twice the smaller one-sided p); None
+        when the variance is not estimable."""
+        if not self.estimable:
+            return None
+        return float(2 * _st.t.sf(abs(self.diff - boundary) / self.se, self.df))
+
+    def one_sided_bounds(self, level: float = 1 - ONE_SIDED_ALPHA) -> tuple[float, float]:
+        """(lower, upper) one-sided `level` bounds of the difference (NaN when not estimable)."""
+        if not self.estimable:
+            return math.nan, math.nan
+        q = float(_st.t.ppf(level, self.df)) * self.se
+        return self.diff - q, self.diff + q
+
+    def interval(self, level: float) -> tuple[float, float]:
+        """The two-sided `level` interval of the difference (NaN when not estimable)."""
+        return self.one_sided_bounds((1 + level) / 2)
+
+
+def _clean(values: Sequence[float]) -> list[float]:
+    vals = [float(v) for v in values]
+    if not vals:
+        raise ValueError("no values")
+    if any(not math.isfinite(v) for v in vals):
+        raise ValueError(f"non-finite value in {vals}")
+    return vals
+
+
+def _var(vals: list[float], mean: float) -> float:
+    return sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)
+
+
+def mean_ci(values: Sequence[float], level: float = LEVEL) -> MeanCI:
+    """Mean and Student t interval over seeds."""
+    vals = _clean(values)
+    n = len(vals)
+    mean = sum(vals) / n
+    if n < 2:
+        return MeanCI(n, mean, None, None, None, None)
+    sd = math.sqrt(_var(vals, mean))
+    half = float(_st.t.ppf((1 + level) / 2, n - 1)) * sd / math.sqrt(n)
+    return MeanCI(n, mean, sd, half, mean - half, mean + half)
+
+
+# A spread this small against the difference is float64 rounding (1.8 - 1.9 and 1.81 - 1.91
+# differ in the 16th digit): zero, not a standard error of 1e-17 that would make any difference
+# significant.
+ZERO_SPREAD = 1e-12
+# The absolute floor, in the metric's own unit: the finest difference a measurement resolves.
+# The report's losses are means of per-token cross-entropies computed in float32 (from float32
+# logits, bf16 ones under a GPU's autocast) and summed in float64 (tracks/char/data.py
+# loss_sums). A float32 value of 1-3 nats is rounded to ~1e-7 nats (a 24-bit mantissa), and
+# the matmuls before it round coarser still (TF32 / bf16 on a GPU), so scoring the same
+# weights in another kernel order moves the mean by amounts of that order; 1e-6 nats, about
+# ten float32 steps of a 1.5-nat loss, is the floor we take. A standard error below it
+# measures the arithmetic, not the seeds; the purely relative 1e-12 let a spread of 1e-11 nats
+# through and printed p ~ 1e-9. The other metrics compared (bits per byte, top-1 error in %
+# over 1e4-5e4 images, sigma ratios near 1) resolve no finer, so one floor serves them all.
+RESOLUTION = 1e-6
+
+
+def _not_resolved(se: float, diff: float) -> bool:
+    """Whether a standard error is below what the measurement resolves (module docstring)."""
+    return se <= max(ZERO_SPREAD * abs(diff), RESOLUTION)
+
+
+def _diff(diff: float, se: float, df: float, level: float, paired: bool, n: int) -> DiffCI:
+    if _not_resolved(se, diff):
+        return DiffCI(diff, 0.0, df, math.nan, math.nan, math.nan, paired, n)
+    half = float(_st.t.ppf((1 + level) / 2, df)) * se
+    return DiffCI(diff, se, df, half, diff - half, diff + half, paired, n)
+
+
+def welch_diff_ci(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> DiffCI | None:
+    """Welch interval of mean(a) - mean(b); None when either sample has fewer than 2 values."""
+    a, b = _clean(a), _clean(b)
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return None
+    ma, mb = sum(a) / na, sum(b) / nb
+    qa, qb = _var(a, ma) / na, _var(b, mb) / nb
+    se = math.sqrt(qa + qb)
+    df = math.nan if _not_resolved(se, ma - mb) else (qa + qb) ** 2 / (qa**2 / (na - 1) + qb**2 / (nb - 1))
+    return _diff(ma - mb, se, df, level, paired=False, n=min(na, nb))
+
+
+def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> DiffCI | None:
+    """t interval of the mean per-seed difference a_s - b_s (the values in seed order);
+    None for fewer than two pairs."""
+    a, b = _clean(a), _clean(b)
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
+    if len(a) < 2:
+        return None
+    d = [x - y for x, y in zip(a, b)]
+    m = sum(d) / len(d)
+    return _diff(m, math.sqrt(_var(d, m) / len(d)), len(d) - 1, level, paired=True, n=len(d))
+
+
+def diff_ci(a, b, paired: bool, level: float = LEVEL) -> DiffCI | None:
+    return paired_diff_ci(a, b, level) if paired else welch_diff_ci(a, b, level)
+
+
+def mde(ci: DiffCI | None, family_size: int = 1, power: float = POWER) -> float | None:
+    """Minimum detectable effect: the true |difference - boundary| a one-sided t test at
+    ONE_SIDED_ALPHA / family_size detects with probability `power`, at this interval's
+    standard error and degrees of freedom: (t_{1-alpha', df} + t_{power, df}) * se.
+    None when the variance is not estimable."""
+    if ci is None or not ci.estimable:
+        return None
+    a1 = ONE_SIDED_ALPHA / max(1, family_size)
+    return float((_st.t.ppf(1 - a1, ci.df) + _st.t.ppf(power, ci.df)) * ci.se)
 
 
 def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[bool], list[float]]:
@@ -180,7 +207,7 @@ def holm_levels(pvalues: Sequence[float], alpha: float = ALPHA) -> list[tuple[fl
     which is not below that alpha'). Their compatible bounds for the rejected tests are the
     boundary itself unless all are rejected; we print each rejected test's step interval
     instead, which agrees with the verdict and shows the size, at the cost of simultaneous
-    coverage (module docstring)."""
+    coverage (report.verdicts.comparisons' docstring)."""
     k = len(pvalues)
     order = sorted(range(k), key=lambda i: pvalues[i])   # stable: holm() breaks ties the same way
     out: list[tuple[float, int, int | None]] = [(alpha, 0, None)] * k
@@ -194,165 +221,3 @@ def holm_levels(pvalues: Sequence[float], alpha: float = ALPHA) -> list[tuple[fl
         else:
             out[i] = (alpha / (k - stop + 1), step, stop)
     return out
-
-
-def _gate(test: Test, ci: DiffCI | None) -> str | None:
-    """The verdict a failed gate gives (in order: the caller's gate, seeds, spread), or None."""
-    if test.gate is not None:
-        return test.gate
-    n = min(len(test.va), len(test.vb))
-    if n < MIN_SEEDS:
-        return not_judged(seeds_text(n))
-    if ci is None or not ci.estimable:
-        return NOT_ESTIMABLE
-    return None
-
-
-def judge_family(tests: Sequence[Test], level: float = LEVEL) -> list[Comparison]:
-    """Every comparison of one family (module docstring), Holm across those that pass their gates."""
-    cis = [diff_ci(t.va, t.vb, t.paired, level) for t in tests]
-    gates = [_gate(t, ci) for t, ci in zip(tests, cis)]
-    tested = [i for i, g in enumerate(gates) if g is None]
-    pvals = [cis[i].p_two_sided(tests[i].boundary) for i in tested]
-    # a withheld comparison stays in its family as a test never rejected (p = 1): otherwise the
-    # family's k would shrink by exactly the comparisons a gate held back, the small effects
-    everyone = pvals + [1.0] * (len(tests) - len(tested))
-    rejected, adjusted = holm(everyone, 1 - level)
-    steps = holm_levels(everyone, 1 - level)
-    k = len(tests)
-    out = []
-    for i, (t, ci, g) in enumerate(zip(tests, cis, gates)):
-        common = {"ci": ci, "margin": t.margin, "note": t.note, "mde": mde(ci, max(k, 1)), "family_size": k}
-        if g is not None:
-            out.append(Comparison(t.a, t.relation, t.b, g, p=ci.p_two_sided(t.boundary) if ci else None, **common))
-            continue
-        j = tested.index(i)
-        verdict = INCONCLUSIVE if not rejected[j] else REPRODUCED if ci.diff < t.boundary else CONTRADICTED
-        alpha_j, step, stop = steps[j]
-        lo, hi = ci.interval(1 - alpha_j)
-        out.append(Comparison(t.a, t.relation, t.b, verdict, p=pvals[j], p_holm=adjusted[j], holm_level=1 - alpha_j,
-                              holm_lo=lo, holm_hi=hi, holm_step=step, holm_stop=stop, **common))
-    return out
-
-
-def compare_less(name_a: str, a: Sequence[float], name_b: str, b: Sequence[float],
-                 level: float = LEVEL, paired: bool = False) -> Comparison:
-    """Claim "a < b" (a has the lower loss), one test on its own."""
-    return compare_ordering([(name_a, a, name_b, b)], level, paired)[0]
-
-
-def compare_ordering(pairs: Sequence[tuple[str, Sequence[float], str, Sequence[float]]],
-                     level: float = LEVEL, paired: bool = False) -> list[Comparison]:
-    """Each pair (a, values, b, values) claims a < b; one family, Holm across the pairs' tests."""
-    return judge_family([Test(na, a, nb, b, paired) for na, a, nb, b in pairs], level)
-
-
-def compare_noninferior(name_a: str, a: Sequence[float], name_b: str, b: Sequence[float],
-                        margin: float, level: float = LEVEL, paired: bool = False) -> Comparison:
-    """Claim "a works as well as b": mean(a) - mean(b) < margin (module docstring)."""
-    if not margin > 0:
-        raise ValueError(f"a non-inferiority margin must be positive, got {margin!r}")
-    return judge_family([Test(name_a, a, name_b, b, paired, margin=margin)], level)[0]
-
-
-MARGIN_ENDS = (None, "lower")   # paper_numbers.yaml `end`: None = the point estimate (older configs)
-
-
-def noninferiority_margin(fraction: float, nope: Sequence[float], rope: Sequence[float],
-                          paired: bool, level: float = LEVEL, end: str | None = None) -> tuple[float | None, str]:
-    """(margin, why) for "works as well as RoPE at modelling position": `fraction` (fixed in
-    paper_numbers.yaml before the runs) of what RoPE gains over no positions at this scale,
-    NoPE - RoPE. `end` "lower": of the lower end of that gain's `level` interval, the least gain
-    the runs establish (a noisy reference then narrows the margin instead of widening it);
-    None: of its point estimate. The why-text names which. None, with the reason, when the
-    gain is not established: the interval of NoPE - RoPE must lie above 0 (an absent gain
-    would make any margin vacuous)."""
-    if not 0 < fraction < 1:
-        raise ValueError(f"the margin's fraction must lie in (0, 1), got {fraction!r}")
-    if end not in MARGIN_ENDS:
-        raise ValueError(f"the margin's end must be one of {MARGIN_ENDS}, got {end!r}")
-    ci = diff_ci(nope, rope, paired, level)
-    if ci is None or not ci.estimable:
-        gap = (sum(nope) / len(nope)) - (sum(rope) / len(rope))
-        return None, f"NoPE − RoPE gap {gap:+.4f} without an interval ({seeds_text(min(len(nope), len(rope)))})"
-    if not ci.lo > 0:
-        return None, f"RoPE gains nothing established over NoPE: NoPE − RoPE {ci.diff:+.4f} [{ci.lo:+.4f}, {ci.hi:+.4f}]"
-    pct = f"{level:.0%}"
-    if end == "lower":
-        return fraction * ci.lo, (f"{fraction:g} × lower end of NoPE − RoPE {pct} interval "
-                                  f"({ci.lo:.4f}; estimate {ci.diff:.4f})")
-    return fraction * ci.diff, (f"{fraction:g} × NoPE − RoPE point estimate "
-                                f"({ci.diff:.4f}; {pct} interval [{ci.lo:.4f}, {ci.hi:.4f}])")
-
-
-def is_withheld(verdict: str) -> bool:
-    """A verdict a gate gave (not judged, variance not estimable): no test was made."""
-    return verdict.startswith(NOT_JUDGED) or verdict == NOT_ESTIMABLE
-
-
-def combine(verdicts: Sequence[str]) -> str:
-    """One verdict for a claim made of several comparisons: contradicted if any is; not run if
-    any row is missing; reproduced if all are; else the first withheld verdict (its gate);
-    otherwise inconclusive."""
-    verdicts = list(verdicts)
-    if not verdicts:
-        return NOT_RUN
-    for v in verdicts:
-        if v not in (REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_RUN) and not is_withheld(v):
-            raise ValueError(f"unknown verdict {v!r}")
-    if CONTRADICTED in verdicts:
-        return CONTRADICTED
-    if NOT_RUN in verdicts:
-        return NOT_RUN
-    if all(v == REPRODUCED for v in verdicts):
-        return REPRODUCED
-    return next((v for v in verdicts if is_withheld(v)), INCONCLUSIVE)
-
-
-def ordering_pairs(order: Sequence) -> list[tuple[str, str]]:
-    """Adjacent pairs (better, worse) of an ordering, best first.
-
-    An element may be a list of rows the claim does not order among themselves (a tie
-    group): every row of one element is claimed better than every row of the next.
-    ["a", "b", ["c", "d"]] -> [(a, b), (b, c), (b, d)].
-    """
-    groups = [list(g) if isinstance(g, (list, tuple)) else [g] for g in order]
-    if len(groups) < 2:
-        raise ValueError(f"an ordering needs at least two elements: {order!r}")
-    return [(x, y) for left, right in zip(groups, groups[1:]) for x in left for y in right]
-
-
-def not_comparable(reason: str) -> str:
-    return f"{NOT_COMPARABLE} ({reason})"
-
-
-def holds_by_test(tests: str) -> str:
-    """A property of the library checked by the test suite: "holds (test ...)"."""
-    return f"{HOLDS} (test {tests})"
-
-
-_BELOW_PAPER = {REPRODUCED: "consistent at {scale}", CONTRADICTED: "inconsistent at {scale}"}
-
-
-def at_scale(verdict: str, scale: str, regime: str = "") -> str:
-    """The verdict as the report prints it (module docstring): below the paper scale
-    "consistent / inconsistent at <scale>" or "at scale <scale>: <verdict>", the scale followed
-    by its training regime where the part names one ("small (early training, 0.4 epoch)")."""
-    if scale == PAPER_SCALE:
-        return verdict
-    where = f"{scale} ({regime})" if regime else scale
-    if verdict in _BELOW_PAPER:
-        return _BELOW_PAPER[verdict].format(scale=where)
-    return f"at scale {where}: {verdict}"
-
-
-def base_verdict(text: str) -> str:
-    """The verdict without its scale (at_scale's inverse)."""
-    for verdict, shown in _BELOW_PAPER.items():
-        head = shown.split("{")[0]
-        rest = text[len(head):]
-        if text.startswith(head) and (" " not in rest or (" (" in rest and rest.endswith(")") and ": " not in rest)):
-            return verdict
-    if text.startswith("at scale ") and ": " in text:
-        return text.split(": ", 1)[1]
-    return text

@@ -16,7 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..config.rows import DOCUMENT_KEYS, SEEDS   # the four documents, in page order
-from . import budget_trend, gates, stats, unit_tests
+from . import unit_tests, verdicts
+from .verdicts import budget_trend, gates
 from .claims import ClaimResult
 from .part import num
 
@@ -25,28 +26,28 @@ from .part import num
 # "not supported" is its own head, never "supported"). Classes: ok (the claim held), bad (it
 # failed), unk (tested or gated without an answer), na (no test of it here).
 BADGES = (
-    (stats.BY_CONSTRUCTION, "by construction", "ok"),
-    # a gap read across a budget sweep (report.budget_trend): the word says where it goes
+    (verdicts.BY_CONSTRUCTION, "by construction", "ok"),
+    # a gap read across a budget sweep (report.verdicts.budget_trend): the word says where it goes
     (budget_trend.PERSISTS, "holds, persists", "ok"),
     (budget_trend.SHRINKING, "holds, shrinking", "ok"),
     (budget_trend.UNRESOLVED, "holds, limit open", "ok"),
     (budget_trend.REVERSES, "reverses", "bad"),
     (budget_trend.NO_DIFFERENCE, "no difference", "bad"),
-    (stats.HOLDS, "holds", "ok"),
-    (stats.REPRODUCED, "reproduced", "ok"),
+    (verdicts.HOLDS, "holds", "ok"),
+    (verdicts.REPRODUCED, "reproduced", "ok"),
     ("consistent at ", "consistent", "ok"),
     ("supported", "supported", "ok"),               # studies.gka_init.report.SUPPORTED: the sign test passed
-    (stats.CONTRADICTED, "contradicted", "bad"),
+    (verdicts.CONTRADICTED, "contradicted", "bad"),
     ("inconsistent at ", "inconsistent", "bad"),
     (unit_tests.FAILS, "fails", "bad"),
     ("not supported", "not supported", "unk"),
-    (stats.INCONCLUSIVE, "inconclusive", "unk"),
-    (stats.NOT_JUDGED, "not judged", "unk"),
-    (stats.NOT_ESTIMABLE, "not estimable", "unk"),
+    (verdicts.INCONCLUSIVE, "inconclusive", "unk"),
+    (verdicts.NOT_JUDGED, "not judged", "unk"),
+    (verdicts.NOT_ESTIMABLE, "not estimable", "unk"),
     (gates.PREMISE, "premise unmet", "unk"),
-    (stats.NOT_RUN, "not run", "na"),
-    (stats.NOT_COMPARABLE, "not comparable", "na"),
-    (stats.NOT_MEASURED, "not measured", "na"),
+    (verdicts.NOT_RUN, "not run", "na"),
+    (verdicts.NOT_COMPARABLE, "not comparable", "na"),
+    (verdicts.NOT_MEASURED, "not measured", "na"),
 )
 
 # Titles of the documents paper_numbers.yaml's `papers` does not name (it lists the two GPA
@@ -59,7 +60,7 @@ OTHER_HEADINGS = {"ours": "Our own questions (left open by the documents)",
 
 
 def _head(text: str) -> str:
-    """The verdict without the "at scale S: " that stats.at_scale puts before it."""
+    """The verdict without the "at scale S: " that verdicts.at_scale puts before it."""
     if text.startswith("at scale ") and ": " in text:
         return text.split(": ", 1)[1]
     return text

@@ -13,7 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import stats
+from . import verdicts
 from .claims import ClaimResult
 
 UNIT_TESTS = "results/unit-tests.xml"
@@ -49,12 +49,12 @@ def judge(claim: dict, scale: str, record: dict | None) -> ClaimResult:
     # (a published claims CSV must rebuild byte for byte wherever its records are read)
     where = UNIT_TESTS
     if record is not None and all(o == "passed" for o in outcomes.values()):
-        verdict, detail = stats.holds_by_test(", ".join(names)), f"passed in {where}"
+        verdict, detail = verdicts.holds_by_test(", ".join(names)), f"passed in {where}"
     elif failed := [n for n, o in outcomes.items() if o == "failed"]:
         verdict, detail = f"{FAILS} (test {', '.join(failed)})", f"failed in {where}"
     else:
         missing = [n for n, o in outcomes.items() if o != "passed"]
-        verdict = stats.NOT_MEASURED
+        verdict = verdicts.NOT_MEASURED
         detail = (f"no record of {', '.join(missing)} in {where}" if record is not None else f"no {where}") + \
             f"; write it with: {run}"
-    return ClaimResult(claim, verdict, scale=stats.PAPER_SCALE, ours=f"unit-tested: {listed}", detail=detail)
+    return ClaimResult(claim, verdict, scale=verdicts.PAPER_SCALE, ours=f"unit-tested: {listed}", detail=detail)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..report import stats
+from ..report import stats, verdicts
 from ..report.claims import ClaimResult
 from .common import command, summary_path
 
@@ -33,7 +33,7 @@ def study_claims(ctx, kinds, section: dict, judge) -> list[ClaimResult]:
     """The claims of `kinds`: judge(claim, section, scale), or "not run" (naming the command)
     when the study's summary is missing."""
     if not section["present"]:
-        return [ClaimResult(claim, stats.NOT_RUN, scale=ctx.scale, ours="—", detail=f"produce it with: {command()}")
+        return [ClaimResult(claim, verdicts.NOT_RUN, scale=ctx.scale, ours="—", detail=f"produce it with: {command()}")
                 for claim in ctx.claims_of(kinds)]
     return [judge(claim, section, ctx.scale) for claim in ctx.claims_of(kinds)]
 

@@ -3,7 +3,7 @@ every part: report/part.py): its context, the sign test, the sigma figure and it
 from <studies.out_dir>/gka_init/summary.json where the study ran (report_common.study_section).
 Intervals (report/stats.py): a mean over seeds is Student t (mean_ci); a difference from
 sigma = 1 is paired by seed (paired_diff_ci), Holm across the inits of every track together
-(study_rules.init_family_comparisons). Claim kind study_gka_init (paper_numbers.yaml)."""
+(studies.init_family_comparisons). Claim kind study_gka_init (paper_numbers.yaml)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...report import budget_trend, gates, stats, study_rules
+from ...report import verdicts
+from ...report.verdicts import budget_trend, gates, studies
 from ...report.claims import ClaimResult, fmt_diff
 from ...report.part import ClaimKind, ReportContext
 from ..report_common import ci_cols, ci_of, study_claims, study_section, write_tables
@@ -74,16 +75,16 @@ def _init_row(init: str, runs: list[dict], track: str, comp) -> dict:
 SUPPORTED, NOT_SUPPORTED = "supported", "not supported"
 
 
-def sign_test(pairs: list[tuple[float, float]], alpha: float = stats.ONE_SIDED_ALPHA) -> dict:
+def sign_test(pairs: list[tuple[float, float]], alpha: float = verdicts.ONE_SIDED_ALPHA) -> dict:
     """The pre-specified test of the GKA-init study: over (test, baseline) pairs of one seed and
     track (lower is better), k = the pairs where the test init is lower, n = the pairs that
     differ (ties carry no sign); one-sided binomial p = P(X >= k | n, 1/2), at the project's
     one-sided 2.5%. "supported" when p < alpha, else "not supported"; "not judged" when even
-    n of n could not reach alpha (fewer than 6 pairs: study_rules.sign_gate)."""
+    n of n could not reach alpha (fewer than 6 pairs: studies.sign_gate)."""
     n = sum(1 for a, b in pairs if a != b)
     k = sum(1 for a, b in pairs if a < b)
-    p = study_rules.sign_test(k, n)[0]
-    gate = study_rules.sign_gate(n, f"seed pair{'s' if n != 1 else ''} with a sign", alpha)
+    p = studies.sign_test(k, n)[0]
+    gate = studies.sign_gate(n, f"seed pair{'s' if n != 1 else ''} with a sign", alpha)
     return {"k": k, "n": n, "ties": len(pairs) - n, "p": p, "alpha": alpha,
             "verdict": gate or (SUPPORTED if p < alpha else NOT_SUPPORTED)}
 
@@ -108,7 +109,7 @@ def gka_context(summary: dict, sign_init: str = "sqrt_d") -> dict:
         values = {k: {r["seed"]: _metric(r, track) for r in runs} for k, runs in by_init.items()}
         baselines[track] = BASELINE_INIT if BASELINE_INIT in values else next(iter(values))
         families[track] = (baselines[track], values)
-    verdict, comps = study_rules.init_family_comparisons(families) if families else (stats.NOT_RUN, [])
+    verdict, comps = studies.init_family_comparisons(families) if families else (verdicts.NOT_RUN, [])
     found = {c.a: c for c in comps}
     tracks = []
     for track, by_init in by_track.items():
@@ -117,7 +118,7 @@ def gka_context(summary: dict, sign_init: str = "sqrt_d") -> dict:
         first = next(iter(by_init.values()))[0]
         tracks.append({"track": track, "model": model, "row": first["row"], "metric_label": label,
                        "baseline": baselines[track], "d_head": first["d_head"],
-                       "verdict": study_rules.init_verdict(own), "seeds": sorted({r["seed"] for v in by_init.values() for r in v}),
+                       "verdict": studies.init_verdict(own), "seeds": sorted({r["seed"] for v in by_init.values() for r in v}),
                        "table": [_init_row(init, runs, track, found.get(f"{track}: {init}"))
                                  for init, runs in by_init.items()]})
     pairs = sign_pairs(by_track, sign_init)
@@ -166,26 +167,26 @@ def _sigma_lines(ax, run: dict, solid: bool) -> None:
 def named_init_readings(claim: dict, summary: dict, comparisons, scale: str = "paper") -> list[str]:
     """Per init the claim names (`inits`: label -> words, against `baseline`, sigma = 1's label
     "1"): the Holm family's verdict of that init against the baseline in each track (the
-    secondary reading; `comparisons` are study_rules.init_family_comparisons', named "<track>: <init>"),
+    secondary reading; `comparisons` are studies.init_family_comparisons', named "<track>: <init>"),
     or "not judged (init X not run at this scale)" where the study has no run of it. The baseline
     itself missing is said first: without it no init is compared. Verdicts as printed at `scale`."""
     ran = {r["init"] for r in summary.get("runs", [])}
     baseline = str(claim.get("baseline", "1"))
-    out = [] if baseline in ran else [f"sigma = 1: {stats.not_judged(f'init {baseline} not run at this scale')}"]
+    out = [] if baseline in ran else [f"sigma = 1: {verdicts.not_judged(f'init {baseline} not run at this scale')}"]
     for init, words in claim.get("inits", {}).items():
         if init not in ran:
-            out.append(f"{words}: {stats.not_judged(f'init {init} not run at this scale')}")
+            out.append(f"{words}: {verdicts.not_judged(f'init {init} not run at this scale')}")
             continue
         own = [c for c in comparisons if c.a.rpartition(": ")[2] == init]
-        tracks = ", ".join(f"{c.a.rpartition(': ')[0] or 'all'} {stats.at_scale(c.verdict, scale)}" for c in own)
-        out.append(f"{words}: {tracks or stats.not_judged('no run of sigma = 1 to compare with')}")
+        tracks = ", ".join(f"{c.a.rpartition(': ')[0] or 'all'} {verdicts.at_scale(c.verdict, scale)}" for c in own)
+        out.append(f"{words}: {tracks or verdicts.not_judged('no run of sigma = 1 to compare with')}")
     return out
 
 
 def init_gap_gates(folder: Path, summary: dict, sign_init: str, th: gates.Thresholds,
                    floor: float = 0.0) -> dict[str, gates.Gate]:
     """Per track with both: "gap stable at this budget" on the sign test's init against sigma = 1
-    (report.gates.runs_gap_stable on the runs' training losses, which stand in for the final
+    (report.verdicts.gates.runs_gap_stable on the runs' training losses, which stand in for the final
     value compared, as for the LM and the ViT: paired by seed, against each run's lr.npy), the
     gate every comparison of two rows without a budget sweep passes before it is tested; the
     char track's room counted as at least `floor` (budget_trend's delta, nats per character).
@@ -221,10 +222,10 @@ def _gka_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     holm = "; ".join(f"{c.a} − {c.b.rpartition(': ')[2]}: {fmt_diff(c.ci)}" for c in comps)
     units = "; ".join(f"{t['track']}: {t['metric_label']}" for t in part["tracks"])
     # the sign test's own gate (too few pairs to reach its level) first: then nothing could be read
-    verdict = sign["verdict"] if stats.is_withheld(sign["verdict"]) else withheld or sign["verdict"]
+    verdict = sign["verdict"] if verdicts.is_withheld(sign["verdict"]) else withheld or sign["verdict"]
     res = ClaimResult(claim, verdict, part["comparisons"], scale=scale, ours=ours,
                       detail=f"pre-specified sign test at {sign['alpha']:g}, lower is better ({units}); "
-                             f"Holm across every init: {stats.at_scale(part['verdict'], scale)}" + (f" ({holm})" if holm else "")
+                             f"Holm across every init: {verdicts.at_scale(part['verdict'], scale)}" + (f" ({holm})" if holm else "")
                              + (f"; gap stable at this budget: {measured}" if measured else ""))
     # every init the statement names against sigma = 1, or why it was not (issue 37)
     res.detail += "; each init the statement names: " + "; ".join(
@@ -254,7 +255,7 @@ def section(ctx: ReportContext) -> dict:
 
 def tables(part: dict, scale: str) -> dict:
     """Every init of every track: its metric, its paired difference from sigma = 1 and the test
-    (worded for the scale as the page words it: stats.at_scale), sigma and diagonal weight."""
+    (worded for the scale as the page words it: verdicts.at_scale), sigma and diagonal weight."""
     import pandas as pd
 
     if not part["present"]:
@@ -262,7 +263,7 @@ def tables(part: dict, scale: str) -> dict:
     return {"study-gka-init.csv": pd.DataFrame([
         {"track": t["track"], "row": t["row"], "metric": t["metric_label"], "init": r["init"], "n": r["n"],
          **ci_cols("value", r["metric"]), **ci_cols("diff_vs_baseline", r["diff"]), "p_holm": r["p_holm"],
-         "test": stats.at_scale(r["verdict"], scale), **ci_cols("val_loss", r["loss"]), **ci_cols("top1_ema", r["top1"]),
+         "test": verdicts.at_scale(r["verdict"], scale), **ci_cols("val_loss", r["loss"]), **ci_cols("top1_ema", r["top1"]),
          "sigma_start": " ".join(f"{v:.4g}" for v in r["sigma_start"]),
          "sigma_end": " ".join(f"{v:.4g}" for v in r["sigma_end"]),
          "diag_start": " ".join(f"{v:.4g}" for v in r["diag_start"]),

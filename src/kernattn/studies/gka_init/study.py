@@ -14,7 +14,7 @@ tracks, trained by kernattn train-gka-init), from its folder <studies.out_dir>/g
   training batch (gka_init.gradient_norms). The start is the model the run began with: the
   same seed and constructor, the median rule applied on the same first training batch.
 Writes <studies.out_dir>/gka_init/summary.json (atomically). The report makes the intervals
-and the verdict (kernattn.report.stats).
+and the verdict (kernattn.report.verdicts).
 
 The claim 003-gka-init-sigma is held to every initialisation its statement names by the
 report (kernattn.studies.gka_init.report.named_init_readings).

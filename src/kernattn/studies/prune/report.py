@@ -3,7 +3,7 @@ every part: report/part.py): its context, its non-inferiority margin, its tables
 read from <studies.out_dir>/prune/summary.json where the study ran (report_common.study_section).
 Intervals (report/stats.py): the pruned minus the control fine-tuning is paired by seed (same
 batches: paired_diff_ci); claim kind study_prune (paper_numbers.yaml), judged per architecture
-by stats.compare_noninferior."""
+by comparisons.compare_noninferior."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import json
 import statistics
 from pathlib import Path
 
-from ...report import stats
+from ...report import stats, verdicts
+from ...report.verdicts import comparisons
 from ...report.claims import ClaimResult, fmt_diff, margin_rule
 from ...report.part import ClaimKind, ReportContext
 from ..report_common import ci_cols, ci_of, study_claims, study_section, write_tables
@@ -34,7 +35,7 @@ def relative_margin(row: str, reference: list[float], r: float) -> tuple[float, 
     by ~1e-5 nats, far below anything the test resolves."""
     mean = statistics.fmean(reference)
     return r * mean, (f"margin {r * mean:.4f} = {r:g} × {row}'s unpruned reference (control fine-tuned without "
-                      f"removal) validation loss {mean:.4f}, mean of {stats.seeds_text(len(reference))}")
+                      f"removal) validation loss {mean:.4f}, mean of {verdicts.seeds_text(len(reference))}")
 
 
 def _arch(row: str, runs: list[dict], threshold: float, margin: float | dict | None) -> dict:
@@ -55,16 +56,16 @@ def _arch(row: str, runs: list[dict], threshold: float, margin: float | dict | N
         margin, margin_why = relative_margin(row, col["loss_control_fine_tune"], margin["relative"])
     comps = {}
     if margin is not None:
-        comps["no_fine_tune"] = stats.compare_noninferior(
+        comps["no_fine_tune"] = comparisons.compare_noninferior(
             f"{row}: removed, no fine-tuning", col["loss_after_removal"], f"{row}: before removal",
             col["loss_before"], margin, paired=True)
-        comps["fine_tuned"] = stats.compare_noninferior(
+        comps["fine_tuned"] = comparisons.compare_noninferior(
             f"{row}: removed + fine-tuned", col["loss_after_fine_tune"], f"{row}: control fine-tuned",
             col["loss_control_fine_tune"], margin, paired=True)
     if has_random:
         for key, weak, rand in (("random_no_fine_tune", "cost_after_removal", "cost_random_after_removal"),
                                 ("random_fine_tuned", "cost_after_fine_tune", "cost_random_after_fine_tune")):
-            comps[key] = stats.compare_less(f"{row}: weakest-bank cost", col[weak], f"{row}: random-head cost",
+            comps[key] = comparisons.compare_less(f"{row}: weakest-bank cost", col[weak], f"{row}: random-head cost",
                                             col[rand], paired=True)
     return {"row": row, "runs": len(runs), "seeds": sorted(r["seed"] for r in runs), "premise_met": met,
             "premise_why": why, "comparisons": comps, "margin": margin, "margin_why": margin_why,
@@ -98,7 +99,7 @@ def prune_margin(claim: dict | None, params) -> tuple[float | dict | None, str]:
     number fixed in paper_numbers.yaml; {"relative": r}, r (fixed there) x each architecture's
     unpruned reference loss, set per architecture (relative_margin); or a fraction (fixed
     there) of the char track's NoPE - RoPE gap at this scale (the rows' final validation
-    losses, paired by seed: stats.noninferiority_margin). None, with the reason, when either
+    losses, paired by seed: comparisons.noninferiority_margin). None, with the reason, when either
     row has no finished run here or the gap is not established. Any other form: ReportError."""
     if claim is None:
         return None, "no prune claim"
@@ -119,7 +120,7 @@ def prune_margin(claim: dict | None, params) -> tuple[float | dict | None, str]:
     seeds = sorted(losses[nope].keys() & losses[rope].keys())
     if not seeds:
         return None, f"no margin: {nope} and {rope} have no finished runs of one seed at scale {params.scale}"
-    margin, why = stats.noninferiority_margin(m["fraction"], [losses[nope][k] for k in seeds],
+    margin, why = comparisons.noninferiority_margin(m["fraction"], [losses[nope][k] for k in seeds],
                                               [losses[rope][k] for k in seeds], paired=True, end=m["end"])
     return margin, (f"margin {margin:.4f} = {why}" if margin is not None else f"no margin: {why}")
 
@@ -135,7 +136,7 @@ def _arch_columns(a: dict, scale: str) -> dict:
             **ci_cols("random_cost_no_fine_tune", a["random_no_ft"]),
             **ci_cols("random_cost_fine_tuned", a["random_ft"])}
     for key, comp in a["comparisons"].items():
-        line[f"test_{key}"] = stats.at_scale(comp.verdict, scale)
+        line[f"test_{key}"] = verdicts.at_scale(comp.verdict, scale)
         line[f"test_{key}_mde"] = comp.mde  # minimum detectable effect at its seeds and spread (None: not estimable)
     return line
 
@@ -150,7 +151,7 @@ def _prune_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     premise); their no-fine-tuning and fine-tuned costs, each non-inferior at the margin."""
     archs = part["architectures"]
     if not archs:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no pruned run")
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail="no pruned run")
     s = part["summary"]
     judged = [a for a in archs if a["premise_met"]]
     if not judged:
@@ -159,7 +160,7 @@ def _prune_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
                            ours="; ".join(f"{a['row']}: {a['premise_why']}" for a in archs),
                            detail="the k weakest heads were removed anyway; their costs are in the section")
     if part["margin"] is None:
-        return ClaimResult(claim, stats.not_judged(part.get("margin_why", "no margin")), scale=scale,
+        return ClaimResult(claim, verdicts.not_judged(part.get("margin_why", "no margin")), scale=scale,
                            ours="; ".join(f"{a['row']}: {a['premise_why']}" for a in judged),
                            detail="the costs without and after fine-tuning are in the section")
     comps = [a["comparisons"][k] for a in judged for k in ("no_fine_tune", "fine_tuned") if k in a["comparisons"]]
@@ -169,7 +170,7 @@ def _prune_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
     own = [a["margin_why"] for a in judged if a.get("margin_why")]  # a relative margin: each architecture's
     detail = ("; ".join(own) if own else part.get("margin_why", f"margin {part['margin']}")) + (
         f"; premise not met, not judged: {', '.join(skipped)}" if skipped else "")
-    res = ClaimResult(claim, stats.combine([c.verdict for c in comps]), comps, scale=scale, ours=ours,
+    res = ClaimResult(claim, verdicts.combine([c.verdict for c in comps]), comps, scale=scale, ours=ours,
                       detail=detail, interval="95% paired t over seeds of the cost without fine-tuning")
     first = judged[0]["comparisons"].get("no_fine_tune")
     if len(judged) == 1 and first is not None and first.ci is not None:  # the paper's "in inference" cost

@@ -2,15 +2,14 @@
 report/part.py), read from <studies.out_dir>/wrap/summary.json where the study ran
 (report_common.study_section). Intervals (report/stats.py): a bump's mean over seeds is
 Student t (mean_ci); a shift from the original corpus is paired by seed. Claim kind study_wrap
-(paper_numbers.yaml), judged by study_rules.reading_verdict over the corpora's votes."""
+(paper_numbers.yaml), judged by studies.reading_verdict over the corpora's votes."""
 
 from __future__ import annotations
 
-from ...report import stats, study_rules
+from ...report.verdicts import line_wrap, studies
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, ReportContext
 from ..report_common import ci_cols, ci_of, study_claims, study_section, write_tables
-from . import bumpshift
 
 OUTLINE = ("part-study-wrap", "Study: does the bump follow the line width? (gpa-long, Section 3.2)", (
     ("study-wrap", "The line-wrap counterfactual"),))
@@ -76,7 +75,7 @@ def _wrap_claim(claim: dict, part: dict, scale: str) -> ClaimResult:
                                                                for r in unmet),
                            detail="no vote: the original bump must sit at the newline peak, have moved from its "
                                   "initial position on a converged bank, and the positive control be found")
-    verdict = study_rules.reading_verdict(s["verdict"], bumpshift.STAYS, bumpshift.TRACKS)
+    verdict = studies.reading_verdict(s["verdict"], line_wrap.STAYS, line_wrap.TRACKS)
     skipped = {r["row"] for r in unmet}  # their shifts are shown, the verdict is the others'
     voting = [r for r in part["table"] if r["votes"] and r.get("row") not in skipped]
     ours = "; ".join(f"{r['row']} {r['corpus']}: " + _vote_words(r) for r in voting)

@@ -3,11 +3,11 @@
     kernattn wrap-study --params params.yaml [--scale S]
 
 For every row of studies.wrap.rows and every corpus (the original, then studies.wrap.corpora):
-the first-layer bump of each seed's trained run (kernattn.studies.wrap.bumpshift.run_bump: the
-median over the first layer's heads of the bank bumps at lags >= analysis.bump_min_lag, the
-banks read at lags 0..context as kernattn analyze-gpa reads them), the corpus's newline peak
-(its training split's sharp peak, kernattn analyze-corpus; None without line structure), and
-bumpshift's verdict per row (seed-paired shift interval, tolerance studies.wrap.tol). The
+the first-layer bump of each seed's trained run (`run_bump`: the median over the first layer's
+heads of the bank bumps at lags >= analysis.bump_min_lag, the banks read at lags 0..context as
+kernattn analyze-gpa reads them), the corpus's newline peak (its training split's sharp peak,
+kernattn analyze-corpus; None without line structure), and the verdict per row
+(kernattn.report.verdicts.line_wrap: seed-paired shift interval, tolerance studies.wrap.tol). The
 original corpus's runs are the main DAG's (train.out_dir/<row>-s<seed>), not retrained.
 Controls recorded beside the verdict: the bump of each run's bank at initialisation (the same
 seed and constructor as its training: `init_bumps`, and "initialisation" lines in bumps.csv)
@@ -16,8 +16,9 @@ newline peak, moved from its initial position, on banks that stopped moving (gat
 as the report's bank readings), and, with a planted_<p> corpus, the positive control found:
 its bump moved with the planted period). The planted corpora never vote: their
 shift verdicts are the row's `controls`. The unwrapped corpus and the paragraph counterfactuals
-vote by kernattn.studies.wrap.votes' rules (the bump disappearing, or moving to the paragraph
-lag; vanish_fraction pre-registered in paper_numbers.yaml), the rewrapped ones by bumpshift's.
+vote by their own rules (the bump disappearing, or moving to the paragraph lag; vanish_fraction
+pre-registered in paper_numbers.yaml), the rewrapped ones by the shift rule: every rule, the
+premise and the overall verdict included, is kernattn.report.verdicts.line_wrap's.
 
 Writes <studies.out_dir>/wrap/summary.json (and bumps.csv: row, corpus, seed, bump), atomically.
 Overall: the premise-met rows' verdicts the same -> that verdict; otherwise inconclusive.
@@ -52,13 +53,24 @@ def newline_peak(summary_file: Path) -> dict:
             "line_peak": train["lines"]["peak"], "paragraph_median": train["paragraphs"]["median"]}
 
 
-def model_bump(params, model) -> float | None:
-    """The first-layer bump of one model (bumpshift.run_bump on its banks at lags 0..context)."""
+def run_bump(first_layer, min_lag: int) -> float | None:
+    """The first-layer bump of one run: median over heads of the bump lags of G [heads, lags]."""
+    import statistics
+
+    import numpy as np
+
     from ...tracks.char.analysis import banks
-    from . import bumpshift
+
+    lags = [b.lag for b in (banks.find_bump(g, min_lag) for g in np.asarray(first_layer)) if b is not None]
+    return float(statistics.median(lags)) if lags else None
+
+
+def model_bump(params, model) -> float | None:
+    """The first-layer bump of one model (run_bump on its banks at lags 0..context)."""
+    from ...tracks.char.analysis import banks
 
     shapes = banks.bank_shapes(model, params.model.context + 1)
-    return bumpshift.run_bump(shapes[0], params.analysis.bump_min_lag)
+    return run_bump(shapes[0], params.analysis.bump_min_lag)
 
 
 def first_layer_bump(params, spec, device, params_file: str) -> float | None:
@@ -91,7 +103,7 @@ def bank_gate(moved: dict, params, row: str) -> tuple[bool, str]:
     seed's bank moved less than gates.max_param_travel (paper_numbers.yaml) of Adam's travel
     limit over its schedule, and over the last part of training (its param_trace.npz). A bank
     still moving puts its bump wherever training stopped it."""
-    from ...report import gates
+    from ...report.verdicts import gates
     from ...tracks.char.report_bankgate import adam_travel, bank_settled
     from ...tracks.char.stages import run_dir
     from .votes import shipped_paper_numbers
@@ -122,46 +134,12 @@ def split_controls(corpora: list, width: int) -> tuple[list, list]:
     return [c for c in corpora if not is_control(c)], [c for c in corpora if is_control(c)]
 
 
-def premise(bumps: dict, init_bumps: dict, newline_peak, tol: float,
-            converged: tuple[bool, str] | None = None) -> tuple[bool, str]:
-    """The wrap study's premise, per row: the original bump sits at the corpus newline peak
-    (|mean bump - peak| <= tol), it moved from the bank at initialisation (|mean of the
-    seed-paired shift| > tol), and, when `converged` (bank_gate's (passed, why)) is given, the
-    bank has stopped moving. Without it, whether the bump "follows" a rewrap says nothing
-    about gpa-long's reading."""
-    import statistics
-
-    found = [b for b in bumps.values() if b is not None]
-    pairs = [bumps[s] - init_bumps[s] for s in bumps if bumps[s] is not None and init_bumps.get(s) is not None]
-    if not found or newline_peak is None:
-        return False, "no bump or no sharp newline peak on the original corpus"
-    at_peak = abs(statistics.fmean(found) - newline_peak) <= tol
-    moved = bool(pairs) and abs(statistics.fmean(pairs)) > tol
-    why = (f"bump {statistics.fmean(found):.1f} vs newline peak {newline_peak} (tolerance {tol:g}); "
-           f"moved from initialisation by {statistics.fmean(pairs):+.1f}" if pairs else
-           f"bump {statistics.fmean(found):.1f} vs newline peak {newline_peak}; no bump at initialisation to compare")
-    if converged is not None:
-        return at_peak and moved and converged[0], f"{why}; {converged[1]}"
-    return at_peak and moved, why
-
-
-def overall_verdict(rows: list[dict]) -> str:
-    """The study's verdict from the rows whose premise holds (a bank that has not settled at the
-    newline peak says nothing about line width): their common verdict, else inconclusive. With
-    no such row, every row's, for the record: the report then says the premise is not met."""
-    from . import bumpshift
-
-    judged = [r for r in rows if r.get("premise_met", True)] or rows
-    verdicts = {r["verdict"] for r in judged}
-    return verdicts.pop() if len(verdicts) == 1 else bumpshift.INCONCLUSIVE
-
-
 def read_study(params, params_file: str = "params.yaml") -> dict:
     """summary.json's content (module docstring)."""
     from ...config.studies import wrap_layout
     from ...engine import resolve_device
     from ...errors import UsageError
-    from . import bumpshift
+    from ...report.verdicts import line_wrap
     from ...tracks.char.stages import corpus_dir
     from . import votes as wrap_votes
 
@@ -180,7 +158,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
     for row in wrap_rows(params):
         corpora, init_bumps, travelled = [], {}, {}
         for corpus in (REFERENCE, *w.corpora):
-            cb = bumpshift.CorpusBumps(corpus, peaks[corpus]["sharp"])
+            cb = line_wrap.CorpusBumps(corpus, peaks[corpus]["sharp"])
             for c, spec in runs.values():
                 if c != corpus or spec.row != row:
                     continue
@@ -195,12 +173,13 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
             records += [{"row": row, "corpus": corpus, "seed": s, "bump": b} for s, b in sorted(cb.bumps.items())]
             corpora.append(cb)
         voting, controls = split_controls(corpora, w.width)
-        found = [bumpshift.study_verdict([corpora[0], c], REFERENCE, w.tol)["corpora"][1] for c in controls]
-        met, why = premise(corpora[0].bumps, init_bumps, peaks[REFERENCE]["sharp"], w.tol, bank_gate(travelled, params, row))
+        found = [line_wrap.study_verdict([corpora[0], c], REFERENCE, w.tol)["corpora"][1] for c in controls]
+        met, why = line_wrap.premise(corpora[0].bumps, init_bumps, peaks[REFERENCE]["sharp"], w.tol,
+                                     bank_gate(travelled, params, row))
         if found:  # the positive control must move with its planted period
-            moved = all(c["verdict"] == bumpshift.TRACKS for c in found)
+            moved = all(c["verdict"] == line_wrap.TRACKS for c in found)
             met, why = met and moved, f"{why}; positive control {'found' if moved else 'not found'}"
-        votes = wrap_votes.row_verdict(voting, kinds, lags, params.model.context, w.tol, vanish, REFERENCE)
+        votes = line_wrap.row_verdict(voting, kinds, lags, params.model.context, w.tol, vanish, REFERENCE)
         rows.append({"row": row, **votes, "init_bumps": init_bumps,
                      "controls": found, "premise_met": met, "premise_why": why})
     return {"study": "wrap", "scale": params.scale, "params_digest": params.digest(), "width": w.width,
@@ -208,7 +187,7 @@ def read_study(params, params_file: str = "params.yaml") -> dict:
             "bump_min_lag": params.analysis.bump_min_lag, "reference": REFERENCE,
             "corpora": [REFERENCE, *w.corpora], "peaks": peaks, "rows": rows, "bumps": records,
             "rows_not_trained": [r for r in w.rows if r not in wrap_rows(params)],
-            "verdict": overall_verdict(rows)}
+            "verdict": line_wrap.overall_verdict(rows)}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,7 +22,8 @@ import pandas as pd
 
 from . import (report_budgets, report_claims, report_cope, report_figures, report_gpa, report_readings,
                report_runs, stages)
-from ...report import gates, gka_state, stability
+from ...report import gka_state
+from ...report.verdicts import gates, stability
 from ...report.claims import ClaimResult
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
 
@@ -46,7 +47,7 @@ CLAIM_KINDS = {
     "layer1_banks": ClaimKind("gpa-banks", ("row", "min_correlation", "max_spread")),
     "layer1_bump": ClaimKind("gpa-bump", ("row", "tolerance")),
     "strength_cost": ClaimKind("gpa-heads"),
-    "char_stable": ClaimKind("claims"),   # gka-paper's "trains stably" on our char GKA rows (report.stability)
+    "char_stable": ClaimKind("claims"),   # gka-paper's "trains stably" on our char GKA rows (report.verdicts.stability)
     "cope_newlines": ClaimKind("claims", ("row", "min_share", "min_enrichment")),   # the CoPE control (report_cope)
 }
 
@@ -143,7 +144,7 @@ def _budget_table(ctx: ReportContext, runs_df: pd.DataFrame, judged: list,
 
 def _stable(claim: dict, ctx: ReportContext, runs_df: pd.DataFrame) -> ClaimResult:
     """"GKA trains stably" over every char GKA run: the matrix's and the GKA-init study's
-    (report_runs.gka_records; report.stability)."""
+    (report_runs.gka_records; report.verdicts.stability)."""
     records = report_runs.gka_records(ctx.params, runs_df)
     return stability.judge(claim, records, stability.rule(ctx.papers), ctx.scale)
 

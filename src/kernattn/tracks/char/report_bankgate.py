@@ -1,9 +1,9 @@
 """Gate (a) of issue 25 for readings of a trained kernel bank (the bump, its lag): has the bank
-stopped moving? Two tests, both on every kernel of every bank. (1) report.gates.params_converged
+stopped moving? Two tests, both on every kernel of every bank. (1) report.verdicts.gates.params_converged
 on the bank at initialisation and at the end (analyze-gpa's kernels.csv; the init is the
 options' own: GPAOptions): a log-parameter that moved by about the farthest Adam can move it
 (the sum of the rates its engine set, lr.npy) went one way at every step and was
-still travelling when training stopped. (2) report.gates.run_settled on the bank recorded at
+still travelling when training stopped. (2) report.verdicts.gates.run_settled on the bank recorded at
 every evaluation (the run's param_trace.npz): its change over the last part of training
 against what Adam could move it there.
 
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ...attention import make_options
-from ...report import gates
+from ...report.verdicts import gates
 
 
 def run_factor(run_dir: Path, tp) -> float:
@@ -61,7 +61,7 @@ def moved(kernels: pd.DataFrame, options: dict) -> np.ndarray:
 
 
 def bank_settled(run_dir: Path, tp, th: gates.Thresholds, factor: float | None = None) -> gates.Gate:
-    """report.gates.run_settled on one run's bank (its param_trace.npz), against the char
+    """report.verdicts.gates.run_settled on one run's bank (its param_trace.npz), against the char
     schedule's rates for the variant-owned parameters (variant_lrs)."""
     return gates.run_settled(run_dir, th, "bank parameters", variant_lrs(run_dir, tp, factor))
 

@@ -3,7 +3,7 @@
 The budget sweep: with train.schedule wsd and train.budgets, every run also has its result at
 each shorter budget (its cooldown branched off it: kernattn cooldown), and each budget's
 learning-rate sum L (the lr.npy of the run or of its branch). `sweep` gives a compared gap a - b
-per seed and budget with the budgets' L: what report.budget_trend reads (g = a + b/L).
+per seed and budget with the budgets' L: what report.verdicts.budget_trend reads (g = a + b/L).
 
 The recipe arm: a scale may train the variant-owned parameters (banks, tables, learned RoPE
 frequencies, GKA's sigma) at train.variant_lr_scale x lr, the papers at 1 x. `recipe_arm` maps
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...report import budget_trend, gates, stats
+from ...report import stats, verdicts
+from ...report.verdicts import budget_trend, comparisons, gates
 from .stages import budget_dir, budget_run_id, run_dir
 
 Values = dict[str, dict[int, dict[int, float]]]   # row -> budget -> seed -> final validation loss
@@ -83,8 +84,8 @@ def sweep(a: str, b: str, values: Values, sums: Sums, budgets: list[int]):
 
 
 def judge_family(tests, values: Values, sums: Sums, budgets: list[int], r: budget_trend.Rule) -> list:
-    """The comparisons (stats.Test) of one family read across the sweep (report.budget_trend),
-    every interval at 1 - 0.05/k, k = every comparison of the family: stats.Comparison each,
+    """The comparisons (comparisons.Test) of one family read across the sweep (report.verdicts.budget_trend),
+    every interval at 1 - 0.05/k, k = every comparison of the family: comparisons.Comparison each,
     its verdict the reading's, its printed interval the largest budget's at that level."""
     return [_trend_comparison(t, values, sums, budgets, r, len(tests)) for t in tests]
 
@@ -92,9 +93,9 @@ def judge_family(tests, values: Values, sums: Sums, budgets: list[int], r: budge
 def _trend_comparison(t, values: Values, sums: Sums, budgets: list[int], r: budget_trend.Rule, k: int):
     got = sweep(t.a, t.b, values, sums, budgets)
     if t.gate is not None:   # a margin not established
-        trend = budget_trend.Trend(stats.NOT_JUDGED, t.gate)
+        trend = budget_trend.Trend(verdicts.NOT_JUDGED, t.gate)
     elif isinstance(got, str):
-        trend = budget_trend.Trend(stats.NOT_JUDGED, stats.not_judged(f"budget sweep: {got}"))
+        trend = budget_trend.Trend(verdicts.NOT_JUDGED, verdicts.not_judged(f"budget sweep: {got}"))
     else:
         trend = budget_trend.read(got[0], got[1], budgets, r, t.boundary, k, equivalence=t.margin is None)
     if isinstance(got, str):
@@ -103,7 +104,7 @@ def _trend_comparison(t, values: Values, sums: Sums, budgets: list[int], r: budg
         top = max(budgets)
         ci = stats.paired_diff_ci([values[t.a][top][s] for s in got[2]], [values[t.b][top][s] for s in got[2]])
     last = trend.last
-    return stats.Comparison(
+    return comparisons.Comparison(
         t.a, t.relation, t.b, trend.verdict, ci=ci, margin=t.margin,
         note="; ".join(x for x in (t.note, trend.text()) if x), p=ci.p_two_sided(t.boundary) if ci else None,
         mde=stats.mde(ci, k), family_size=k, holm_level=trend.level if last else None,
@@ -161,7 +162,7 @@ def recipe_arm(rows, default_scale: float, runs_df: pd.DataFrame) -> RecipeArms 
 
 
 def depends_on_recipe(primary, secondary) -> bool:
-    """Whether the two arms' comparisons (stats.Comparison, pair by pair) have 95% intervals that
+    """Whether the two arms' comparisons (comparisons.Comparison, pair by pair) have 95% intervals that
     exclude 0 on opposite sides for some pair: what either verdict says, judged or withheld."""
     def side(c) -> int:
         ci = c.ci

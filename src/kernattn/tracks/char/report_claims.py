@@ -5,14 +5,14 @@ sizes (number). Each comparison reads the validation loss paper_numbers.yaml pre
 
 Two ways to judge a comparison, one per scale:
 - with a budget sweep (train.schedule wsd, train.budgets): the gap read across the budgets as
-  a + b/L (report.budget_trend, via report_budgets.judge_family): every interval at 1 - 0.05/k,
+  a + b/L (report.verdicts.budget_trend, via report_budgets.judge_family): every interval at 1 - 0.05/k,
   Bonferroni over the k comparisons of its figure;
-- without one: pairwise t tests over seeds, one Holm family per figure (stats.judge_family),
-  each comparison gated on its gap being stable at this budget (report/gates.py gap_stable,
+- without one: pairwise t tests over seeds, one Holm family per figure (comparisons.judge_family),
+  each comparison gated on its gap being stable at this budget (report/verdicts/gates.py gap_stable,
   the room it may close counted as at least budget_trend's delta) and on the seeds
-  (stats.MIN_SEEDS, a non-zero spread).
+  (verdicts.MIN_SEEDS, a non-zero spread).
 A "works as well as RoPE" margin is a number or a fraction of the NoPE - RoPE gap at this scale,
-of the lower end of its interval with `end: lower` (stats.noninferiority_margin). Where the scale
+of the lower end of its interval with `end: lower` (comparisons.noninferiority_margin). Where the scale
 trains the variant-owned parameters at another factor, the papers' recipe (their twins at x1) is
 the verdict and the other factor is printed after it (report_budgets.recipe_arm, arm_text)."""
 
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...report import budget_trend, gates, stats
+from ...report import verdicts
+from ...report.verdicts import budget_trend, comparisons, gates
 from ...report.claims import ClaimResult, fmt_comp_diff, margin_rule, shown_interval
 from . import report_budgets, stages
 
@@ -44,7 +45,7 @@ def _pair(values: dict[str, dict[int, float]], a: str, b: str) -> tuple[list[flo
     return list(sa.values()), list(sb.values()), False
 
 
-def _interval_text(comps: list[stats.Comparison], judged: str) -> str:
+def _interval_text(comps: list[comparisons.Comparison], judged: str) -> str:
     """How the printed intervals were made. In a Holm family of several tests each tested
     comparison shows the interval at its Holm step's level (claims.fmt_comp_diff), not the
     95% one, so that what is printed and the verdict agree (stats module docstring)."""
@@ -117,7 +118,7 @@ def _margin(claim: dict, st: Setting) -> tuple[float | None, str]:
     """The claim's non-inferiority margin (claims.margin_rule): a number fixed in
     paper_numbers.yaml, or a fraction (fixed there) of the NoPE - RoPE gap in the judged loss
     at this scale, of its point estimate or, with `end: lower`, of the lower end of its 95%
-    interval (stats.noninferiority_margin)."""
+    interval (comparisons.noninferiority_margin)."""
     rule = margin_rule(claim)
     if "number" in rule:
         return rule["number"], f"margin {rule['number']:.4f} (fixed)"
@@ -125,35 +126,35 @@ def _margin(claim: dict, st: Setting) -> tuple[float | None, str]:
     if nope not in st.values or rope not in st.values:
         return None, f"no margin: {st.missing_note(nope if nope not in st.values else rope)}"
     va, vb, paired = _pair(st.values, nope, rope)
-    margin, why = stats.noninferiority_margin(rule["fraction"], va, vb, paired, end=rule["end"])
+    margin, why = comparisons.noninferiority_margin(rule["fraction"], va, vb, paired, end=rule["end"])
     return margin, (f"margin {margin:.4f} = {why}" if margin is not None else f"no margin: {why}")
 
 
-def _tests(claim: dict, st: Setting) -> list[stats.Test] | None:
+def _tests(claim: dict, st: Setting) -> list[comparisons.Test] | None:
     """The claim's comparisons as tests (gated by convergence and a margin), None if a row is missing."""
     kind = claim["kind"]
-    pairs = stats.ordering_pairs(claim["order"]) if kind == "order" else [tuple(claim["rows"])]
+    pairs = comparisons.ordering_pairs(claim["order"]) if kind == "order" else [tuple(claim["rows"])]
     if any(x not in st.values for pair in pairs for x in pair):
         return None
     margin, margin_note = _margin(claim, st) if kind == "noninferior" else (None, "")
     out = []
     for a, b in pairs:
         va, vb, paired = _pair(st.values, a, b)
-        # below stats.MIN_SEEDS the seeds withhold the test (stats.judge_family), and say so first
-        few = min(len(va), len(vb)) < stats.MIN_SEEDS
+        # below verdicts.MIN_SEEDS the seeds withhold the test (comparisons.judge_family), and say so first
+        few = min(len(va), len(vb)) < verdicts.MIN_SEEDS
         gate, measured = (None, "") if few else st.gap_gate(a, b, margin if kind == "noninferior" and margin is not None
                                                             else 0.0)
         if kind == "noninferior" and margin is None:
-            gate = gate or stats.not_judged(margin_note.removeprefix("no margin: "))
+            gate = gate or verdicts.not_judged(margin_note.removeprefix("no margin: "))
         oa, ob, _ = _pair(st.other, a, b)
         other = f"{st.other_name}: {a} − {b} {sum(oa) / len(oa) - sum(ob) / len(ob):+.4f}"
-        out.append(stats.Test(a, va, b, vb, paired, margin=margin if kind == "noninferior" else None, gate=gate,
+        out.append(comparisons.Test(a, va, b, vb, paired, margin=margin if kind == "noninferior" else None, gate=gate,
                               # the gate's reading also when it withheld the verdict: what it saw
                               note="; ".join(x for x in (margin_note, other, st.eval_note(a, b), measured) if x)))
     return out
 
 
-def _fmt_comp(c: stats.Comparison, st: Setting) -> str:
+def _fmt_comp(c: comparisons.Comparison, st: Setting) -> str:
     if c.ci is None:  # one seed: the difference without an interval
         va, vb = st.values[c.a], st.values[c.b]
         return f"{c.a} − {c.b}: {sum(va.values()) / len(va) - sum(vb.values()) / len(vb):+.4f} (1 seed, no interval)"
@@ -162,7 +163,7 @@ def _fmt_comp(c: stats.Comparison, st: Setting) -> str:
     return text + (f", MDE {c.mde:.4f}" if c.mde is not None else "") + limit
 
 
-def _result(claim: dict, comps: list[stats.Comparison], st: Setting) -> ClaimResult:
+def _result(claim: dict, comps: list[comparisons.Comparison], st: Setting) -> ClaimResult:
     res = ClaimResult(claim, budget_trend.combine([c.verdict for c in comps]), comps, scale=st.scale,
                       interval=_interval_text(comps, st.judged))
     res.ours = "; ".join(_fmt_comp(c, st) for c in comps)
@@ -183,11 +184,11 @@ def _judge_comparisons(claims: list[dict], st: Setting) -> dict[str, ClaimResult
         tests = _tests(claim, st)
         if tests is None:
             kind = claim["kind"]
-            pairs = stats.ordering_pairs(claim["order"]) if kind == "order" else [tuple(claim["rows"])]
-            comps = [stats.Comparison(a, "<" if kind == "order" else "≲", b, stats.NOT_RUN,
+            pairs = comparisons.ordering_pairs(claim["order"]) if kind == "order" else [tuple(claim["rows"])]
+            comps = [comparisons.Comparison(a, "<" if kind == "order" else "≲", b, verdicts.NOT_RUN,
                                       note="; ".join(st.missing_note(x) for x in (a, b) if x not in st.values))
                      for a, b in pairs]
-            out[claim["id"]] = ClaimResult(claim, stats.NOT_RUN, comps, scale=st.scale, ours="—")
+            out[claim["id"]] = ClaimResult(claim, verdicts.NOT_RUN, comps, scale=st.scale, ours="—")
             continue
         families.setdefault(claim.get("family", claim["id"]), []).append((claim, tests))
     for members in families.values():
@@ -195,7 +196,7 @@ def _judge_comparisons(claims: list[dict], st: Setting) -> dict[str, ClaimResult
         first = {(t.a, t.b, t.margin): t for _, tests in members for t in tests}
         family = [first[k] for k in distinct]
         judged = dict(zip(distinct, report_budgets.judge_family(family, st.budget_values, st.sums, list(st.budgets),
-                                                                st.trend) if st.swept else stats.judge_family(family)))
+                                                                st.trend) if st.swept else comparisons.judge_family(family)))
         for claim, tests in members:
             out[claim["id"]] = _result(claim, [judged[(t.a, t.b, t.margin)] for t in tests], st)
     return out
@@ -231,10 +232,10 @@ def _count_claim(claim: dict, ours, rows: dict, params, scale: str) -> ClaimResu
     per = int(formula["per_kernel"])
     layers, heads = params.model.n_layer, params.model.n_head
     expected = per * m * layers * heads
-    verdict = stats.BY_CONSTRUCTION if ours == expected else stats.CONTRADICTED
+    verdict = verdicts.BY_CONSTRUCTION if ours == expected else verdicts.CONTRADICTED
     detail = (f"expected {per}·M·layers·heads = {per}·{m}·{layers}·{heads} = {expected:,} at scale {scale!r}; "
               f"ours: {_fmt_count(ours)}; paper: {_fmt_count(claim.get('paper_value'))}"
-              + ("" if verdict == stats.BY_CONSTRUCTION else "; our construction differs from the formula"))
+              + ("" if verdict == verdicts.BY_CONSTRUCTION else "; our construction differs from the formula"))
     return ClaimResult(claim, verdict, detail=detail, scale=scale, ours=_fmt_count(ours),
                        estimate=float(ours) if isinstance(ours, (int, float)) else None)
 
@@ -244,14 +245,14 @@ def _number_claim(claim: dict, ours, scale: str) -> ClaimResult:
     tol = float(claim.get("rel_tol", 0.0))
     ok_number = isinstance(ours, (int, float)) and math.isfinite(ours)
     if claim.get("architecture"):
-        verdict = stats.not_comparable(f"architecture differs: {' '.join(str(claim['architecture']).split())}")
-    elif scale != stats.PAPER_SCALE:
-        verdict = stats.not_comparable(f"a paper-scale number; this is scale {scale}")
+        verdict = verdicts.not_comparable(f"architecture differs: {' '.join(str(claim['architecture']).split())}")
+    elif scale != verdicts.PAPER_SCALE:
+        verdict = verdicts.not_comparable(f"a paper-scale number; this is scale {scale}")
     elif not ok_number:
-        verdict = stats.INCONCLUSIVE
+        verdict = verdicts.INCONCLUSIVE
     else:
         ok = abs(float(ours) - paper_value) <= tol * abs(paper_value)
-        verdict = stats.REPRODUCED if ok else stats.CONTRADICTED
+        verdict = verdicts.REPRODUCED if ok else verdicts.CONTRADICTED
     rel = f" ({(float(ours) - paper_value) / paper_value:+.1%})" if ok_number else ""
     detail = (f"paper: {_fmt_count(claim['paper_value'])}; ours: {_fmt_count(ours)}{rel}; "
               f"tolerance ±{tol:.0%} at paper scale")
@@ -276,7 +277,7 @@ def _renamed(claim: dict, arm: dict[str, str | None]) -> dict | None:
     def one(x):
         return [one(y) for y in x] if isinstance(x, (list, tuple)) else arm.get(x, x)
     names = claim.get("order") or claim.get("rows")
-    flat = stats.ordering_pairs(names) if claim["kind"] == "order" else [tuple(names)]
+    flat = comparisons.ordering_pairs(names) if claim["kind"] == "order" else [tuple(names)]
     if any(arm.get(x, x) is None for pair in flat for x in pair):
         return None
     key = "order" if claim["kind"] == "order" else "rows"
@@ -294,10 +295,10 @@ def _recipe_arms(claims: list[dict], st: Setting, arms: report_budgets.RecipeArm
     for claim in claims:
         sec, res = secondary.get(claim["id"]), primary.get(claim["id"])
         if res is None:
-            pairs = stats.ordering_pairs(claim["order"]) if claim["kind"] == "order" else [tuple(claim["rows"])]
+            pairs = comparisons.ordering_pairs(claim["order"]) if claim["kind"] == "order" else [tuple(claim["rows"])]
             missing = sorted({x for pair in pairs for x in pair if arms.primary.get(x, x) is None})
             why = f"no row at the papers' one lr (×1) for {', '.join(missing)}"
-            res = primary[claim["id"]] = ClaimResult(claim, stats.NOT_RUN, scale=st.scale, ours="—", detail=why)
+            res = primary[claim["id"]] = ClaimResult(claim, verdicts.NOT_RUN, scale=st.scale, ours="—", detail=why)
         res.claim = claim   # the claim as written (the page finds its result by it), not its twins' copy
         if sec is None or ours[claim["id"]] == theirs[claim["id"]]:   # no twin, or nothing the factor speeds up
             continue
@@ -351,7 +352,7 @@ def judge(claims: list[dict], params, runs_df: pd.DataFrame, papers: dict,
             continue
         row = claim["row"]  # count, number: a field of the row's final.json, the same for every seed
         if row not in st.values:
-            results.append(ClaimResult(claim, stats.NOT_RUN, detail=missing_note(row), scale=scale, ours="—"))
+            results.append(ClaimResult(claim, verdicts.NOT_RUN, detail=missing_note(row), scale=scale, ours="—"))
             continue
         got = list(dict.fromkeys(runs_df.loc[runs_df["row"] == row, claim["field"]].tolist()))
         ours = got[0] if len(got) == 1 else None

@@ -6,7 +6,7 @@ Reads each CoPE run's newline reading (kernattn analyze-cope: analysis/cope.py, 
 each head's gate mass on newline keys, the content-blind share and their ratio). The rule
 (paper_numbers.yaml, pre-registered 2026-12-02 before any CoPE run): a head counts newlines when
 share >= min_share; a seed says yes when some head of some layer does; every seed yes -> holds,
-none -> contradicted, a split -> inconclusive; fewer than stats.MIN_SEEDS runs read -> not
+none -> contradicted, a split -> inconclusive; fewer than verdicts.MIN_SEEDS runs read -> not
 judged. The heads with enrichment >= min_enrichment are printed beside it.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...report import stats
+from ...report import verdicts
 from ...report.claims import ClaimResult
 from .stages import cope_output
 
@@ -26,10 +26,10 @@ KIND = "cope_newlines"
 
 def verdict(per_seed: dict[str, list[dict]], min_share: float) -> str:
     """The pre-registered rule over the runs read (run id -> its heads' readings)."""
-    if len(per_seed) < stats.MIN_SEEDS:
-        return stats.not_judged(stats.seeds_text(len(per_seed)))
+    if len(per_seed) < verdicts.MIN_SEEDS:
+        return verdicts.not_judged(verdicts.seeds_text(len(per_seed)))
     says = [any(h["share"] >= min_share for h in heads) for heads in per_seed.values()]
-    return stats.HOLDS if all(says) else stats.CONTRADICTED if not any(says) else stats.INCONCLUSIVE
+    return verdicts.HOLDS if all(says) else verdicts.CONTRADICTED if not any(says) else verdicts.INCONCLUSIVE
 
 
 def _read(params, run_ids: list[str]) -> tuple[dict[str, list[dict]], list[str]]:
@@ -47,7 +47,7 @@ def judge(claim: dict, params, runs_df: pd.DataFrame, scale: str) -> ClaimResult
     """The claim on every finished run of its row (runs_df: the char report's runs table)."""
     run_ids = list(runs_df.loc[runs_df["row"] == claim["row"], "run_id"]) if len(runs_df) else []
     if not run_ids:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—",
                            detail=f"{claim['row']} is not a row trained at this scale")
     per_seed, why = _read(params, run_ids)
     min_share, min_enr = float(claim["min_share"]), float(claim["min_enrichment"])

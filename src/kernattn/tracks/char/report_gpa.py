@@ -31,7 +31,8 @@ from .analysis import plots
 from .stages import SUMMARY, analysis_dir, corpus_dir, gpa_runs, run_dir
 from .track import variant_lr_scale
 from ...config import Params, RunSpec
-from ...report import gates, stats
+from ...report import stats
+from ...report.verdicts import gates
 from ...report.palette import row_colors
 from ...report.part import ReportContext
 

@@ -32,12 +32,12 @@ rows (issue 25), each judged by a rule fixed in paper_numbers.yaml before the re
                      of a model: per analysed GPA run (every GPA row), Spearman's rho between
                      the banks' strength and the cost of removing their head (analyze-gpa, no
                      fine-tuning); over the runs whose banks converged, an exact sign test of
-                     rho > 0 at stats.ONE_SIDED_ALPHA: reproduced when significant, contradicted
+                     rho > 0 at verdicts.ONE_SIDED_ALPHA: reproduced when significant, contradicted
                      when rho < 0 is, inconclusive otherwise; not judged with too few runs for
                      the test to reach that level (0.5^n >= alpha) or none converged. With
                      `strata` (pre-registered 2026-11-28): one test per bank form, since a
                      multiplicative bank's strength is the span of log G and an additive one's
-                     the span of G; the claim's verdict combines them (stats.combine).
+                     the span of G; the claim's verdict combines them (verdicts.combine).
 
 The others read the claim's `row` (the GPA model of Figures 4-5) from the char section's GPA rows
 (report_gpa). A row not trained at this scale or without its analysis is "not run".
@@ -50,7 +50,8 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from ...report import stats, study_rules
+from ...report import verdicts
+from ...report.verdicts import studies
 from ...report.claims import ClaimResult
 
 KINDS = ("corpus_peak", "generated_peak", "last_layer_bank", "layer1_banks", "layer1_bump", "strength_cost")
@@ -74,7 +75,7 @@ def layer1_similarity(banks: pd.DataFrame) -> dict | None:
 
 def _all_none(flags: list[bool]) -> str:
     """Every run meets the reading -> reproduced; none -> contradicted; a split -> inconclusive."""
-    return stats.REPRODUCED if all(flags) else stats.CONTRADICTED if not any(flags) else stats.INCONCLUSIVE
+    return verdicts.REPRODUCED if all(flags) else verdicts.CONTRADICTED if not any(flags) else verdicts.INCONCLUSIVE
 
 
 def _runs(claim: dict, gpa: dict, scale: str) -> tuple[list[dict], ClaimResult | None]:
@@ -85,21 +86,21 @@ def _runs(claim: dict, gpa: dict, scale: str) -> tuple[list[dict], ClaimResult |
         return done, None
     why = (f"{claim['row']} is not a GPA row trained at this scale" if row is None
            else f"no analyze-gpa output for {claim['row']} (kernattn analyze-gpa)")
-    return [], ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail=why)
+    return [], ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail=why)
 
 
 def _bank_gate(runs: list[dict]) -> str | None:
     bad = next((r for r in runs if not r.get("bank_converged")), None)
-    return None if bad is None else stats.not_judged(f"not converged: {bad['run_id']}: {bad.get('bank_gate', '')}")
+    return None if bad is None else verdicts.not_judged(f"not converged: {bad['run_id']}: {bad.get('bank_gate', '')}")
 
 
 def corpus_peak(claim: dict, gpa: dict, scale: str) -> ClaimResult:
     corpus = gpa.get("corpus")
     if not corpus or corpus.get("peak") is None:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no analyze-corpus output")
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail="no analyze-corpus output")
     peak, want, tol = int(corpus["peak"]), int(claim["paper_value"]), int(claim["tolerance"])
     lines, paras = corpus.get("lines") or {}, corpus.get("paragraphs") or {}
-    return ClaimResult(claim, stats.REPRODUCED if abs(peak - want) <= tol else stats.CONTRADICTED, scale=scale,
+    return ClaimResult(claim, verdicts.REPRODUCED if abs(peak - want) <= tol else verdicts.CONTRADICTED, scale=scale,
                        ours=f"lag {peak}", estimate=float(peak),
                        detail=(f"rule: within {tol} lag(s) of {want}; our line lengths peak at {lines.get('peak')} "
                                f"(peak = line length + 1), paragraphs' median {paras.get('median')} characters"))
@@ -109,12 +110,12 @@ def generated_peak(claim: dict, gpa: dict, scale: str, converged: str | None) ->
     runs, missing = _runs(claim, gpa, scale)
     corpus = gpa.get("corpus")
     if missing or not corpus or corpus.get("peak") is None:
-        return missing or ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no analyze-corpus output")
+        return missing or ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail="no analyze-corpus output")
     c, tol = int(corpus["peak"]), int(claim["tolerance"])
     near = [r["gen_peak"] is not None and abs(r["gen_peak"] - c) <= tol for r in runs]
     clear = [bool(r.get("gen_peak_ci")) and (r["gen_peak_ci"][1] < c - tol or r["gen_peak_ci"][0] > c + tol)
              for r in runs]
-    verdict = stats.REPRODUCED if all(near) else stats.CONTRADICTED if all(clear) else stats.INCONCLUSIVE
+    verdict = verdicts.REPRODUCED if all(near) else verdicts.CONTRADICTED if all(clear) else verdicts.INCONCLUSIVE
     ours = ", ".join(f"{r['run_id']}: lag {r['gen_peak']}" + (f" [{r['gen_peak_ci'][0]}, {r['gen_peak_ci'][1]}]"
                                                              if r.get("gen_peak_ci") else "") for r in runs)
     return ClaimResult(claim, converged or verdict, scale=scale, ours=ours, interval="95% bootstrap over streams",
@@ -130,7 +131,7 @@ def last_layer_bank(claim: dict, gpa: dict, scale: str, n_layer: int, threshold:
                      + ", ".join(f"{h['strength']:.3g}" for h in r["per_head"] if h["layer"] == n_layer) for r in runs)
     detail = f"rule: a layer-{n_layer} bank spanning less than {threshold:g} logits over lags in every run"
     if n_layer < 4:
-        verdict = stats.not_comparable(f"our model has {n_layer} layer{'s' if n_layer > 1 else ''}; "
+        verdict = verdicts.not_comparable(f"our model has {n_layer} layer{'s' if n_layer > 1 else ''}; "
                                        "the claim reads the fourth")
     else:
         verdict = _bank_gate(runs) or _all_none([bool(w) for w in weak])
@@ -144,7 +145,7 @@ def layer1_banks(claim: dict, gpa: dict, scale: str) -> ClaimResult:
     lo, hi = float(claim["min_correlation"]), float(claim["max_spread"])
     sims = [r.get("layer1") for r in runs]
     if any(s is None for s in sims):
-        return ClaimResult(claim, stats.not_judged("layer-1 banks not readable (banks_trained.csv)"), scale=scale,
+        return ClaimResult(claim, verdicts.not_judged("layer-1 banks not readable (banks_trained.csv)"), scale=scale,
                            ours="—")
     ours = "; ".join(f"{r['run_id']}: r {s['correlation']:.3f}, spread {s['spread']:.3f}" for r, s in zip(runs, sims))
     verdict = _bank_gate(runs) or _all_none([s["correlation"] >= lo and s["spread"] <= hi for s in sims])
@@ -158,7 +159,7 @@ def wrap_control(params, row: str) -> tuple[bool, str] | None:
     study has not run here, does not read the row, or planted no period."""
     from ...studies.common import summary_path
     from ...studies.report_common import read_summary
-    from ...studies.wrap.bumpshift import TRACKS
+    from ...report.verdicts.line_wrap import TRACKS
 
     summary = read_summary(summary_path(params, "wrap"))
     if summary is None or summary.get("scale") != params.scale:
@@ -172,17 +173,17 @@ def wrap_control(params, row: str) -> tuple[bool, str] | None:
 def _control_gate(control: tuple[bool, str] | None) -> str | None:
     """The positive control's verdict for a bump reading other than reproduced, or None (found)."""
     if control is None:
-        return stats.not_judged("positive control not run at this scale: a bump away from the newline peak is "
+        return verdicts.not_judged("positive control not run at this scale: a bump away from the newline peak is "
                                 "evidence only where a period planted in the text (the line-wrap study's "
                                 "planted_<p> corpus) is found at this size")
-    return None if control[0] else stats.not_judged(f"positive control not found at this size: {control[1]}")
+    return None if control[0] else verdicts.not_judged(f"positive control not found at this size: {control[1]}")
 
 
 def layer1_bump(claim: dict, gpa: dict, scale: str, control: tuple[bool, str] | None = None) -> ClaimResult:
     runs, missing = _runs(claim, gpa, scale)
     corpus = gpa.get("corpus")
     if missing or not corpus or corpus.get("peak") is None:
-        return missing or ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no analyze-corpus output")
+        return missing or ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail="no analyze-corpus output")
     target, tol = int(corpus["peak"]) + 1, float(claim["tolerance"])
     lags = [[b["lag"] if b else None for b in r.get("bumps_l1") or []] for r in runs]
     agree = [bool(ls) and all(x is not None and abs(x - target) <= tol for x in ls) for ls in lags]
@@ -192,7 +193,7 @@ def layer1_bump(claim: dict, gpa: dict, scale: str, control: tuple[bool, str] | 
                   for r, ls in zip(runs, lags))
     reading = _all_none(agree)
     # a reading other than "found where the paper says" needs an instrument shown to find a bump here
-    verdict = _bank_gate(runs) or (None if reading == stats.REPRODUCED else _control_gate(control)) or reading
+    verdict = _bank_gate(runs) or (None if reading == verdicts.REPRODUCED else _control_gate(control)) or reading
     return ClaimResult(claim, verdict, scale=scale, ours=ours,
                        estimate=float(np.mean(found)) if found else None,
                        detail=(f"rule: every layer-1 bank's bump within {tol:g} lags of our corpus's newline peak + 1 "
@@ -205,10 +206,10 @@ def _sign_reading(runs: list[dict]) -> tuple[str, str, float | None, list[str]]:
     voters = [r for r in runs if r.get("bank_converged") and r.get("rho") is not None]
     signs = [r["rho"] for r in voters if r["rho"] != 0]
     k, n = sum(x > 0 for x in signs), len(signs)
-    p_pos, p_neg = study_rules.sign_test(k, n)
-    verdict = study_rules.sign_gate(n, f"run{'s' if n != 1 else ''} with a converged bank and a sign") or (
-        stats.REPRODUCED if p_pos < stats.ONE_SIDED_ALPHA else
-        stats.CONTRADICTED if p_neg < stats.ONE_SIDED_ALPHA else stats.INCONCLUSIVE)
+    p_pos, p_neg = studies.sign_test(k, n)
+    verdict = studies.sign_gate(n, f"run{'s' if n != 1 else ''} with a converged bank and a sign") or (
+        verdicts.REPRODUCED if p_pos < verdicts.ONE_SIDED_ALPHA else
+        verdicts.CONTRADICTED if p_neg < verdicts.ONE_SIDED_ALPHA else verdicts.INCONCLUSIVE)
     return verdict, f"rho > 0 in {k} of {n} runs (p {p_pos:.3g})", k / n if n else None, \
         [r["run_id"] for r in runs if r not in voters]
 
@@ -216,13 +217,13 @@ def _sign_reading(runs: list[dict]) -> tuple[str, str, float | None, list[str]]:
 def strength_cost(claim: dict, gpa: dict, scale: str) -> ClaimResult:
     runs = [r for row in gpa.get("rows", []) for r in row["runs"] if r["ok"]]
     if not runs:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no analyze-gpa output of a GPA run")
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail="no analyze-gpa output of a GPA run")
     if claim.get("strata"):
         return _strength_cost_by_form(claim, gpa, scale)
     verdict, counted, share, left = _sign_reading(runs)
     ours = (f"{counted}; per run: "
             + ", ".join(f"{r['run_id']} {r['rho']:+.2f}" for r in runs if r.get("rho") is not None))
-    detail = (f"exact sign test over runs at one-sided {stats.ONE_SIDED_ALPHA:g}"
+    detail = (f"exact sign test over runs at one-sided {verdicts.ONE_SIDED_ALPHA:g}"
               + (f"; left out (bank not converged or rho undefined): {', '.join(left)}" if left else ""))
     return ClaimResult(claim, verdict, scale=scale, ours=ours, estimate=share, detail=detail)
 
@@ -230,22 +231,22 @@ def strength_cost(claim: dict, gpa: dict, scale: str) -> ClaimResult:
 def _strength_cost_by_form(claim: dict, gpa: dict, scale: str) -> ClaimResult:
     """strength_cost per bank form (pre-registered 2026-11-28): each form its own sign test and
     verdict, the claim's verdict their combination."""
-    parts, verdicts, left = [], [], []
+    parts, by_form, left = [], [], []
     for form, name in FORMS.items():
         runs = [r for row in gpa.get("rows", []) if row.get("combine") == form for r in row["runs"] if r["ok"]]
         if not runs:
             parts.append(f"{name}: no run")
             continue
         verdict, counted, _, out = _sign_reading(runs)
-        verdicts.append(verdict)
+        by_form.append(verdict)
         left += out
         parts.append(f"{name} ({'span of log G' if form == 'mult' else 'span of G'}): {counted}, "
-                     f"{stats.at_scale(verdict, scale)}")
+                     f"{verdicts.at_scale(verdict, scale)}")
     seen = (claim.get("strata") or {}).get("post_hoc_seen")
-    detail = (f"one exact sign test per bank form at one-sided {stats.ONE_SIDED_ALPHA:g}, pre-registered on 2026-11-28"
+    detail = (f"one exact sign test per bank form at one-sided {verdicts.ONE_SIDED_ALPHA:g}, pre-registered on 2026-11-28"
               + (f" after the split was seen post hoc on the {seen} small runs" if seen else "")
               + (f"; left out (bank not converged or rho undefined): {', '.join(left)}" if left else ""))
-    return ClaimResult(claim, stats.combine(verdicts) if verdicts else stats.NOT_RUN, scale=scale,
+    return ClaimResult(claim, verdicts.combine(by_form) if by_form else verdicts.NOT_RUN, scale=scale,
                        ours="; ".join(parts), detail=detail)
 
 

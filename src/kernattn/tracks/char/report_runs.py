@@ -130,11 +130,11 @@ def best_loss(run: Run) -> float:
 
 
 def gka_records(params: Params, runs_df: pd.DataFrame) -> list:
-    """(run id, report.stability.TrainRecord) of every char GKA run the scale has: the matrix's
+    """(run id, report.verdicts.stability.TrainRecord) of every char GKA run the scale has: the matrix's
     GKA rows and the GKA-init study's char runs (the runs its summary.json lists, where the study
     ran at this scale). "GKA trains stably" reads every one: at small the matrix trains no GKA
     row, and the study's 24 char runs are where GKA trained."""
-    from ...report import stability
+    from ...report.verdicts import stability
     from ...studies.common import summary_path
     from ...studies.gka_init.stages import STUDY, gka_run_dir
     from ...studies.report_common import read_summary

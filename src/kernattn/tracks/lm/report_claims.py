@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from ...report import bootstrap, gates, gka_state, stability, stats
+from ...report import bootstrap, gka_state, verdicts
+from ...report.verdicts import comparisons, gates, gka_identity, stability
 from ...report.claims import ClaimResult, paper_row
 from ...report.part import ClaimKind, ReportContext
 from .core_eval import RANDOM_BASELINE
@@ -50,7 +51,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
         elif kind == "lm_train_flops":
             out.append(_train_flops_claim(claim, section["d20"], section["paper"]["table8"]))
         elif pair is None or pair[0] not in rows or pair[1] not in rows:
-            out.append(ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+            out.append(ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—",
                                    detail=_missing_pair(pair, rows, ctx.params.lm.rows)))
         elif kind == "lm_bpb":
             out.append(_bpb_claim(claim, section["groups"], pair, scale))
@@ -62,7 +63,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
             out.append(_core_claim(claim, rows[pair[1]], pair, section["groups"], scale))
         if kind not in ("lm_count", "lm_train_flops") and beside:
             out[-1].detail = "; ".join(x for x in (out[-1].detail, beside) if x)
-        if converged is not None and kind not in ("lm_count", "lm_train_flops") and out[-1].verdict != stats.NOT_RUN:
+        if converged is not None and kind not in ("lm_count", "lm_train_flops") and out[-1].verdict != verdicts.NOT_RUN:
             out[-1].verdict = gates.apply(out[-1].verdict, [converged])
             out[-1].detail = gates.beside(out[-1].detail, converged)
     return _with_identity(ctx, out, reading)
@@ -71,7 +72,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
 def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
     """Gate (a) for the pair's claims: the gap between the two rows' training losses (standing in
     for the BPB and CORE they judge, evaluated once at the end) has stopped moving over the last
-    part of training (report.gates.runs_gap_stable, at the same fraction of each row's
+    part of training (report.verdicts.gates.runs_gap_stable, at the same fraction of each row's
     schedule; thresholds of paper_numbers.yaml)."""
     files = {row: {r.run_id: run_dir(ctx.params, r.run_id) / "metrics.jsonl" for r in runs(ctx.params) if r.row == row}
              for row in pair}
@@ -80,7 +81,7 @@ def _converged(ctx: ReportContext, pair: tuple[str, str]) -> gates.Gate:
 
 def _stable_claim(claim: dict, ctx: ReportContext, groups: dict) -> ClaimResult:
     """"GKA-LM trains stably" over every finished run (one with an evaluation: `groups`) of
-    every GKA row of lm.rows (report.stability)."""
+    every GKA row of lm.rows (report.verdicts.stability)."""
     gka = {r.name for r in ctx.params.lm.rows if r.variant == "gka"}
     done = {x["run_id"] for row in gka for x in groups.get(row, [])}
     records = [(spec.run_id, stability.read_record(run_dir(ctx.params, spec.run_id) / "metrics.jsonl"))
@@ -128,10 +129,10 @@ def _with_identity(ctx: ReportContext, out: list[ClaimResult], reading) -> list[
     """The identity rule on every claim of IDENTITY_KINDS, after the gates (a row that stayed at
     identity is not comparable whatever the gap gate says)."""
     if reading is not None:
-        threshold = gka_state.max_diagonal(ctx.papers)
+        threshold = gka_identity.max_diagonal(ctx.papers)
         for res in out:
             if res.claim["kind"] in IDENTITY_KINDS:
-                gka_state.apply_identity(res, reading, threshold)
+                gka_identity.apply_identity(res, reading, threshold)
     return out
 
 
@@ -149,7 +150,7 @@ def _missing_pair(pair, rows: dict, lm_rows=()) -> str:
 def _count_claim(claim: dict, d20: dict) -> ClaimResult:
     ratio = d20["gka"]["total"] / d20["base"]["total"]
     ok = round(ratio, 2) == float(claim["paper_value"])
-    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+    return ClaimResult(claim, verdicts.BY_CONSTRUCTION if ok else verdicts.CONTRADICTED, scale=verdicts.PAPER_SCALE,
                        ours=f"{ratio:.4f} ({d20['gka']['total']:,} / {d20['base']['total']:,}, depth 20 on the meta device)",
                        estimate=ratio, detail="a parameter count of the depth-20 models, not a training result")
 
@@ -162,7 +163,7 @@ def _train_flops_claim(claim: dict, d20: dict, table8: dict) -> ClaimResult:
     ratio = ours["gka"] / ours["base"]
     rule = {k: d20[k]["flops_per_token"] * d20[k]["rule_tokens"] for k in ("base", "gka")}
     ok = round(ratio, 2) == float(claim["paper_value"])
-    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+    return ClaimResult(claim, verdicts.BY_CONSTRUCTION if ok else verdicts.CONTRADICTED, scale=verdicts.PAPER_SCALE,
                        estimate=ratio, ours=f"{ratio:.4f} (our FLOPs/token x Table 8's tokens)",
                        detail=(f"nanochat's rule on our depth-20 models gives {d20['gka']['rule_tokens']:.4g} "
                                f"(GKA) and {d20['base']['rule_tokens']:.4g} (base) tokens, "
@@ -181,12 +182,12 @@ def _core_tasks_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: s
     directions = claim["directions"]
     base, gka = groups[pair[0]], groups[pair[1]]
     seeds = sorted({x["seed"] for x in base} & {x["seed"] for x in gka})
-    level = 1 - stats.ALPHA / len(directions)
+    level = 1 - verdicts.ALPHA / len(directions)
     calls, texts = [], []
     for i, (task, want) in enumerate(directions.items()):
         a, b = item_scores(gka, task, seeds), item_scores(base, task, seeds)
         if a is None or b is None or len(a) != len(b):
-            return ClaimResult(claim, stats.INCONCLUSIVE, scale=scale, ours="no per-item results",
+            return ClaimResult(claim, verdicts.INCONCLUSIVE, scale=scale, ours="no per-item results",
                                detail="rerun eval-lm: its output lacks per-item correctness")
         boot = bootstrap.paired_bootstrap([(a, b)], bootstrap.centered_diff_statistic([RANDOM_BASELINE[task]]),
                                       BOOT_RESAMPLES, level=level, seed=BOOT_SEED + i)
@@ -194,18 +195,18 @@ def _core_tasks_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: s
         calls.append("agrees" if side == want else "disagrees" if "equal" not in (side, want) else "undecided")
         texts.append(f"{task} {boot.estimate:+.3f} [{boot.lo:+.3f}, {boot.hi:+.3f}], MDE {boot.mde():.3f} "
                      f"({want}: {calls[-1]})")
-    verdict = (stats.REPRODUCED if all(c == "agrees" for c in calls) else
-               stats.CONTRADICTED if "disagrees" in calls else stats.INCONCLUSIVE)
+    verdict = (verdicts.REPRODUCED if all(c == "agrees" for c in calls) else
+               verdicts.CONTRADICTED if "disagrees" in calls else verdicts.INCONCLUSIVE)
     return ClaimResult(claim, verdict, scale=scale, ours="; ".join(texts),
                        interval=f"{level:.0%} paired bootstrap over items per task (Bonferroni over {len(directions)} "
                                 f"tasks), seeds {', '.join(map(str, seeds))}")
 
 
 def _gap_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> ClaimResult:
-    """Table 6: GKA's val - train BPB gap below the baseline's, paired by seed (stats.compare_less)."""
+    """Table 6: GKA's val - train BPB gap below the baseline's, paired by seed (comparisons.compare_less)."""
     gap = {k: {x["seed"]: x["val_bpb"] - x["train_bpb"] for x in groups[k]} for k in pair}
     seeds = sorted(set(gap[pair[0]]) & set(gap[pair[1]]))
-    comp = stats.compare_less(pair[1], [gap[pair[1]][s] for s in seeds], pair[0], [gap[pair[0]][s] for s in seeds],
+    comp = comparisons.compare_less(pair[1], [gap[pair[1]][s] for s in seeds], pair[0], [gap[pair[0]][s] for s in seeds],
                               paired=True)
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale)
     if comp.ci is not None and comp.ci.estimable:
@@ -222,13 +223,13 @@ def _bpb_claim(claim: dict, groups: dict, pair: tuple[str, str], scale: str) -> 
     base = {x["seed"]: x["val_bpb"] for x in groups[pair[0]]}
     gka = {x["seed"]: x["val_bpb"] for x in groups[pair[1]]}
     seeds = sorted(set(base) & set(gka))
-    comp = stats.compare_less(pair[0], [base[s] for s in seeds], pair[1], [gka[s] for s in seeds], paired=True)
+    comp = comparisons.compare_less(pair[0], [base[s] for s in seeds], pair[1], [gka[s] for s in seeds], paired=True)
     estimable = comp.ci is not None and comp.ci.estimable
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale,
                       interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if estimable else "")
     if not estimable:
         res.ours = (f"GKA − base val BPB: {sum(gka[s] - base[s] for s in seeds) / len(seeds):+.4f} "
-                    f"({stats.seeds_text(len(seeds))}, no interval)")
+                    f"({verdicts.seeds_text(len(seeds))}, no interval)")
     else:  # stated as GKA - base, the paper's direction
         res.estimate, res.lo, res.hi = -comp.ci.diff, -comp.ci.hi, -comp.ci.lo
         res.ours = f"GKA − base val BPB: {res.estimate:+.4f} [{res.lo:+.4f}, {res.hi:+.4f}], MDE {comp.mde:.4f}"
@@ -243,10 +244,10 @@ def _core_claim(claim: dict, row: dict, pair: tuple[str, str], groups: dict, sca
     if boot and boot["against"] != pair[0]:  # the table's reference is another row: pair them here
         boot = core_bootstrap({k: groups[k] for k in pair}, pair[0]).get(pair[1])
     if not boot:
-        return ClaimResult(claim, stats.INCONCLUSIVE, scale=scale, ours="no per-item results",
+        return ClaimResult(claim, verdicts.INCONCLUSIVE, scale=scale, ours="no per-item results",
                            detail="rerun eval-lm: its output lacks per-item correctness")
     b = boot["mean"]
-    verdict = stats.REPRODUCED if b.hi < 0 else stats.CONTRADICTED if b.lo > 0 else stats.INCONCLUSIVE
+    verdict = verdicts.REPRODUCED if b.hi < 0 else verdicts.CONTRADICTED if b.lo > 0 else verdicts.INCONCLUSIVE
     return ClaimResult(claim, verdict, scale=scale, estimate=b.estimate, lo=b.lo, hi=b.hi,
                        ours=f"GKA − base mean centered: {b.estimate:+.4f} [{b.lo:+.4f}, {b.hi:+.4f}], MDE {b.mde():.4f}",
                        interval=f"95% paired bootstrap over {b.n_items} items ({b.resamples} resamples), "

@@ -27,7 +27,8 @@ import yaml
 
 from . import report_gka, stages
 from ...io import read_lines
-from ...report import gates, gka_state, stats
+from ...report import gka_state, stats, verdicts
+from ...report.verdicts import comparisons, gates, gka_identity
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
 
@@ -219,7 +220,7 @@ def claims(ctx: ReportContext, section: dict) -> list[ClaimResult]:
     out, readings = [], {}
     for claim in ctx.claims_of(CLAIM_KINDS):
         if not section.get("enabled"):
-            out.append(ClaimResult(claim, stats.NOT_RUN, scale=ctx.scale, ours="—", detail="no vision section"))
+            out.append(ClaimResult(claim, verdicts.NOT_RUN, scale=ctx.scale, ours="—", detail="no vision section"))
         elif claim["kind"] in ("vision_count", "vision_flops"):
             out.append(_count_claim(claim, section["counts_table"]))
         elif claim["kind"] == "vision_vlt":
@@ -253,20 +254,20 @@ def _identity(res: ClaimResult, ctx: ReportContext, section: dict, models, table
             runs = {s.run_id: stages.run_dir(ctx.params, s.run_id) for s in stages.runs(ctx.params)
                     if s.row == row.name and s.run_id in section["finals"]}
             readings[row.name] = gka_state.read_row(row.name, runs, lambda rid: VisionTrack(ctx.params, rid))
-        gka_state.apply_identity(res, readings[row.name], gka_state.max_diagonal(ctx.papers))
+        gka_identity.apply_identity(res, readings[row.name], gka_identity.max_diagonal(ctx.papers))
     return res
 
 
 def _loss_gated(res: ClaimResult, ctx: ReportContext, models: tuple[str, str], table: int = 5) -> ClaimResult:
     """Gate (a), converged, on a top-1 comparison that was tested: the gap between the training
     losses of the rows that name the two `models` (of Table `table`), standing in for the top-1 they
-    judge, has stopped moving over the last part of training (report.gates.runs_gap_stable);
+    judge, has stopped moving over the last part of training (report.verdicts.gates.runs_gap_stable);
     what it measured is put beside the verdict when it passes (the rows may still be learning)."""
-    if res.verdict not in (stats.REPRODUCED, stats.CONTRADICTED, stats.INCONCLUSIVE):
+    if res.verdict not in (verdicts.REPRODUCED, verdicts.CONTRADICTED, verdicts.INCONCLUSIVE):
         return res  # not run, not comparable or withheld already: nothing was tested
     rows = [paper_row(ctx.params.vision.rows, "003", m, table=table) for m in models]
     if any(r is None for r in rows):  # the claim functions say "not run" first; never judge ungated
-        res.verdict = stats.not_judged(f"no row of {' or '.join(m for m, r in zip(models, rows) if r is None)}")
+        res.verdict = verdicts.not_judged(f"no row of {' or '.join(m for m, r in zip(models, rows) if r is None)}")
         return res
     files = [{s.run_id: stages.run_dir(ctx.params, s.run_id) / "metrics.jsonl" for s in stages.runs(ctx.params)
               if s.row == r.name} for r in rows]
@@ -283,19 +284,19 @@ def _short(model: str) -> str:
 def _vlt_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
     """Table 5: the claim's first model (VLT-Ti, no W_V) above its second (DeiT-Ti, or GKA-Ti)
     in top-1 (EMA), paired by seed: the second's top-1 error above the first's is "second -
-    first top-1 < 0" (stats.compare_less, its gates)."""
+    first top-1 < 0" (comparisons.compare_less, its gates)."""
     finals, vp = section["finals"], section["vp"]
     (above, below), table = _models(claim, VLT_PAIR)
     rows = [paper_row(vp.rows, "003", m, table=table) for m in (above, below)]
     if None in rows:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail=f"no rows name {above} and {below}")
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail=f"no rows name {above} and {below}")
     seeds = sorted({int(k.rsplit("-s", 1)[1]) for k in finals})
     seeds = [s for s in seeds if all(f"{r.name}-s{s}" in finals for r in rows)]
     if not seeds:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—",
                            detail=f"no {_short(above)} and {_short(below)} runs")
     top, low = ([finals[f"{r.name}-s{s}"]["top1_ema"] for s in seeds] for r in rows)
-    comp = stats.compare_less(below, low, above, top, paired=True)
+    comp = comparisons.compare_less(below, low, above, top, paired=True)
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale)
     what = f"{_short(above)} − {_short(below)}"
     if comp.ci is not None and comp.ci.estimable:
@@ -304,10 +305,10 @@ def _vlt_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
         res.interval = f"95% paired t over seeds {', '.join(map(str, seeds))}"
     else:
         gap = sum(top) / len(top) - sum(low) / len(low)
-        res.ours = f"{what} top-1 EMA: {gap:+.2f} pp ({stats.seeds_text(len(seeds))}, no interval)"
+        res.ours = f"{what} top-1 EMA: {gap:+.2f} pp ({verdicts.seeds_text(len(seeds))}, no interval)"
     res.detail = _best_gap(finals, rows[0].name, rows[1].name, seeds, what)
     if vp.dataset != "imagenet":
-        res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k")
+        res.verdict = verdicts.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k")
     return res
 
 
@@ -315,13 +316,13 @@ def _count_claim(claim: dict, table: list[dict]) -> ClaimResult:
     """Parameter totals (vision_count) or FLOPs (vision_flops, Tables 2/3's savings) of the six
     models against the paper's, within paper_vision.yaml's tolerance: facts of the architecture."""
     if not table:
-        return ClaimResult(claim, stats.NOT_RUN, scale=stats.PAPER_SCALE, ours="—",
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=verdicts.PAPER_SCALE, ours="—",
                            detail="no counts: run kernattn count-vision")
     if claim["kind"] == "vision_flops":
         return _flops_claim(claim, table)
     ok = all(r["params_ok"] for r in table)
     worst = max(abs(r["total_rel"]) for r in table)
-    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+    return ClaimResult(claim, verdicts.BY_CONSTRUCTION if ok else verdicts.CONTRADICTED, scale=verdicts.PAPER_SCALE,
                        estimate=worst, ours=", ".join(f"{r['model']} {r['total_m']:.2f}M" for r in table)
                        + f" (largest gap {worst:.2%})",
                        detail="parameter totals of the six models built on the meta device at 224 px")
@@ -332,7 +333,7 @@ def _flops_claim(claim: dict, table: list[dict]) -> ClaimResult:
     saving = {size: 1 - by[f"GKA-{size}"]["flops_g"] / by[f"DeiT-{size}"]["flops_g"] for size in ("Ti", "S", "B")
               if f"GKA-{size}" in by and f"DeiT-{size}" in by}
     ok = all(r["flops_ok"] for r in table)
-    return ClaimResult(claim, stats.BY_CONSTRUCTION if ok else stats.CONTRADICTED, scale=stats.PAPER_SCALE,
+    return ClaimResult(claim, verdicts.BY_CONSTRUCTION if ok else verdicts.CONTRADICTED, scale=verdicts.PAPER_SCALE,
                        estimate=min(saving.values()) if saving else None,
                        ours="GKA saves " + ", ".join(f"{k} {v:.1%}" for k, v in saving.items()) + " of DeiT's FLOPs",
                        detail="analytical forward FLOPs of the six models at 224 px, each within the tolerance of "
@@ -355,15 +356,15 @@ def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
         named = ", ".join(f"{m}: row {n}" if n else f"{m}: no row of vision.rows names it in its paper field"
                           for m, n in zip(models, pair))
         how = _how_to_add(models, table, vp) if None in pair else ""
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—",
                            detail="; ".join(x for x in (f"no runs of both ({named})", how) if x))
     ci = stats.paired_diff_ci(gka, deit)
     ci = ci if ci is not None and ci.estimable else None  # zero spread: no interval either
-    res = ClaimResult(claim, stats.NOT_COMPARABLE, scale=scale,
+    res = ClaimResult(claim, verdicts.NOT_COMPARABLE, scale=scale,
                       interval=f"95% paired t over seeds {', '.join(map(str, seeds))}" if ci else "")
     if ci is None:
         res.ours = (f"GKA − DeiT top-1 EMA: {sum(gka) / len(gka) - sum(deit) / len(deit):+.2f} pp "
-                    f"({stats.seeds_text(len(seeds))}, no interval)")
+                    f"({verdicts.seeds_text(len(seeds))}, no interval)")
     else:
         res.estimate, res.lo, res.hi = ci.diff, ci.lo, ci.hi
         res.ours = (f"GKA − DeiT top-1 EMA: {ci.diff:+.2f} pp [{ci.lo:+.2f}, {ci.hi:+.2f}]; "
@@ -371,15 +372,15 @@ def _top1_claim(claim: dict, section: dict, scale: str) -> ClaimResult:
     res.detail = "; ".join(x for x in (_gka_state(found[0], finals, section, seeds),
                                        _best_gap(finals, pair[0], pair[1], seeds, "GKA − DeiT")) if x)
     if vp.dataset != "imagenet":
-        res.verdict = stats.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k; "
+        res.verdict = verdicts.not_comparable(f"data set differs: {vp.dataset}, not ImageNet-1k; "
                                            f"{vp.depth} blocks x {vp.n_head} heads, d={vp.embed_dim}")
-    elif len(seeds) < stats.MIN_SEEDS:  # the gates of stats.judge_family: seeds, then spread
-        res.verdict = stats.not_judged(stats.seeds_text(len(seeds)))
+    elif len(seeds) < verdicts.MIN_SEEDS:  # the gates of comparisons.judge_family: seeds, then spread
+        res.verdict = verdicts.not_judged(verdicts.seeds_text(len(seeds)))
     elif ci is None:
-        res.verdict = stats.NOT_ESTIMABLE
+        res.verdict = verdicts.NOT_ESTIMABLE
     else:  # "trails modestly": GKA below DeiT, by less than 2 pp (the paper's largest gap, 1.57, rounded up)
-        res.verdict = (stats.CONTRADICTED if ci.lo > 0 or ci.hi < -2.0 else
-                       stats.REPRODUCED if ci.hi < 0 and ci.lo > -2.0 else stats.INCONCLUSIVE)
+        res.verdict = (verdicts.CONTRADICTED if ci.lo > 0 or ci.hi < -2.0 else
+                       verdicts.REPRODUCED if ci.hi < 0 and ci.lo > -2.0 else verdicts.INCONCLUSIVE)
     return res
 
 

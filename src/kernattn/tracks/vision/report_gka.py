@@ -1,16 +1,16 @@
 """gka-paper's claims about how GKA trains and runs in a ViT beside top-1 (issues 25 and 37):
 
     vision_stable   "GKA trains stably in DeiT-style ViTs": every run of every GKA row, by the
-                    rule of report.stability (fixed in paper_numbers.yaml `stability:`).
+                    rule of report.verdicts.stability (fixed in paper_numbers.yaml `stability:`).
     vision_sigma    "learned bandwidths specialize across heads" (Sections 1 and 7.3): per seed
                     of the row that trains GKA-Ti (its `paper` field), the median over layers of
                     the widest head's sigma over the narrowest (final.json's sigma); claimed
                     above the claim's `min_ratio`, fixed in paper_numbers.yaml before the runs.
-                    A one-sample t test over seeds (stats.judge_family on the per-seed ratios
+                    A one-sample t test over seeds (comparisons.judge_family on the per-seed ratios
                     paired with the constant threshold), with its gates: seeds, spread, and
-                    the bandwidths converged (report.gates.params_converged: log sigma moved
+                    the bandwidths converged (report.verdicts.gates.params_converged: log sigma moved
                     from its initial value by less than max_param_travel of Adam's travel,
-                    the sum of the learning rates the run logged; and report.gates.run_settled:
+                    the sum of the learning rates the run logged; and report.verdicts.gates.run_settled:
                     the same over the last part of training, read from the run's
                     param_trace.npz).
 """
@@ -23,7 +23,8 @@ import statistics
 import pandas as pd
 
 from ...attention.options import DEFAULT_INIT_SIGMA, initial_log_sigma
-from ...report import gates, stability, stats
+from ...report import stats, verdicts
+from ...report.verdicts import comparisons, gates, stability
 from ...report.claims import ClaimResult, paper_row
 from . import stages
 
@@ -64,11 +65,11 @@ def _converged(params, row, runs: list[str], finals: dict, th: gates.Thresholds)
     for rid in runs:
         moved = sigma_moved(finals[rid]["sigma"], init, vp.embed_dim // vp.n_head)
         if moved is None:
-            return stats.not_judged(f"{gates.CONVERGED}: {rid}: sigma starts from the data (median rule), "
+            return verdicts.not_judged(f"{gates.CONVERGED}: {rid}: sigma starts from the data (median rule), "
                                     f"no initial value to compare")
         step_lrs = gates.run_rates(stages.run_dir(params, rid))
         if step_lrs is None:
-            return stats.not_judged(f"{gates.CONVERGED}: {gates.no_rates(rid)} (Adam's travel unknown)")
+            return verdicts.not_judged(f"{gates.CONVERGED}: {gates.no_rates(rid)} (Adam's travel unknown)")
         g = gates.params_converged(moved, gates.adam_travel(step_lrs), th.max_param_travel, "log sigma")
         if g.passed:
             g = gates.run_settled(stages.run_dir(params, rid), th, "log sigma", step_lrs, names=("log_sigma",))
@@ -81,16 +82,16 @@ def sigma_claim(claim: dict, section: dict, params, papers: dict, scale: str) ->
     finals, vp = section["finals"], params.vision
     row = paper_row(vp.rows, "003", MODEL, table=5)
     if row is None:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—",
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—",
                            detail=f"no row of vision.rows names {MODEL} of Table 5 in its paper field")
     # finals: the runs of vision.rows that finished (the section reads only those)
     runs = [rid for rid, f in finals.items() if rid.rsplit("-s", 1)[0] == row.name and f.get("sigma")]
     if not runs:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail=f"no final.json of {row.name} with sigma")
+        return ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail=f"no final.json of {row.name} with sigma")
     threshold = float(claim["min_ratio"])
     ratios = [head_ratio(finals[r]["sigma"]) for r in runs]
     gate = _converged(params, row, runs, finals, gates.thresholds(papers))
-    comp = stats.judge_family([stats.Test("min_ratio", [threshold] * len(ratios), "ratio", ratios, paired=True,
+    comp = comparisons.judge_family([comparisons.Test("min_ratio", [threshold] * len(ratios), "ratio", ratios, paired=True,
                                           gate=gate)])[0]
     res = ClaimResult(claim, comp.verdict, [comp], scale=scale)
     per_seed = ", ".join(f"{r}: {x:.3f}" for r, x in zip(runs, ratios))
@@ -100,7 +101,7 @@ def sigma_claim(claim: dict, section: dict, params, papers: dict, scale: str) ->
     if comp.ci is not None and comp.ci.estimable:
         res.lo, res.hi = mean.mean - comp.ci.half, mean.mean + comp.ci.half  # the paired t's own half-width
         res.ours += f" [{res.lo:.3f}, {res.hi:.3f}]"
-        res.interval = f"95% t over {stats.seeds_text(len(ratios))}"
+        res.interval = f"95% t over {verdicts.seeds_text(len(ratios))}"
     res.ours += f" (threshold {threshold:g})"
     res.detail = f"per seed: {per_seed}; row {row.name}"
     return res

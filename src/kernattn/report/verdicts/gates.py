@@ -8,7 +8,7 @@ verdict when it fails: "not judged (<gate>: <why>)".
                 of training that holds the last `gap_tail_lr_fraction` of the schedule's
                 learning-rate sum, with a t bound over seeds (`gap_stable`; issues 37, 48). A
                 reading of this budget, never "converged"; a swept comparison is read across its
-                budgets instead (report.budget_trend).
+                budgets instead (report.verdicts.budget_trend).
     converged   the quantity judged has stopped moving: for a reading of one run, its
                 validation loss's fitted drop over the last `last_fraction` of training
                 (`loss_converged`); and for readings of a
@@ -16,7 +16,7 @@ verdict when it fails: "not judged (<gate>: <why>)".
                 Adam can move them, from initialisation (`params_converged`) and over that same
                 tail of training, read from the run's param_trace.npz (`params_settled`,
                 `run_settled`)
-    estimable   at least stats.MIN_SEEDS seeds per arm and a non-zero spread (stats.judge_family
+    estimable   at least levels.MIN_SEEDS seeds per arm and a non-zero spread (comparisons.judge_family
                 applies it itself)
     premise     what the paper's reading presupposes (e.g. a bank below the strength threshold
                 before "a weak head can go"; a converged bank before "the bump stays")
@@ -24,7 +24,7 @@ verdict when it fails: "not judged (<gate>: <why>)".
 The thresholds are fixed in paper_numbers.yaml (`gates:`), before the runs (`thresholds`).
 
 For the studies and any other part: build `gate(name, passed, why)` for each gate, then
-`withheld(gates)` is None when all passed, else the verdict to print (pass it as stats.Test's
+`withheld(gates)` is None when all passed, else the verdict to print (pass it as comparisons.Test's
 `gate` so the comparison is kept out of its Holm family), or `apply(verdict, gates)` on a
 verdict already made.
 """
@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import stats
+from .. import stats
+from . import words
 
 CONVERGED = "not converged"
 GAP_UNSTABLE = "gap not stable at this budget"
@@ -68,7 +69,7 @@ def withheld(gates: Iterable[Gate]) -> str | None:
     failed = next((g for g in gates if not g.passed), None)
     if failed is None:
         return None
-    return stats.not_judged(f"{failed.name}: {failed.why}" if failed.why else failed.name)
+    return words.not_judged(f"{failed.name}: {failed.why}" if failed.why else failed.name)
 
 
 def apply(verdict: str, gates: Iterable[Gate]) -> str:
@@ -339,7 +340,7 @@ def run_settled(run_dir: Path, th: "Thresholds", what: str, step_lrs: Sequence[f
     """params_settled on a run's param_trace.npz (kernattn.engine.trace) at the threshold
     max_param_travel: every traced parameter, or those whose name ends with one of `names`
     (e.g. ("log_sigma",)). `step_lrs`: the rate of every optimizer step of the run."""
-    from ..engine.trace import read
+    from ...engine.trace import read
 
     trace = read(run_dir)
     if trace is None:
@@ -357,13 +358,13 @@ def run_settled(run_dir: Path, th: "Thresholds", what: str, step_lrs: Sequence[f
 def run_rates(run_dir: Path) -> np.ndarray | None:
     """The rate of every optimizer step of a run, as its engine set it (lr.npy:
     kernattn.engine.schedule), or None for a run trained before the engine recorded it."""
-    from ..engine.schedule import read
+    from ...engine.schedule import read
 
     return read(run_dir)
 
 
 def no_rates(run: str) -> str:
-    from ..engine.schedule import FILE
+    from ...engine.schedule import FILE
 
     return f"{run} has no {FILE} (trained before the engine recorded its learning rates: rerun it with --fresh)"
 
@@ -371,7 +372,7 @@ def no_rates(run: str) -> str:
 def runs_gap_stable(a: str, a_runs: Mapping[str, Path], b: str, b_runs: Mapping[str, Path],
                     th: Thresholds, floor: float = 0.0) -> Gate:
     """Gate (a) for a comparison of two rows from their runs' training losses (metrics.jsonl's
-    train lines, report.stability.read_record): gap_stable at the thresholds, where the training
+    train lines, report.verdicts.stability.read_record): gap_stable at the thresholds, where the training
     loss stands in for what the claim judges (bits per byte, CORE, top-1: evaluated once, at
     the end), and each run's schedule is the rate of every step its engine set (run_rates).
     A run that failed (a FAILED line) is not compared. `a_runs`, `b_runs`: run id -> its

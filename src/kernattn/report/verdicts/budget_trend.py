@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import stats
+from .. import stats
+from . import levels, words
 
 FORM = "a + b/L"
 PERSISTS = "holds, and persists with budget"
@@ -50,7 +51,7 @@ UNRESOLVED = "holds at this budget, its limit unresolved"
 REVERSES = "reverses with budget"
 NO_DIFFERENCE = "no difference ≥ δ"
 HOLDING = (PERSISTS, SHRINKING, UNRESOLVED)
-WORDS = (PERSISTS, SHRINKING, UNRESOLVED, REVERSES, NO_DIFFERENCE, stats.CONTRADICTED, stats.INCONCLUSIVE)
+WORDS = (PERSISTS, SHRINKING, UNRESOLVED, REVERSES, NO_DIFFERENCE, words.CONTRADICTED, words.INCONCLUSIVE)
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ class Interval:
 class Trend:
     """The reading of one gap across the sweep: its word, the verdict it prints, and what it rests on."""
 
-    word: str                       # one of WORDS, or stats.NOT_JUDGED / stats.NOT_ESTIMABLE
+    word: str                       # one of WORDS, or words.NOT_JUDGED / words.NOT_ESTIMABLE
     verdict: str                    # the word with the model it rests on, as the claim prints it
     test: str = ""                  # which rule gave the word
     model: str = ""                 # "a + b/L over 200–800 steps"
@@ -117,7 +118,7 @@ class Trend:
     steps: tuple[int, ...] = ()
     crossing: int | None = None     # steps where the fitted gap meets the boundary past the smallest
                                     # budget (None: nowhere); the verdict names it when it reverses
-    level: float = stats.LEVEL
+    level: float = levels.LEVEL
     n_seeds: int = 0
 
     @property
@@ -133,7 +134,7 @@ class Trend:
                 f"{self.n_seeds} seeds, intervals at {self.level:.2%} ({self.test})")
 
 
-def _withheld(verdict: str, word: str = stats.NOT_JUDGED) -> Trend:
+def _withheld(verdict: str, word: str = words.NOT_JUDGED) -> Trend:
     return Trend(word, verdict)
 
 
@@ -192,11 +193,11 @@ def _word(a: Interval, b: Interval, first: Interval, last: Interval, boundary: f
                 (UNRESOLVED, f"the largest budget's interval lies below {boundary:g}; the limit's reaches it, "
                              f"the fit not shrinking the gap"))
     if now > 0:
-        return stats.CONTRADICTED, f"the largest budget's interval lies above {boundary:g}{early}"
+        return words.CONTRADICTED, f"the largest budget's interval lies above {boundary:g}{early}"
     if delta is not None and -delta < last.lo and last.hi < delta and limit == 0:
         return NO_DIFFERENCE, (f"the largest budget's interval lies inside ±{delta:g} (two one-sided tests) "
                                f"and the limit's reaches 0")
-    return stats.INCONCLUSIVE, f"the largest budget's interval reaches {boundary:g} and no trend rule applies"
+    return words.INCONCLUSIVE, f"the largest budget's interval reaches {boundary:g} and no trend rule applies"
 
 
 def _verdict(word: str, model: str, crossing: int | None, delta: float) -> str:
@@ -222,17 +223,17 @@ def read(gaps, lr_sums, steps, r: Rule, boundary: float = 0.0, family_size: int 
     order = np.argsort(lr_sums)
     gaps, lr_sums, steps = gaps[:, order], lr_sums[order], steps[order]
     if np.unique(lr_sums).size < r.min_budgets:
-        return _withheld(stats.not_judged(f"budget sweep: {np.unique(lr_sums).size} budget(s) with a learning-rate "
+        return _withheld(words.not_judged(f"budget sweep: {np.unique(lr_sums).size} budget(s) with a learning-rate "
                                           f"sum; a fit of {FORM} needs {r.min_budgets}"))
     if gaps.shape[0] < r.min_seeds:
-        return _withheld(stats.not_judged(f"budget sweep: {stats.seeds_text(gaps.shape[0])} with both rows at every "
+        return _withheld(words.not_judged(f"budget sweep: {words.seeds_text(gaps.shape[0])} with both rows at every "
                                           f"budget; a fit needs {r.min_seeds}"))
     level = 1 - (1 - r.level) / max(1, family_size)
     coef = _fit(gaps, lr_sums)
     # a seed spread below what the measurement resolves, of the limit or of the largest budget's
     # gap, would give an interval of the arithmetic, not of the seeds (stats.RESOLUTION)
     if min(coef[:, 0].std(ddof=1), gaps[:, -1].std(ddof=1)) <= stats.RESOLUTION:
-        return _withheld(stats.NOT_ESTIMABLE, stats.NOT_ESTIMABLE)
+        return _withheld(words.NOT_ESTIMABLE, words.NOT_ESTIMABLE)
     a, b = _t_interval(coef[:, 0], level), _t_interval(coef[:, 1], level)
     per = tuple(_t_interval(gaps[:, j], level) for j in range(gaps.shape[1]))
     word, test = _word(a, b, per[0], per[-1], boundary, r.delta if equivalence and boundary == 0 else None)
@@ -246,23 +247,23 @@ def word_of(verdict: str) -> str | None:
     return next((w for w in (REVERSES, NO_DIFFERENCE, *HOLDING) if verdict.startswith(w)), None)
 
 
-def combine(verdicts: list[str]) -> str:
+def combine(readings: list[str]) -> str:
     """One verdict for a claim of several comparisons read across the sweep: contradicted if
     any is; a reversal if any reverses; not run if a row is missing; "no difference" if a pair
     of an ordering shows none; every comparison holding: "persists" when all persist, else the
     first "holds at this budget" reading; then the first withheld verdict; else inconclusive.
-    Without a trend word among them: stats.combine."""
-    if not any(word_of(v) for v in verdicts):
-        return stats.combine(verdicts)
-    first = {w: next((v for v in verdicts if word_of(v) == w), None) for w in (REVERSES, NO_DIFFERENCE)}
-    if stats.CONTRADICTED in verdicts:
-        return stats.CONTRADICTED
+    Without a trend word among them: words.combine."""
+    if not any(word_of(v) for v in readings):
+        return words.combine(readings)
+    first = {w: next((v for v in readings if word_of(v) == w), None) for w in (REVERSES, NO_DIFFERENCE)}
+    if words.CONTRADICTED in readings:
+        return words.CONTRADICTED
     if first[REVERSES]:
         return first[REVERSES]
-    if stats.NOT_RUN in verdicts:
-        return stats.NOT_RUN
+    if words.NOT_RUN in readings:
+        return words.NOT_RUN
     if first[NO_DIFFERENCE]:
         return first[NO_DIFFERENCE]
-    if all(word_of(v) in HOLDING for v in verdicts):
-        return next((v for v in verdicts if word_of(v) != PERSISTS), verdicts[0])
-    return next((v for v in verdicts if stats.is_withheld(v)), stats.INCONCLUSIVE)
+    if all(word_of(v) in HOLDING for v in readings):
+        return next((v for v in readings if word_of(v) != PERSISTS), readings[0])
+    return next((v for v in readings if words.is_withheld(v)), words.INCONCLUSIVE)

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import stats
-from .claims import ClaimResult
+from ..claims import ClaimResult
+from . import words
 
 
 @dataclass(frozen=True)
@@ -150,17 +150,17 @@ def too_short(records: Sequence[tuple[str, TrainRecord]], r: Rule) -> str | None
 def judge(claim: dict, records: Sequence[tuple[str, TrainRecord]], r: Rule, scale: str) -> ClaimResult:
     """The claim over every GKA run (run id, record) of a part (module docstring)."""
     if not records:
-        return ClaimResult(claim, stats.NOT_RUN, scale=scale, ours="—", detail="no GKA runs at this scale")
+        return ClaimResult(claim, words.NOT_RUN, scale=scale, ours="—", detail="no GKA runs at this scale")
     missing = [rid for rid, rec in records if rec.missing]
     if missing:
-        return ClaimResult(claim, stats.not_judged(f"no metrics.jsonl for {', '.join(missing)}"), scale=scale,
+        return ClaimResult(claim, words.not_judged(f"no metrics.jsonl for {', '.join(missing)}"), scale=scale,
                            ours="—", detail="the training record of every GKA run is needed")
     why = {rid: unstable_because(rec, r) for rid, rec in records}
     # a divergence or a non-finite loss is instability at any length; anything else needs a long run
     broke = any(w is not None and w.startswith(("diverged", "non-finite")) for w in why.values())
     short = None if broke else too_short(records, r)
     if short is not None:
-        return ClaimResult(claim, stats.not_judged(short), scale=scale, ours=f"{len(records)} GKA runs",
+        return ClaimResult(claim, words.not_judged(short), scale=scale, ours=f"{len(records)} GKA runs",
                            detail=f"a reading needs {r.min_steps} steps per run and {r.min_seeds} seeds per row "
                                   f"(paper_numbers.yaml stability:)")
     ratios = [x for _, rec in records if (x := worst_ratio(rec, r)) is not None]
@@ -170,5 +170,5 @@ def judge(claim: dict, records: Sequence[tuple[str, TrainRecord]], r: Rule, scal
     ours = f"{len(records) - len(bad)} of {len(records)} GKA runs stable"
     if ratios:
         ours += f"; largest train line / running minimum {max(ratios):.3f}"
-    return ClaimResult(claim, stats.CONTRADICTED if bad else stats.REPRODUCED, scale=scale, ours=ours,
+    return ClaimResult(claim, words.CONTRADICTED if bad else words.REPRODUCED, scale=scale, ours=ours,
                        estimate=max(ratios) if ratios else None, detail="; ".join([rule_text, *bad]))

@@ -1,4 +1,4 @@
-"""The studies' verdict rules (issue 17), on the comparison rules of report/stats.py: a study's
+"""The studies' verdict rules (issue 17), on the comparison rules of comparisons.py: a study's
 two-outcome reading as a verdict, "some init beats its baseline" (GKA's bandwidth study) with
 Holm across every init of every track, and the exact sign test with its power gate."""
 
@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .stats import (CONTRADICTED, INCONCLUSIVE, LEVEL, NOT_RUN, ONE_SIDED_ALPHA, REPRODUCED, Comparison, is_withheld,
-                    compare_ordering, not_judged)
+from .comparisons import Comparison, compare_ordering
+from .levels import LEVEL, ONE_SIDED_ALPHA
+from .words import CONTRADICTED, INCONCLUSIVE, NOT_RUN, REPRODUCED, is_withheld, not_judged
 
 
 def reading_verdict(outcome: str, supports: str, contradicts: str) -> str:
     """A study whose own rule returns one of two outcomes, one supporting the paper's reading
-    and one contradicting it (the line-wrap study: kernattn.studies.wrap.bumpshift), as a claim's
+    and one contradicting it (the line-wrap study: line_wrap.py), as a claim's
     verdict: reproduced, contradicted, or inconclusive for anything else."""
     if outcome == supports:
         return REPRODUCED
