@@ -1,4 +1,4 @@
-"""The gate "gap stable at this budget" (report.gates.gap_stable, issue 37) on constructed curves
+"""The gate "gap stable at this budget" (report.verdicts.gates.gap_stable, issue 37) on constructed curves
 with known answers: a gap read per unit of learning-rate sum, relative to itself, with a bound
 over seeds."""
 

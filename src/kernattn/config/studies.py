@@ -111,7 +111,7 @@ class GKAInitStudy:
     sign_test: str = "sqrt_d"  # the pre-specified init the sign test sets against sigma = 1 (an init's label)
     # the char row's seeds (null: the studies'): its runs pair with each other, not with the
     # matrix's, so they may go beyond matrix.seeds; 6 pairs are the fewest a one-sided sign test
-    # at 2.5% can pass with (report.study_rules.sign_gate)
+    # at 2.5% can pass with (report.verdicts.studies.sign_gate)
     seeds: tuple[int, ...] | None = None
 
 

@@ -4,7 +4,7 @@ groups' scales, the LM's Muon momentum and weight decay) and records it. The rec
 the checkpoint (cut back with it on resume) and is written beside final.json as `lr.npy`: the
 rate of every optimizer step 0 .. max_steps - 1, float64, as set (before any per-group scale).
 
-So every reader of a run's schedule reads one file (report.gates: the learning-rate sum behind
+So every reader of a run's schedule reads one file (report.verdicts.gates: the learning-rate sum behind
 each evaluation, Adam's travel limit over a tail), whatever the track and however its schedule
 is computed, instead of rebuilding it from params or interpolating the rates a run logged.
 Under data parallelism every rank sets the same rates; rank 0 writes the file.

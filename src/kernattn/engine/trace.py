@@ -1,7 +1,7 @@
 """The attention variants' own parameters at every evaluation of a run (GPA banks, GKA's log
 sigma, T5 / lag tables, learned RoPE frequencies: attention.owned_parameters), so that a claim
 reading a trained bank or bandwidth can ask whether it had stopped moving (issue 25, gate (a):
-report.gates.params_settled) instead of reading it mid-flight.
+report.verdicts.gates.params_settled) instead of reading it mid-flight.
 
 The trace is part of the checkpoint (cut back with it on resume, as metrics.jsonl is) and is
 written beside final.json as `param_trace.npz`: `steps` [k], `values` [k, n] float64 (the
