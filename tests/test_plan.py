@@ -433,10 +433,10 @@ def test_paper_tables_of_a_row_and_their_hours():
     import pandas as pd
 
     p = load_params(PARAMS, "paper")
-    assert pl.paper_tables(p, "char", "rope") == "gpa-short Figure 2; gpa-long Figure 2"
-    assert pl.paper_tables(p, "vision", "gka") == "gka-paper Table 5"
-    assert pl.paper_tables(p, "lm", "gka_paper") == "gka-paper Table 8"
-    assert pl.paper_tables(p, "char", "alibi") == ""
+    assert wk.row_tables(p.matrix.rows, "rope") == "gpa-short Figure 2; gpa-long Figure 2"
+    assert wk.row_tables(p.vision.rows, "gka") == "gka-paper Table 5"
+    assert wk.row_tables(p.lm.rows, "gka_paper") == "gka-paper Table 8"
+    assert wk.row_tables(p.matrix.rows, "alibi") == ""
     frame = pd.DataFrame({"paper": ["gpa-short Figure 2; gpa-long Figure 2", "gka-paper Table 5", "",
                                     "gka-paper Table 5"], "gpu_hours": [1.0, 2.0, 4.0, 8.0]})
     assert pl.hours_by_paper_table(frame) == {"gpa-short Figure 2": 1.0, "gpa-long Figure 2": 1.0,

@@ -11,7 +11,7 @@ from kernattn.config import load_params
 from kernattn.dag import plan as pl
 from kernattn.dag import plan_flops as pf
 from kernattn.tracks.char.stages import runs
-from kernattn.work import PlannedRun, Work
+from kernattn.work import PlannedRun, Work, row_tables
 from kernattn.page import plan as part
 from kernattn.report.part import ReportContext
 from kernattn.stage import Stage
@@ -27,7 +27,8 @@ def _write_plan(folder, p, monkeypatch) -> None:
         Stage("prepare", (), (), lambda _: ["d"]),
         Stage("train", (), (), lambda r: [f"{r}.json"], inputs=lambda _: ["d"], runs=("rope-s0", "gpa_dp_m8-s0"))]}
     fake = {"rope": Work(1.0, 0.0, 1, 3600, 0), "gpa_dp_m8": Work(1.0, 0.0, 1, 7200, 0)}
-    trainings = {"train": lambda q: {r.run_id: PlannedRun("char", r, lambda _p, spec: fake[spec.row]) for r in runs(q)}}
+    trainings = {"train": lambda q: {r.run_id: PlannedRun("char", r, lambda _p, spec: fake[spec.row],
+                                                          paper=row_tables(q.matrix.rows, r.row)) for r in runs(q)}}
     monkeypatch.setattr(pf, "planned_stages", lambda: trainings)
     plan = pl.make_plan(p, table, pl.Device("test", 1.0, 0.5, "stated"), 2, lambda stage: 1)
     folder.mkdir(parents=True)

@@ -338,3 +338,12 @@ with SnakemakeApi(OutputSettings(quiet={{Quietness.ALL}})) as api:
     wf = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path("{snakefile}"), workdir=Path("."))
     print(json.dumps(sorted(wf._workflow._localrules)))
 """
+
+
+def test_a_track_without_a_global_batch_gets_a_memory_warning_not_a_crash():
+    """The engine's protocol lets a track train in one process without declaring its global
+    batch; the preflight cannot size its batch then, and says so."""
+    row = steps.Row("toy", "softmax", "softmax-s0", "softmax")
+    item = steps.memory_item(row, {"global_batch": None, "stage_command": "train-toy"},
+                             {"held": 1, "saved_float": 1, "saved_other": 0}, lambda stage: 1, None, None)
+    assert item.status == steps.WARN and "declares no global batch" in item.text

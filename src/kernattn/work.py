@@ -53,11 +53,20 @@ class PlannedRun:
     count: Counter              # its work (the unit's cost.py)
     study: str = ""             # the study it belongs to ("" for the main DAG)
     budget: int | None = None   # a cooldown branch's budget: its work differs from its row's other branches'
-    paper: str | None = None    # what it is for in the plan's `paper` column; None: its row's `paper:` tables
+    paper: str = ""             # what it is for in the plan's `paper` column: its row's tables (row_tables), a study's claim
     loader_workers: int = 0     # CPU workers per GPU decoding its inputs where they may bound it (0: never)
 
     def work(self, p: Params) -> Work:
         return self.count(p, self.spec)
+
+
+def row_tables(rows, row: str) -> str:
+    """The tables and figures of the documents that `row` (one of `rows`, a track's rows) trains
+    a model of, its `paper:` references, e.g. "gka-paper Table 5"; "; " between several; "" for a
+    row of no document's."""
+    refs = next((r.paper for r in rows if r.name == row), ())
+    return "; ".join(dict.fromkeys(
+        f"{ref.key} " + (f"Table {ref.table}" if ref.table is not None else f"Figure {ref.figure}") for ref in refs))
 
 
 def evaluations(steps: int, every: int) -> int:

@@ -17,8 +17,9 @@ source), the key and what is allowed (`ParamsError`). Overrides (Snakemake's --c
 and --config, a command's --overrides FILE) take everything the file takes: loader.py says in
 what order they apply.
 
-Imports: errors and schema only (attention, for the row options, when loading); nothing of
-the tracks, the DAG or the CLI.
+Imports: errors and schema only (attention, for the row options, when loading; kernattn.units,
+which imports nothing, to find the sections units keep in their own folders: loader.unit_sections);
+nothing of the tracks, the DAG or the CLI.
 """
 
 from __future__ import annotations

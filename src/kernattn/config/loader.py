@@ -78,6 +78,15 @@ class Params:
     # The `--overrides FILE` these params were loaded with (params_from_args), or None: what a
     # process this one starts must be given to read the same params.
     overrides: str | None = field(default=None, compare=False)
+    # The sections a unit declares in its own package (unit_sections): read as attributes,
+    # `params.<section>`, like the sections above.
+    units: dict = field(default_factory=dict, repr=False)
+
+    def __getattr__(self, name: str):
+        units = self.__dict__.get("units") or {}
+        if name in units:
+            return units[name]
+        raise AttributeError(f"{type(self).__name__} has no section or field {name!r}")
 
     def digest(self) -> str:
         """sha256 (first 12 hex) of the resolved params: the provenance the report shows."""
@@ -85,7 +94,7 @@ class Params:
         return hashlib.sha256(blob).hexdigest()[:12]
 
 
-SECTIONS = {
+BUILT_IN = {
     "data": char.DataParams,
     "model": char.ModelParams,
     "train": char.TrainParams,
@@ -99,6 +108,30 @@ SECTIONS = {
     "studies": studies.StudiesParams,
     "datasets": common.DatasetsParams,
 }
+
+
+def unit_sections() -> dict[str, tuple[type, Any]]:
+    """The params sections the units declare in their own packages: a unit whose package has a
+    `config` module (kernattn.units.UNITS; a new track or study keeps its keys in its folder)
+    names there SECTION (the key in params.yaml), Section (its dataclass, built and checked by
+    schema.py's rules like every section) and optionally check(section, where) (its cross-key
+    checks). The units are named by string: this floor imports none of them, and a unit's
+    config module imports nothing above config."""
+    from ..units import UNITS
+
+    out = {}
+    for unit in UNITS:
+        if unit.has_module("config"):
+            module = unit.module("config")
+            if module.SECTION in BUILT_IN or module.SECTION in out:
+                raise ParamsError(f"{module.__name__}.SECTION is {module.SECTION!r}, a section another owns; "
+                                  f"name the unit's section after the unit")
+            out[module.SECTION] = (module.Section, getattr(module, "check", None))
+    return out
+
+
+UNIT_SECTIONS = unit_sections()
+SECTIONS = {**BUILT_IN, **{name: cls for name, (cls, _check) in UNIT_SECTIONS.items()}}
 
 Overrides = Union[dict, "list[tuple[str, dict]]", None]
 # what params.yaml and every override source may hold; `plugins`: attention variants of your own
@@ -300,7 +333,8 @@ def _params(merged: dict, scale: str, where) -> Params:
     # names, e.g. data.out_dir and tracking.experiment
     sections = {sec: fill_placeholders(section, scale=scale, corpus=built["data"].corpus)
                 for sec, section in built.items()}
-    return Params(scale=scale, path=str(where), raw={"scale": scale, **merged}, **sections)
+    own = {sec: sections.pop(sec) for sec in UNIT_SECTIONS}
+    return Params(scale=scale, path=str(where), raw={"scale": scale, **merged}, units=own, **sections)
 
 
 def _checked(params: Params, where: str) -> Params:
@@ -310,6 +344,9 @@ def _checked(params: Params, where: str) -> Params:
     params.vision.check(where)
     lm.check(params.lm, where)
     studies.check(params, where)
+    for name, (_cls, check) in UNIT_SECTIONS.items():
+        if check is not None:
+            check(getattr(params, name), where)
     return params
 
 

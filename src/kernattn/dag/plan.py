@@ -36,7 +36,6 @@ import yaml
 
 from ..bench import peaks
 from ..config import Params
-from ..config.studies import track_rows
 from ..stage import Stage
 
 SAFETY = 2.0          # time limit = planned wall x this (MFU and scaling are estimates)
@@ -95,18 +94,10 @@ def plan_jobs(p: Params, table: dict[str, Stage], gpus_of) -> list[Job]:
         work = cache[key]
         out.append(Job(jid, stage, deps, work.total, gpus_of(stage),
                        {"track": planned.track, "run": run, "source": spec.source or "", "study": planned.study,
-                        "paper": planned.paper if planned.paper is not None else paper_tables(p, planned.track, spec.row),
+                        "paper": planned.paper,
                         "flops_per_step": work.flops_per_step, "steps": work.steps, "loader_workers": planned.loader_workers,
                         "samples": work.steps * work.samples_per_step + work.eval_samples}))
     return out
-
-
-def paper_tables(p: Params, track: str, row: str) -> str:
-    """The tables and figures of the documents that `row` trains a model of (its `paper:`
-    references), e.g. "003 Table 5"; "; " between several; "" for a row of no document's."""
-    refs = next((r.paper for r in track_rows(p, track) if r.name == row), ())
-    return "; ".join(dict.fromkeys(
-        f"{ref.key} " + (f"Table {ref.table}" if ref.table is not None else f"Figure {ref.figure}") for ref in refs))
 
 
 def hours_by_paper_table(frame) -> dict[str, float]:

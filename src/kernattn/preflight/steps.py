@@ -192,6 +192,9 @@ def memory_item(row: Row, result: dict, stepped: dict, gpus_of, kind, params) ->
     subject = f"{row.track}/{row.row}"
     if "error" in result or "error" in stepped:
         return None
+    if result["global_batch"] is None:  # the protocol allows it: one process, one micro-batch a step
+        return Item("memory", subject, WARN, "its track declares no global batch (it trains in one process, one "
+                                             "micro-batch a step): its GPU memory is not estimated")
     world = gpus_of(stage_name(result["stage_command"]))
     per_rank, rest = divmod(result["global_batch"], world)
     if rest:

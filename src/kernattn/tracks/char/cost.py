@@ -9,7 +9,7 @@ import json
 
 from ...config import Params, RunSpec, find_run
 from ...config.char import cooldown_start
-from ...work import PlannedRun, Work, count_sample, evaluations, token_sample
+from ...work import PlannedRun, Work, count_sample, evaluations, row_tables, token_sample
 from .stages import NAME, budget_runs, data_dir, data_outputs, runs, split_budget_run_id
 
 # The Dickens symbol set's size (corpus.py): the vocabulary of a plan made before `prepare` ran,
@@ -63,14 +63,18 @@ def cooldown_work(p: Params, run: RunSpec) -> Work:
 
 def planned_run(p: Params, spec: RunSpec, study: str = "") -> PlannedRun:
     """A training run of this track's model (a study's too), as the plan counts it."""
-    return PlannedRun(NAME, spec, train_work, study)
+    return PlannedRun(NAME, spec, train_work, study, paper=row_tables(p.matrix.rows, spec.row))
 
 
 def _cooldowns(p: Params) -> dict[str, PlannedRun]:
     """Each branch as its row's run under the branch's id (its work reads the budget from it)."""
-    branches = {b: split_budget_run_id(b) for b in budget_runs(p)}
-    return {b: PlannedRun(NAME, dataclasses.replace(find_run(p, run_id), run_id=b), cooldown_work, budget=budget)
-            for b, (run_id, budget) in branches.items()}
+    out = {}
+    for branch in budget_runs(p):
+        run_id, budget = split_budget_run_id(branch)
+        spec = find_run(p, run_id)
+        out[branch] = PlannedRun(NAME, dataclasses.replace(spec, run_id=branch), cooldown_work, budget=budget,
+                                 paper=row_tables(p.matrix.rows, spec.row))
+    return out
 
 
 PLAN_SECTIONS = ("data", "model", "train", "matrix")  # what the counts above read

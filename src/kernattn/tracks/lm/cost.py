@@ -7,7 +7,7 @@ inside the counters."""
 from __future__ import annotations
 
 from ...config import Params, RunSpec
-from ...work import PlannedRun, Work, count_sample, evaluations, token_loss, token_sample
+from ...work import PlannedRun, Work, count_sample, evaluations, row_tables, token_loss, token_sample
 from .stages import NAME, runs
 
 
@@ -59,14 +59,18 @@ def eval_work(p: Params, run: RunSpec) -> Work:
 
 def planned_run(p: Params, spec: RunSpec, study: str = "") -> PlannedRun:
     """A training run of this track's model (a study's too), as the plan counts it."""
-    return PlannedRun(NAME, spec, train_work, study)
+    return PlannedRun(NAME, spec, train_work, study, paper=row_tables(p.lm.rows, spec.row))
 
 
 PLAN_SECTIONS = ("lm",)  # what the counts above read
 
 
-PLANNED = {"train_lm": lambda p: {r.run_id: planned_run(p, r) for r in runs(p)},
-           "eval_lm": lambda p: {r.run_id: PlannedRun(NAME, r, eval_work) for r in runs(p)}}  # the stages `kernattn plan` counts
+def _evaluations(p: Params) -> dict[str, PlannedRun]:
+    return {r.run_id: PlannedRun(NAME, r, eval_work, paper=row_tables(p.lm.rows, r.row)) for r in runs(p)}
+
+
+# the stages `kernattn plan` counts
+PLANNED = {"train_lm": lambda p: {r.run_id: planned_run(p, r) for r in runs(p)}, "eval_lm": _evaluations}
 
 
 # ----------------------------------------------------------------------------- kernattn plan --lm-eval-suite

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ...config import Params, RunSpec
-from ...work import PlannedRun, Work, count_sample, evaluations
+from ...work import PlannedRun, Work, count_sample, evaluations, row_tables
 from .stages import NAME, data_output, runs
 
 # The classes of each data set a ViT trains on (its head's width), and the full data sets' sizes
@@ -60,7 +60,8 @@ def loader_workers(p: Params) -> int:
 
 def planned_run(p: Params, spec: RunSpec, study: str = "") -> PlannedRun:
     """A training run of this track's model (a study's too), as the plan counts it."""
-    return PlannedRun(NAME, spec, train_work, study, loader_workers=loader_workers(p))
+    return PlannedRun(NAME, spec, train_work, study, paper=row_tables(p.vision.rows, spec.row),
+                      loader_workers=loader_workers(p))
 
 
 PLAN_SECTIONS = ("vision",)  # what the counts above read
