@@ -278,11 +278,3 @@ def setup_table(papers: dict, params: Params, meta: dict | None) -> pd.DataFrame
     recs += epochs_rows(papers, params, meta)
     cols = ["setting", "paper", f"ours ({params.scale})"]
     return pd.DataFrame([[r[c] for c in cols] for r in recs], columns=cols, dtype=object)
-
-
-def fmt_value(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
-    return str(v)
