@@ -52,7 +52,7 @@ class ClaimResult:
     def summary_record(self) -> dict:
         c = self.claim
         return {"claim": c["id"], "paper": c["paper"], "where": c["where"], "statement": c["statement"],
-                "paper_value": _text(c.get("paper_value")), "ours": self.ours or "—", "estimate": self.estimate,
+                "paper_value": fmt_value(c.get("paper_value")), "ours": self.ours or "—", "estimate": self.estimate,
                 "ci_lo": self.lo, "ci_hi": self.hi, "interval": self.interval, "verdict": self.shown,
                 "scale": self.scale, "section": self.section, "detail": self.detail}
 
@@ -69,8 +69,10 @@ def paper_row(rows, seed: str, model: str, table: int | None = None, figure: int
     return next((r for r in rows if (p := paper_ref(r, seed, table, figure)) is not None and p.model == model), None)
 
 
-def _text(v) -> str:
-    if v is None:
+def fmt_value(v) -> str:
+    """A value as a table cell: none (None, or NaN as a frame holds it) as "—", an int with
+    thousands separators, anything else as str() writes it."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"

@@ -24,13 +24,17 @@ its threshold; it controls the family-wise error at alpha for any dependence bet
 and is uniformly more powerful than Bonferroni. `holm_levels` gives each test the two-sided
 level its interval is read at (how the comparison rules use it: report.verdicts.comparisons).
 
+Over readings some of which may be missing (`mean_of`, `mean_ci_of`: the tracks' and studies'
+tables): None is left out; NaN or an infinity raises, unless the caller reads a blank table cell
+as "not measured" (skip_nonfinite).
+
 The paired bootstrap over items is report/bootstrap.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scipy import stats as _st
@@ -111,6 +115,28 @@ def mean_ci(values: Sequence[float], level: float = LEVEL) -> MeanCI:
     sd = math.sqrt(_var(vals, mean))
     half = float(_st.t.ppf((1 + level) / 2, n - 1)) * sd / math.sqrt(n)
     return MeanCI(n, mean, sd, half, mean - half, mean + half)
+
+
+def _present(values: Iterable, skip_nonfinite: bool) -> list[float]:
+    """The values that are not None (a reading that was not made), as floats; with skip_nonfinite
+    also without NaN and infinities: a table's blank cell, read back from CSV as NaN. Otherwise a
+    non-finite value stays, for _clean to raise on: a measurement that exists but is broken."""
+    vals = [float(v) for v in values if v is not None]
+    return [v for v in vals if math.isfinite(v)] if skip_nonfinite else vals
+
+
+def mean_of(values: Iterable, skip_nonfinite: bool = False) -> float | None:
+    """The mean of the values present (_present), None when there are none. Summed as mean_ci
+    sums (left to right, not math.fsum), so that a table's mean column and the centre of an
+    interval over the same values agree to the last bit."""
+    vals = _present(values, skip_nonfinite)
+    return mean_ci(vals).mean if vals else None
+
+
+def mean_ci_of(values: Iterable, skip_nonfinite: bool = False, level: float = LEVEL) -> MeanCI | None:
+    """mean_ci of the values present (_present), None when there are none."""
+    vals = _present(values, skip_nonfinite)
+    return mean_ci(vals, level) if vals else None
 
 
 # A spread this small against the difference is float64 rounding (1.8 - 1.9 and 1.81 - 1.91

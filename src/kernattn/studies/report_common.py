@@ -51,13 +51,11 @@ def read_summary(path: Path) -> dict | None:
         return None
 
 
-def ci_of(values) -> dict | None:
-    """Student t mean interval (stats.mean_ci) of the values that are not None, as a dict."""
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return None
-    ci = stats.mean_ci(vals)
-    return {"n": ci.n, "mean": ci.mean, "lo": ci.lo, "hi": ci.hi}
+def ci_of(values, skip_nonfinite: bool = False) -> dict | None:
+    """stats.mean_ci_of (None left out; NaN raises unless skip_nonfinite) as a dict: the form
+    the studies' contexts, templates and ci_cols read."""
+    ci = stats.mean_ci_of(values, skip_nonfinite)
+    return None if ci is None else {"n": ci.n, "mean": ci.mean, "lo": ci.lo, "hi": ci.hi}
 
 
 def ci_cols(prefix: str, ci) -> dict:

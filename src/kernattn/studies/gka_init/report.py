@@ -7,12 +7,11 @@ sigma = 1 is paired by seed (paired_diff_ci), Holm across the inits of every tra
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import numpy as np
 
-from ...report import verdicts
+from ...report import stats, verdicts
 from ...report.verdicts import budget_trend, gates, studies
 from ...report.claims import ClaimResult, fmt_diff
 from ...report.part import ClaimKind, ReportContext
@@ -29,10 +28,6 @@ def _mean_grid(grids) -> list[float]:
     """Per layer: the mean over heads and runs of [layers][heads] grids."""
     arr = np.asarray(grids, dtype=np.float64)  # [runs, layers, heads]
     return arr.mean(axis=(0, 2)).tolist()
-
-
-def _fmean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
 
 
 TRACK_ORDER = ("char", "lm", "vision")
@@ -68,7 +63,7 @@ def _init_row(init: str, runs: list[dict], track: str, comp) -> dict:
             "sigma_end": _mean_grid([r["sigma_end"] for r in runs]),
             "diag_start": _mean_grid([r["diag_start"] for r in runs]),
             "diag_end": _mean_grid([r["diag_end"] for r in runs]),
-            "grad_ratio": _fmean([g / w for r in runs for g, w in
+            "grad_ratio": stats.mean_of([g / w for r in runs for g, w in
                                   zip(r["grad_log_sigma_start"], r["grad_w_o_start"]) if w > 0])}
 
 

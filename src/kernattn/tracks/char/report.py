@@ -24,7 +24,7 @@ from . import (report_budgets, report_claims, report_cope, report_figures, repor
                report_runs, stages)
 from ...report import gka_state
 from ...report.verdicts import gates, stability
-from ...report.claims import ClaimResult
+from ...report.claims import ClaimResult, fmt_value
 from ...report.part import ClaimKind, Input, Provenance, ReportContext
 
 OUTLINE = ("part-char", "Char-level GPT with GPA kernel banks (gpa-short and gpa-long)", (
@@ -68,7 +68,7 @@ def section(ctx: ReportContext) -> dict:
         "figures": report_figures.plot_figures(ctx.assets, p, ctx.papers, runs, main_df),
         "gpa": report_gpa.section(ctx, runs, main_df),
         "papers": ctx.papers.get("papers", {}),
-        "setup_html": setup.map(report_runs.fmt_value).to_html(index=False, border=0, classes="num-table"),
+        "setup_html": setup.map(fmt_value).to_html(index=False, border=0, classes="num-table"),
         "setup_source": ctx.papers.get("setup", {}).get("source", ""),
         "runs": runs_df.to_dict("records"),
         "runs_df": runs_df,  # for claims()

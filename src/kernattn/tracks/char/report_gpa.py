@@ -17,7 +17,6 @@ Spearman's rho between bank strength and head-removal cost.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import statistics
 from dataclasses import dataclass, field
@@ -76,11 +75,6 @@ def load_analyses(params: Params, params_file: str, finals: dict[str, dict]) -> 
                 ra.summary, ra.problem = None, "made from an earlier training of the run (fingerprint differs)"
         out.append(ra)
     return out
-
-
-def _ci(values) -> stats.MeanCI | None:
-    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    return stats.mean_ci(vals) if vals else None
 
 
 def _median(values):
@@ -143,9 +137,11 @@ def _row(name, members, assets, tables, corpus_counts, corpus_summary, interp, p
                 row["init_png"] = _copy(a.folder / "banks_init.png", assets / f"gpa-{name}-banks_init.png")
         row["runs"].append(rec)
     done = [r for r in row["runs"] if r["ok"]]
-    row["bump_ci"] = _ci(r["bump_l1"] for r in done)
-    row["gen_ci"] = _ci(r["gen_peak"] for r in done)
-    row["rho_ci"] = _ci(r["rho"] for r in done)
+    # A reading an analysis could not make is None in its summary.json; a NaN there is left out
+    # like None (as this part always did): one run's undefined reading keeps no row's interval.
+    row["bump_ci"] = stats.mean_ci_of((r["bump_l1"] for r in done), skip_nonfinite=True)
+    row["gen_ci"] = stats.mean_ci_of((r["gen_peak"] for r in done), skip_nonfinite=True)
+    row["rho_ci"] = stats.mean_ci_of((r["rho"] for r in done), skip_nonfinite=True)
     if ok:
         row["fig5"] = _figure5(name, first.spec.label, ok, assets, corpus_counts, corpus_summary, interp)
     return row
@@ -276,7 +272,8 @@ def _heads_overall(ok) -> dict | None:
         return None
     rhos = [a.summary["heads"].get("spearman_rho") for a in ok]
     h = [a.summary["heads"] for a in ok]
-    return {"n": len(ok), "rho_ci": _ci(rhos), "positive": sum(r is not None and r > 0 for r in rhos),
+    return {"n": len(ok), "rho_ci": stats.mean_ci_of(rhos, skip_nonfinite=True),  # as section(): NaN left out
+            "positive": sum(r is not None and r > 0 for r in rhos),
             "defined": sum(r is not None for r in rhos),
             "weakest_cheapest": sum(bool(x.get("weakest_is_cheapest")) for x in h),
             "flagged": sum(len(x.get("flagged", [])) for x in h),

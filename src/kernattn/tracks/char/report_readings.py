@@ -89,6 +89,17 @@ def _runs(claim: dict, gpa: dict, scale: str) -> tuple[list[dict], ClaimResult |
     return [], ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail=why)
 
 
+def _runs_and_peak(claim: dict, gpa: dict, scale: str) -> tuple[list[dict], int | None, ClaimResult | None]:
+    """_runs and the corpus's newline peak (analyze-corpus) that a bump claim is read against, or
+    the "not run" result when either is missing."""
+    runs, missing = _runs(claim, gpa, scale)
+    corpus = gpa.get("corpus")
+    if missing or not corpus or corpus.get("peak") is None:
+        return runs, None, missing or ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—",
+                                                  detail="no analyze-corpus output")
+    return runs, int(corpus["peak"]), None
+
+
 def _bank_gate(runs: list[dict]) -> str | None:
     bad = next((r for r in runs if not r.get("bank_converged")), None)
     return None if bad is None else verdicts.not_judged(f"not converged: {bad['run_id']}: {bad.get('bank_gate', '')}")
@@ -107,11 +118,10 @@ def corpus_peak(claim: dict, gpa: dict, scale: str) -> ClaimResult:
 
 
 def generated_peak(claim: dict, gpa: dict, scale: str, converged: str | None) -> ClaimResult:
-    runs, missing = _runs(claim, gpa, scale)
-    corpus = gpa.get("corpus")
-    if missing or not corpus or corpus.get("peak") is None:
-        return missing or ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail="no analyze-corpus output")
-    c, tol = int(corpus["peak"]), int(claim["tolerance"])
+    runs, c, missing = _runs_and_peak(claim, gpa, scale)
+    if missing:
+        return missing
+    tol = int(claim["tolerance"])
     near = [r["gen_peak"] is not None and abs(r["gen_peak"] - c) <= tol for r in runs]
     clear = [bool(r.get("gen_peak_ci")) and (r["gen_peak_ci"][1] < c - tol or r["gen_peak_ci"][0] > c + tol)
              for r in runs]
@@ -180,11 +190,10 @@ def _control_gate(control: tuple[bool, str] | None) -> str | None:
 
 
 def layer1_bump(claim: dict, gpa: dict, scale: str, control: tuple[bool, str] | None = None) -> ClaimResult:
-    runs, missing = _runs(claim, gpa, scale)
-    corpus = gpa.get("corpus")
-    if missing or not corpus or corpus.get("peak") is None:
-        return missing or ClaimResult(claim, verdicts.NOT_RUN, scale=scale, ours="—", detail="no analyze-corpus output")
-    target, tol = int(corpus["peak"]) + 1, float(claim["tolerance"])
+    runs, peak, missing = _runs_and_peak(claim, gpa, scale)
+    if missing:
+        return missing
+    target, tol = peak + 1, float(claim["tolerance"])
     lags = [[b["lag"] if b else None for b in r.get("bumps_l1") or []] for r in runs]
     agree = [bool(ls) and all(x is not None and abs(x - target) <= tol for x in ls) for ls in lags]
     found = [x for ls in lags for x in ls if x is not None]

@@ -8,6 +8,7 @@ and final points), and the papers' setup beside ours.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -108,11 +109,6 @@ def read_meta(path: Path) -> dict | None:
     return meta if isinstance(meta, dict) else {"value": meta}
 
 
-def _mean(values) -> float | None:
-    vals = [x for x in (num(v) for v in values) if x is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
 def _unique(values):
     vals = list(dict.fromkeys(v for v in values if v is not None))
     return vals[0] if len(vals) == 1 else (None if not vals else vals)
@@ -178,6 +174,9 @@ def runs_table(runs: list[Run], ctx: ReportContext) -> pd.DataFrame:
         })
     return pd.DataFrame.from_records(recs)
 
+
+# A run without a reading is a blank cell of runs_table (None from num, NaN in the frame): left out.
+_mean = functools.partial(stats.mean_of, skip_nonfinite=True)
 
 MAIN_COLUMNS = ["row", "label", "source", "variant_options", "n_seeds", "val_mce_mean", "val_mce_ci_half",
                 "val_mce_ci_lo", "val_mce_ci_hi", "val_mce_sd", "val_bpc_mean", "n_params", "extra_params",
@@ -279,11 +278,3 @@ def setup_table(papers: dict, params: Params, meta: dict | None) -> pd.DataFrame
     recs += epochs_rows(papers, params, meta)
     cols = ["setting", "paper", f"ours ({params.scale})"]
     return pd.DataFrame([[r[c] for c in cols] for r in recs], columns=cols, dtype=object)
-
-
-def fmt_value(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
-    return str(v)
