@@ -294,7 +294,7 @@ def test_every_torch_load_in_the_package_is_weights_only():
 def test_mlflow_server_binds_loopback_unless_told_otherwise(tmp_path):
     """The default interface is 127.0.0.1 in our options and in the mlflow command we run
     (tests/infra/test_mlflow_server.py checks the listening socket of a real server)."""
-    from kernattn import tracking_server
+    from kernattn.tracking import server as tracking_server
 
     parser = cli.build_parser("mlflow-server")
     args = parser.parse_args(["mlflow-server", "--params", str(write(tmp_path, micro_doc(tmp_path)))])

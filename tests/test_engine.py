@@ -383,7 +383,7 @@ def test_a_run_not_tracked_live_reaches_mlflow_through_the_recorded_sync(tmp_pat
     from mlflow import MlflowClient
 
     from kernattn.report.part import ReportContext
-    from kernattn.tracking import read_synced
+    from kernattn.tracking.client import read_synced
 
     case = CASES[track]
     store = f"sqlite:///{tmp_path}/mlflow.db"
@@ -406,7 +406,7 @@ def test_a_run_not_tracked_live_reaches_mlflow_through_the_recorded_sync(tmp_pat
     # the report finds the ids where final.json has none
     ctx = ReportContext(SimpleNamespace(scale="micro"), str(params), tmp_path, papers={})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("kernattn.tracking.SYNCED_RECORD", str(record))
+        mp.setattr("kernattn.tracking.client.SYNCED_RECORD", str(record))
         assert read_synced("micro")[str(run_dir)] == ids and ctx.mlflow_ids(final, run_dir) == ids
 
 

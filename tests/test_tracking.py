@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernattn import tracking
+from kernattn.tracking import client as tracking
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +60,7 @@ def test_an_existing_untagged_experiment_gets_the_tag_and_a_chosen_kind_is_kept(
 
 
 def test_sync_opens_the_same_tagged_experiment(tmp_path):
-    from kernattn.sync_mlflow import Syncer
+    from kernattn.tracking.sync import Syncer
 
     params = _params(tmp_path, "synced")
     syncer = Syncer(params)

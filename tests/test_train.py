@@ -239,7 +239,7 @@ def test_two_concurrent_runs_into_one_sqlite_store(tmp_path, corpus):
 def test_tracker_retries_locks_and_warns_once(monkeypatch):
     from types import SimpleNamespace
 
-    from kernattn import tracking
+    from kernattn.tracking import client as tracking
 
     monkeypatch.setattr(tracking.time, "sleep", lambda s: None)
     warnings = []

@@ -13,7 +13,7 @@ from kernattn.cli import STAGES, build_parser
 from kernattn.config import load_params
 from kernattn.dag.stages import stage_table
 from kernattn.page.build import page_parts
-from kernattn.sync_mlflow import run_roots
+from kernattn.tracking.sync import run_roots
 from kernattn.units import TRACKS, UNITS, unit
 
 from .paths import REPO

@@ -47,8 +47,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "plan": ("kernattn.dag.plan_cli", "FLOPs, GPU-hours and wall time of every training and evaluation job, and of the DAG on a cluster"),
     "timing": ("kernattn.dag.timing_cli", "each rule's measured cost (its jobs' Snakemake benchmark files) beside the plan's prediction, with date, commit and machine"),
     "install-profile": ("kernattn.profiles", "install the SLURM snakemake profile with your site's values"),
-    "mlflow-server": ("kernattn.tracking_server", "start a local MLflow server (SQLite store) on 127.0.0.1; --stop stops it"),
-    "sync-mlflow": ("kernattn.sync_mlflow", "upload finished runs missing from the MLflow store (params, metrics, artifacts)"),
+    "mlflow-server": ("kernattn.tracking.server", "start a local MLflow server (SQLite store) on 127.0.0.1; --stop stops it"),
+    "sync-mlflow": ("kernattn.tracking.sync", "upload finished runs missing from the MLflow store (params, metrics, artifacts)"),
 }
 STAGES: dict[str, tuple[str, str]] = {**TOOLS, **units.commands()}
 

@@ -11,7 +11,7 @@ Every unit is a package of the same shape:
     <package>/<module>.py   its commands (`kernattn <command>`), listed below
 
 UNITS is what the DAG (kernattn.dag.stages), the CLI (kernattn.cli), the page
-(kernattn.page.build) and the MLflow sync (kernattn.sync_mlflow) loop over: a new track or
+(kernattn.page.build) and the MLflow sync (kernattn.tracking.sync) loop over: a new track or
 study is its folder and its entry here. This module imports nothing of the package (the CLI
 reads it at start-up, before it knows which command runs). The Snakefile's `studies` target is
 the stages the units name in `targets`.

@@ -366,7 +366,7 @@ class SlurmCluster:
         """Stop the cluster under info["root"] from any process, as `stop()` does: cancel every
         job and wait for them to end, then slurmd, slurmctld, munged, each by its process group
         (their pid files: the cluster may have been left half-started)."""
-        from kernattn.tracking_server import group_members, read_pid, stop_group
+        from kernattn.tracking.server import group_members, read_pid, stop_group
 
         root = Path(info["root"])
         cluster = SlurmCluster(root)

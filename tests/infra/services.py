@@ -91,7 +91,7 @@ def _mlflow_command(db: Path, pid_file: Path) -> list[str]:
 
 
 def _start_mlflow(config, root: Path) -> dict:
-    from kernattn.tracking_server import read_pid
+    from kernattn.tracking.server import read_pid
 
     port = harness.free_port()
     db, artifacts, pid_file = root / "mlflow.db", root / "artifacts", root / "server.pid"
@@ -108,7 +108,7 @@ def _start_mlflow(config, root: Path) -> dict:
 
 def _stop_mlflow(info: dict) -> None:
     """`kernattn mlflow-server --stop`, then by pid whatever is left of its process group."""
-    from kernattn.tracking_server import group_members, read_pid, stop_group
+    from kernattn.tracking.server import group_members, read_pid, stop_group
 
     pid_file = Path(info["pid_file"])
     pid = read_pid(pid_file)

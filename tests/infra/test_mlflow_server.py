@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernattn import tracking
+from kernattn.tracking import client as tracking
 from kernattn.engine import metric_dict, mlflow_params
-from kernattn.tracking_server import group_members, health
+from kernattn.tracking.server import group_members, health
 
 from . import harness
 from ..workspace import BIN, REPO, command_env
@@ -253,6 +253,6 @@ def test_foreground_server_stops_its_whole_process_group_on_sigterm(tmp_path, ti
     finally:
         harness.stop_popen(proc, grace=20)
         if server_pid and group_members(server_pid):
-            from kernattn.tracking_server import stop_group
+            from kernattn.tracking.server import stop_group
 
             stop_group(server_pid, grace=5)

@@ -33,7 +33,7 @@ import torch
 
 from ..engine.dist import World, device_of, gather, process_group, shard
 from ..io import atomic_write_json
-from ..tracking_server import free_port
+from ..tracking.server import free_port
 from .models import Case, Settings, held_bytes, quartiles, step_fn
 from .stage import DTYPES
 from .timing import device_name, peak_bytes, time_step, utc_timestamp

@@ -57,11 +57,11 @@ def sync_stage(p: Params, report_inputs: list[str]) -> Stage | None:
     in their final.json. None where each training logs its own run (live) or tracking is off."""
     if p.tracking.live or not p.tracking.enabled:
         return None
-    from ..tracking import synced_record
+    from ..tracking.client import synced_record
 
     record = str(synced_record(p.scale))
     finals = [f for f in report_inputs if f.endswith("/final.json")]
-    return Stage("sync_mlflow", ("tracking",), ("sync_mlflow.py", "tracking.py", "engine/mlrun.py"),
+    return Stage("sync_mlflow", ("tracking",), ("tracking", "engine/mlrun.py"),
                  lambda _: [record], inputs=lambda _: finals, extra=f"--record {record}")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol
 
-from ..tracking import flatten
+from ..tracking.client import flatten
 
 # config.json keys that are not MLflow params: they change between sessions of one run (and
 # MLflow params are immutable) or describe the machine, not the run.

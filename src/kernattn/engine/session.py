@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..io import atomic_write_json
-from ..tracking import Tracker, live_view
+from ..tracking.client import Tracker, live_view
 from .metrics import MetricsLog
 from .mlrun import TAG_KEYS, experiment_name, mlflow_params, source_tags, tracking_for
 from .rundir import CONFIG, FINAL, METRICS

@@ -295,7 +295,7 @@ def experiment_links(ctx: ReportContext) -> list[dict]:
     """[{id, url}] of every MLflow experiment the scale's finished runs were logged to, in
     TRACKS order: their runs pages in the UI's Model training view (MLflow 3's UI opens in its
     GenAI view otherwise). Runs trained before final.json recorded the id are left out."""
-    from ..tracking import experiment_runs_url
+    from ..tracking.client import experiment_runs_url
 
     ids: dict[str, None] = {}
     for t in TRACKS:

@@ -91,7 +91,7 @@ class ReportContext:
     @functools.cached_property
     def _synced(self) -> dict[str, dict]:
         """The scale's sync record, read once per report (every run of every track looks it up)."""
-        from ..tracking import read_synced
+        from ..tracking.client import read_synced
 
         return read_synced(self.scale)
 

@@ -68,7 +68,7 @@ def read_run_folder(run_dir: Path) -> tuple[dict, dict, list[dict]]:
 def run_tags(final: dict[str, Any], config: dict[str, Any], name: str, key: str) -> dict[str, str]:
     """The tags of the run in the store: training's (its source, final.json's TAG_KEYS), its
     name and sync key, and the final validation loss; a missing value is no tag."""
-    from .engine.mlrun import TAG_KEYS, source_tags
+    from ..engine.mlrun import TAG_KEYS, source_tags
 
     tags = {**source_tags(config.get("command"), final.get("git_commit")),
             **{k: final.get(k) for k in TAG_KEYS}, "run_id": name, SYNC_KEY_TAG: key,
@@ -86,7 +86,7 @@ def run_folders(out_dir: Path) -> list[Path]:
 def run_roots(params) -> list[Path]:
     """The run folders' parents of every unit (kernattn.units.UNITS): the tracks' runs, the
     char track's cooldown branches, the studies' runs."""
-    from .units import UNITS
+    from ..units import UNITS
 
     return list(dict.fromkeys(Path(r) for u in UNITS for r in u.module("stages").run_roots(params)))
 
@@ -102,7 +102,7 @@ def experiment_of(run_dir: Path, default: str) -> str:
 
 class Syncer:
     def __init__(self, tracking_params, dry_run: bool = False, rewrite_final: bool = True):
-        from .tracking import Tracker
+        from .client import Tracker
 
         self.tracking = tracking_params
         self.dry_run = dry_run
@@ -142,7 +142,7 @@ class Syncer:
         """The metric points of metrics.jsonl, (key, step) pairs the run does not hold yet."""
         from mlflow.entities import Metric
 
-        from .engine.metrics import metric_dict
+        from ..engine.metrics import metric_dict
 
         wanted: dict[str, list[tuple[int, float, int]]] = {}
         for rec in lines:
@@ -179,8 +179,8 @@ class Syncer:
         """Make the MLflow run of `run_dir` complete; returns (what was done, whether anything was)."""
         from mlflow.entities import Param, RunTag
 
-        from .engine.mlrun import mlflow_params
-        from .io import atomic_write_json
+        from ..engine.mlrun import mlflow_params
+        from ..io import atomic_write_json
 
         final, config, lines = read_run_folder(run_dir)
         name = final.get("run_id") or run_dir.name
@@ -236,7 +236,7 @@ class Syncer:
 
 
 def _open_syncer(tracking, dry_run: bool, rewrite_final: bool = True) -> Syncer:
-    from .errors import UsageError
+    from ..errors import UsageError
 
     try:
         return Syncer(tracking, dry_run=dry_run, rewrite_final=rewrite_final)
@@ -247,8 +247,8 @@ def _open_syncer(tracking, dry_run: bool, rewrite_final: bool = True) -> Syncer:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .errors import UsageError
-    from .config import params_from_args
+    from ..errors import UsageError
+    from ..config import params_from_args
 
     params = params_from_args(args)  # a ParamsError is one line (cli.main)
     tracking = params.tracking
@@ -261,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
     if not folders:
         print(f"kernattn sync-mlflow: no finished runs under {', '.join(map(str, roots))}")
         if args.record and not args.dry_run:
-            from .io import atomic_write_json
+            from ..io import atomic_write_json
 
             atomic_write_json(args.record, {})
         return 0
@@ -282,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"kernattn sync-mlflow: {folder.name}: failed: {type(exc).__name__}: {text[0] if text else ''}",
                   file=sys.stderr, flush=True)
     if args.record and not args.dry_run:
-        from .io import atomic_write_json
+        from ..io import atomic_write_json
 
         atomic_write_json(args.record, {k: v for s in syncers.values() for k, v in sorted(s.synced.items())})
     if args.dry_run:

@@ -37,7 +37,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .io import atomic_write_text
+from ..io import atomic_write_text
 
 
 DEFAULT_PORT = 5000
@@ -99,8 +99,8 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
 
 def settings(args: argparse.Namespace) -> dict:
     """db (absolute Path), artifact_root, host, port, pid_file, log_file from args + params."""
-    from .errors import UsageError
-    from .config import TrackingParams, params_from_args
+    from ..errors import UsageError
+    from ..config import TrackingParams, params_from_args
 
     params = None
     if args.params and (Path(args.params).is_file() or args.params != "params.yaml"):
@@ -196,7 +196,7 @@ def health(host: str, port: int, timeout: float = 2.0) -> bool:
 def _prepare_store(db: Path) -> None:
     """Create a fresh store's schema under kernattn.tracking's file lock, so that training
     processes writing the same SQLite file directly never race the server on it."""
-    from .tracking import file_lock
+    from .client import file_lock
 
     db.parent.mkdir(parents=True, exist_ok=True)
     if db.is_file() and db.stat().st_size > 0:
@@ -277,7 +277,7 @@ def stop_from_pid_file(pid_file: Path, grace: float) -> str:
 def _url_to_serve(cfg: dict) -> str:
     """The URL the server will answer at; a UsageError when a server of ours already runs or
     the port is taken, and a warning when the host is reachable from other machines."""
-    from .errors import UsageError
+    from ..errors import UsageError
 
     old = read_pid(cfg["pid_file"])
     if old is not None and _proc_stat(old) is not None and _is_mlflow_server(old):
