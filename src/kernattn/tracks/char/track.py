@@ -84,30 +84,30 @@ def variant_lr_scale(spec: RunSpec, tp) -> float:
 class CharTrack(Track):
     command, name, section_name, rate_unit = "train", "char", "train", "tokens"
 
-    def __init__(self, params: Params, spec: RunSpec, budget: int | None = None):
+    def __init__(self, params: Params, run: RunSpec, budget: int | None = None):
         """`budget`: one of train.budgets: the run's cooldown branched at that budget
         (kernattn cooldown; its own folder, `budget_dir`), else the run of train.max_steps."""
         tp, mp = params.train, params.model
-        self.params, self.spec, self.section, self.experiment_section = params, spec, tp, params.tracking
-        self.seed, self.variant, self.budget = spec.seed, spec.variant, budget
-        self.run_id = spec.run_id if budget is None else budget_run_id(spec.run_id, budget)
-        self.run_dir = run_dir(params, spec.run_id) if budget is None else budget_dir(params, spec.run_id, budget)
+        self.params, self.run, self.section, self.experiment_section = params, run, tp, params.tracking
+        self.seed, self.variant, self.budget = run.seed, run.variant, budget
+        self.run_id = run.run_id if budget is None else budget_run_id(run.run_id, budget)
+        self.run_dir = run_dir(params, run.run_id) if budget is None else budget_dir(params, run.run_id, budget)
         self.data = load_data(data_dir(params), mp.context)
         self.max_steps, self.eval_every, self.checkpoint_every = budget or tp.max_steps, tp.eval_every, tp.checkpoint_every
         self.keep_at = () if budget is not None else tuple(cooldown_start(b, tp.cooldown_fraction) for b in tp.budgets)
-        self.lr_scale = variant_lr_scale(spec, tp)
+        self.lr_scale = variant_lr_scale(run, tp)
         self.log_every = max(1, tp.eval_every // 10)
         self.items_per_step = tp.batch_size * mp.context
         self.global_batch = tp.batch_size  # split over ranks and micro-batches by the engine
 
     def identity(self) -> dict:
-        s = self.spec
+        s = self.run
         return {"run_id": self.run_id, "row": s.row, "seed": s.seed, "variant": s.variant, "options": s.options,
                 "label": s.label, "source": s.source, "budget": self.max_steps,
                 "variant_lr_scale": self.lr_scale}
 
     def fingerprint_config(self) -> dict:
-        s, d = self.spec, self.data
+        s, d = self.run, self.data
         # a branch is the run of its budget (same weights bit for bit): its own max_steps, no
         # budgets of its own; a row's lr scale replaces train's (a row without one: unchanged)
         train = {**fingerprinted(self.section), "variant_lr_scale": self.lr_scale,
@@ -121,7 +121,7 @@ class CharTrack(Track):
         from .model import GPT
 
         tp, mp, d = self.section, self.params.model, self.data
-        self.model = GPT(d.vocab_size, mp, self.spec.variant, self.spec.options).to(device)
+        self.model = GPT(d.vocab_size, mp, self.run.variant, self.run.options).to(device)
         self.optimizer = torch.optim.AdamW(self.model.param_groups(tp.weight_decay, self.lr_scale), lr=tp.lr,
                                            betas=(tp.beta1, tp.beta2),
                                            **({"fused": True} if device.type == "cuda" else {}))
@@ -181,7 +181,7 @@ class CharTrack(Track):
 
     def config(self) -> dict:
         d, m = self.data, self.model
-        return {"run": dataclasses.asdict(self.spec), "model": dataclasses.asdict(self.params.model),
+        return {"run": dataclasses.asdict(self.run), "model": dataclasses.asdict(self.params.model),
                 "train": dataclasses.asdict(self.section),
                 "data": {"out_dir": d.out_dir, "vocab_size": d.vocab_size, "train_tokens": int(d.train.numel()),
                          "val_tokens": int(d.val.numel()), "digest": d.digest},
@@ -203,7 +203,7 @@ class CharTrack(Track):
 
     def describe_start(self) -> str:
         m = self.model
-        return (f"{self.spec.label}: {m.num_params():,} params ({m.num_params(non_embedding=True):,} "
+        return (f"{self.run.label}: {m.num_params():,} params ({m.num_params(non_embedding=True):,} "
                 f"non-embedding, extra {m.extra_params():+,})")
 
     def describe_val(self, step: int, values: dict) -> str:
