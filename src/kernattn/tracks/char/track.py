@@ -10,7 +10,8 @@ CPU, SIGTERM -> checkpoint + exit 143, a divergence -> exit 3 with one line and 
 record, stale folders refused or archived, MLflow that never blocks training.
 
 This module is the char track's recipe. metrics.jsonl lines: {"step", "split", "loss", "bpc",
-"lr", "tokens", "elapsed_s", "tokens_per_s"}; val lines at step 0, every eval_every steps and
+"tokens", "lr", "elapsed_s", "tokens_per_s"} (lr: the engine's, the step's rate on a train line,
+the last step's on a val line); val lines at step 0, every eval_every steps and
 at max_steps; train lines every max(1, eval_every // 10) steps and at max_steps, `loss` the
 mean training loss since the previous train line. loss = mean cross-entropy in nats per
 character; bpc = loss / ln 2; tokens = step x batch_size x context; tokens_per_s = training
@@ -37,7 +38,7 @@ import torch.nn.functional as F
 
 from ...config import Params, RunSpec, find_run, fingerprinted, params_from_args
 from ...config.char import cooldown_start
-from ...engine import Track, derive_seed, is_timing, train_run
+from ...engine import ONE_PROCESS, Layout, Track, derive_seed, is_timing, train_run
 from ...engine.options import add_run_options, run_track
 from .data import load_data, loss_sums, split_starts, validation_starts, windows
 from .stages import budget_dir, budget_run_id, data_dir, run_dir
@@ -52,7 +53,7 @@ FINAL_KEYS = (
     # issue 37: the whole validation split's loss and its sampling error, the run's budget and lr factor
     "val_loss_sample", "val_loss_se", "val_windows", "val_chars", "budget", "variant_lr_scale", "n_variant_params",
 )
-METRIC_KEYS = ("step", "split", "loss", "bpc", "lr", "tokens", "elapsed_s", "tokens_per_s")
+METRIC_KEYS = ("step", "split", "loss", "bpc", "tokens", "lr", "elapsed_s", "tokens_per_s")
 TIMING_KEYS = tuple(k for k in METRIC_KEYS if is_timing(k))
 # train.* fields that change neither the weights nor the metrics: not in the fingerprint.
 LN2 = math.log(2.0)
@@ -117,10 +118,11 @@ class CharTrack(Track):
                 "data": {"vocab_size": d.vocab_size, "train_tokens": int(d.train.numel()),
                          "val_tokens": int(d.val.numel()), "digest": d.digest}}
 
-    def build(self, device: torch.device) -> None:
+    def build(self, device: torch.device, layout: Layout = ONE_PROCESS) -> None:
         from .model import GPT
 
         tp, mp, d = self.section, self.params.model, self.data
+        self.layout = layout
         self.model = GPT(d.vocab_size, mp, self.run.variant, self.run.options).to(device)
         self.optimizer = torch.optim.AdamW(self.model.param_groups(tp.weight_decay, self.lr_scale), lr=tp.lr,
                                            betas=(tp.beta1, tp.beta2),
@@ -132,8 +134,12 @@ class CharTrack(Track):
     def generators(self) -> dict:
         return {"batch": self.batch_gen}
 
+    def rate(self, step: int) -> float:
+        """The schedule's rate of step `step` (before the groups' scales)."""
+        return lr_at(step, self.section, self.max_steps)
+
     def set_lr(self, step: int) -> float:
-        lr = lr_at(step, self.section, self.max_steps)
+        lr = self.rate(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
         return lr
@@ -176,8 +182,7 @@ class CharTrack(Track):
                 "val_chars": int(count)}
 
     def line_fields(self, split: str, step: int, values: dict) -> dict:
-        lr = values["lr"] if split == "train" else lr_at(max(step - 1, 0), self.section, self.max_steps)
-        return {"loss": values["loss"], "bpc": values["loss"] / LN2, "lr": lr, "tokens": step * self.items_per_step}
+        return {"loss": values["loss"], "bpc": values["loss"] / LN2, "tokens": step * self.items_per_step}
 
     def config(self) -> dict:
         d, m = self.data, self.model
