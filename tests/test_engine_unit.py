@@ -41,7 +41,7 @@ class ToyTrack(Track):
         self.run_id, self.seed, self.variant = "toy-s0", 0, "linear"
         self.run_dir = folder / "runs" / self.run_id
         self.max_steps, self.log_every = STEPS, log_every
-        # the engine derives the accumulation (Track.layout): BATCH rows a step in micro-batches
+        # the engine derives the accumulation (build's layout): BATCH rows a step in micro-batches
         self.global_batch, self.micro_default = BATCH, BATCH // grad_accum
         self.eval_every, self.checkpoint_every, self.items_per_step = STEPS, STEPS, BATCH
         gen = torch.Generator().manual_seed(0)
@@ -54,7 +54,8 @@ class ToyTrack(Track):
     def fingerprint_config(self) -> dict:
         return {"micro_default": self.micro_default}
 
-    def build(self, device) -> None:
+    def build(self, device, layout) -> None:
+        self.layout = layout  # the engine derives it (BATCH rows in micro-batches of micro_default)
         self.model = torch.nn.Linear(3, 1, dtype=torch.float64)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LR)
 
@@ -158,6 +159,32 @@ def test_the_engine_records_every_steps_rate_across_resumes(tmp_path):
     assert train_run(again, progress=False) == 0
     assert run_rates(again.run_dir).tolist() == want
     assert [r["lr"] for r in lines(again) if r["split"] == "train"] == want
+
+
+def test_every_line_carries_the_engines_lr(tmp_path):
+    """lr is the engine's, on every line of every track: a train line the rate of its step, a
+    val line the rate of the last step taken (at step 0 the first step's), the same after a
+    resume; the track's line_fields sees only the loss on a train line."""
+    seen = []
+
+    class Watched(ScheduledToy):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.eval_every = 2
+
+        def line_fields(self, split, step, values):
+            seen.append((split, sorted(values)))
+            return super().line_fields(split, step, values)
+
+    rate = [LR / (1 + s) for s in range(STEPS)]
+    track = Watched(tmp_path, 1, log_every=2)
+    assert train_run(track, progress=False, stop_after=3) == 0  # stopped mid-interval, resumed at 3
+    assert train_run(Watched(tmp_path, 1, log_every=2), progress=False) == 0
+    got = [(r["split"], r["step"], r["lr"]) for r in lines(track)]
+    assert got == [("val", 0, rate[0]), ("train", 2, rate[1]), ("val", 2, rate[1]), ("train", 4, rate[3]),
+                   ("val", 4, rate[3])]
+    assert all(list(r)[-3:] == ["lr", "elapsed_s", "rows_per_s"] for r in lines(track))
+    assert ("train", ["loss"]) in seen and all(keys == ["loss"] for split, keys in seen if split == "train")
 
 
 def test_metric_names_are_one_rule_for_every_track():

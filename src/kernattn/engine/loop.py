@@ -3,13 +3,15 @@
     exit_code = train_run(track, fresh=False, stop_after=None, stale="error", progress=True)
 
 A session: open the run folder (refuse or archive a stale one; resume a checkpoint of the same
-fingerprint; nothing to do when final.json has it), build the track on its device, cut
-metrics.jsonl back to the checkpoint, write config.json, open (or reopen) the MLflow run, then
-steps until max_steps: each step is grad_accum micro-batches, clipping, the optimizer and the
-track's after_step. Train lines every log_every steps (the mean loss since the last one),
-evaluations at step 0, every eval_every steps and at the end (each records the variants' own
-parameters: trace.py, param_trace.npz), checkpoints every checkpoint_every steps and at the
-end (what one holds: checkpoint.py); final.json last.
+fingerprint; nothing to do when final.json has it), derive the batch layout and build the
+track on its device with it, open the session (session.py: cut metrics.jsonl back to the
+checkpoint, write config.json, open or reopen the MLflow run), then steps until max_steps:
+each step is grad_accum micro-batches, clipping, the optimizer and the track's after_step.
+Train lines every log_every steps (the mean loss since the last one), evaluations at step 0,
+every eval_every steps and at the end (each records the variants' own parameters: trace.py,
+param_trace.npz), checkpoints every checkpoint_every steps and at the end (checkpoint.py);
+final.json last. Every metrics line carries `lr`, written here from the schedule: a train
+line the rate of its step, a val line the rate of the last step taken (at step 0 the first's).
 
 Exit codes: 0 finished (or already finished, or --stop-after), 143 SIGTERM (checkpoint
 saved), 3 divergence: a nan/inf training loss (its first step is kept on the device, read
@@ -33,23 +35,19 @@ from __future__ import annotations
 
 import contextlib
 import math
-import platform
 import shutil
 import time
-from typing import Any
 
 import torch
 
 from ..attention.plugins import records
 from ..config.common import RunSettings
 from ..errors import UsageError
-from ..io import atomic_torch_save
 from . import dist
-from .checkpoint import (LoopState, all_finite, checkpoint_state, keep_copy, keep_name, restore_counters,
-                         restore_parts, restore_rng)
+from .checkpoint import Checkpoints, LoopState, all_finite, opening_of
 from .rundir import CKPT, open_run_dir, read_checkpoint
-from .runtime import autocast_factory, derive_seed, digest, resolve_device, rng_state, seed_everything
-from .session import QuietSession, Session
+from .runtime import autocast_factory, derive_seed, digest, resolve_device, seed_everything
+from .session import Opening, QuietSession, Session, machine
 from .signals import EXIT_SIGTERM, StopSignal, hold, hold_at_step, nonfinite_at
 from .schedule import LrSchedule
 from .trace import ParamTrace
@@ -120,11 +118,22 @@ def _open(track: Track, world: dist.World, fingerprint: str, fp_config: dict, *,
     return found, ckpt
 
 
+def batch_layout(track: Track, world: dist.World) -> dist.Layout:
+    """The layout of the track's global batch: micro-batches x accumulation on each rank
+    (dist.layout); a track without a global batch trains in one process, one micro-batch a step."""
+    if track.global_batch is None:
+        if world.size > 1:
+            raise UsageError(f"kernattn {track.command}: the {track.name} track trains in one process only, "
+                             f"not in {world.size} ranks; start it without torchrun or --nproc")
+        return dist.Layout(world)
+    micro = track.section.micro_batch or track.micro_default
+    return dist.layout(track.global_batch, micro, world, f"{track.params.path}: {track.section_name}")
+
+
 class Loop:
     def __init__(self, track: Track, world: dist.World, device: torch.device, fingerprint: str, fp_config: dict,
                  ckpt: dict | None, *, stop_after: int | None, progress: bool):
-        self.track, self.fingerprint, self.fp_config = track, fingerprint, fp_config
-        self.stop_after, self.progress = stop_after, progress
+        self.track, self.stop_after = track, stop_after
         self.world, self.device = world, device
         sec = track.section
         if sec.threads:
@@ -132,8 +141,8 @@ class Loop:
         if self.device.type == "cuda":
             torch.set_float32_matmul_precision("high")
         seed_everything(track.seed)  # the init depends on the seed only
-        self._split_batch()
-        track.build(self.device)
+        self.layout = batch_layout(track, world)
+        track.build(self.device, self.layout)
         if not world.main:  # dropout, augmentations: each rank its own stream (rank 0: the one-process one)
             seed_everything(derive_seed(track.seed, f"rank{world.rank}"))
         # evaluation runs `base` (no collective in a forward); training `fwd`, DDP's under several ranks
@@ -149,49 +158,22 @@ class Loop:
         self.st = LoopState(acc=torch.zeros((), dtype=torch.float64, device=self.device))
         self.trace = ParamTrace(track.model)  # the variants' own parameters at every evaluation
         self.schedule = LrSchedule(track)  # the rate of every step, set through the track (schedule.py)
-        self.resumed = ckpt is not None
+        self.ckpts = Checkpoints(track, world, fingerprint, fp_config)
         if ckpt is not None:
-            self._restore(ckpt)
+            self.ckpts.restore(ckpt, self.st, self.trace, self.schedule, self.device)
+        self.opening = Opening(fingerprint, fp_config.get("plugins") or [],
+                               machine(device, sec.dtype, self.base is not track.model, self.layout),
+                               progress=progress, **opening_of(ckpt))
         # First non-finite training loss: step and value, kept on the device (no sync per step).
         self.bad_step = torch.full((), -1, dtype=torch.long, device=self.device)
         self.bad_value = torch.zeros((), dtype=torch.float32, device=self.device)
-        self.ckpt_path = track.run_dir / CKPT
-
-    def _split_batch(self) -> None:
-        """The layout of the track's global batch: micro-batches x accumulation on each rank (dist.layout)."""
-        track, world = self.track, self.world
-        if track.global_batch is None:
-            if world.size > 1:
-                raise UsageError(f"kernattn {track.command}: the {track.name} track trains in one process only, "
-                                 f"not in {world.size} ranks; start it without torchrun or --nproc")
-            return
-        micro = track.section.micro_batch or track.micro_default
-        where = f"{track.params.path}: {track.section_name}"
-        track.layout = dist.layout(track.global_batch, micro, world, where)
 
     # ------------------------------------------------------------------ checkpoints
-    def _restore(self, ckpt: dict[str, Any]) -> None:
-        restore_parts(self.track, ckpt)
-        restore_rng(self.track, self.world, ckpt)
-        restore_counters(self.st, ckpt, self.device)
-        self.trace.load_state_dict(ckpt.get("param_trace"))
-        self.schedule.load_state_dict(ckpt.get("lr_schedule"), self.st.step)
-
     def checkpoint(self) -> None:
-        st, track = self.st, self.track
         self.check_finite()
-        if not all_finite(track.model):  # never replace the last good checkpoint by broken weights
-            raise Diverged(st.step, "the weights are no longer finite")
-        rngs = dist.gather(rng_state(track.generators()), self.world)
-        st.ckpt_step = st.step
-        if not self.world.main:
-            return
-        self.session.log.fsync()  # the lines the checkpoint counts are on disk before it is
-        state = checkpoint_state(st, fingerprint=self.fingerprint, fp_config=self.fp_config,
-                                 metrics_lines=self.session.log.lines, rngs=rngs, world_size=self.world.size,
-                                 trace=self.trace, schedule=self.schedule, track=track)
-        atomic_torch_save(self.ckpt_path, state)
-        self.session.tracker.flush()
+        if not all_finite(self.track.model):  # never replace the last good checkpoint by broken weights
+            raise Diverged(self.st.step, "the weights are no longer finite")
+        self.ckpts.save(self.st, self.trace, self.schedule, self.session)
 
     def check_finite(self) -> None:
         step = int(self.bad_step.item())
@@ -200,7 +182,7 @@ class Loop:
 
     # ------------------------------------------------------------------ the session
     def run(self) -> int:
-        self.session = Session(self, self.track) if self.world.main else QuietSession(self)
+        self.session = Session(self.track, self.opening) if self.world.main else QuietSession(self.opening)
         status = "FAILED"
         try:
             code = self._train()
@@ -211,11 +193,11 @@ class Loop:
             if self.world.main:
                 self.trace.write(self.track.run_dir)  # before final.json, which the session writes last
                 self.schedule.write(self.track.run_dir)
-            self.session.finish()
+            self.session.finish(self.st)
             status = "FINISHED"
             return 0
         except Diverged as exc:
-            self.session.fail(exc, self.st.ckpt_step, self.ckpt_path)
+            self.session.fail(exc, self.st.ckpt_step, self.ckpts.path)
             return EXIT_DIVERGED
         except KeyboardInterrupt:
             status = "KILLED"
@@ -247,7 +229,7 @@ class Loop:
             self.checkpoint()
             why = "SIGTERM" if self.stop_all else f"--stop-after {self.stop_after}"
             self.session.say(f"kernattn {track.command}: {track.run_id}: stopped at step {st.step} ({why}); "
-                             f"checkpoint {self.ckpt_path}; rerun the command to resume")
+                             f"checkpoint {self.ckpts.path}; rerun the command to resume")
             return EXIT_SIGTERM if self.stop_all else 0
 
     def _step(self) -> tuple[float, float]:
@@ -257,15 +239,16 @@ class Loop:
         lr = self.schedule.step(st.step)
         track.optimizer.zero_grad(set_to_none=True)
         step_loss = torch.zeros((), dtype=torch.float64, device=self.device)
-        for micro in range(track.grad_accum):
+        accum = self.layout.grad_accum
+        for micro in range(accum):
             batch = track.batch(st.step, micro)
-            last = micro == track.grad_accum - 1
+            last = micro == accum - 1
             # DDP averages the gradients over the ranks on the last micro-batch only
             with contextlib.nullcontext() if last or self.world.size == 1 else self.fwd.no_sync():
                 with self.autocast():
                     loss = track.loss(self.fwd, batch)
-                (loss / track.grad_accum).backward()
-            step_loss += loss.detach().double() / track.grad_accum
+                (loss / accum).backward()
+            step_loss += loss.detach().double() / accum
         step_loss = self._agree(step_loss, st.step + 1)
         if track.section.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(track.model.parameters(), track.section.grad_clip)
@@ -311,8 +294,8 @@ class Loop:
         if st.step % track.checkpoint_every == 0 or end or st.step in track.keep_at:
             self.tick()
             self.checkpoint()
-            if st.step in track.keep_at and self.world.main:
-                keep_copy(self.ckpt_path, track.run_dir / keep_name(st.step))
+            if st.step in track.keep_at:
+                self.ckpts.keep(st.step)
 
     def _timed(self, t0: float) -> None:
         dt = time.perf_counter() - t0
@@ -331,8 +314,8 @@ class Loop:
         self.tick()
         rate = self.interval_items / self.interval_t if self.interval_t > 0 else 0.0
         st.last_train = mean
-        fields = track.line_fields("train", st.step, {"loss": mean, "lr": lr})
-        self.session.log.write({"step": st.step, "split": "train", **fields, "elapsed_s": st.elapsed_s,
+        fields = track.line_fields("train", st.step, {"loss": mean})
+        self.session.log.write({"step": st.step, "split": "train", **fields, "lr": lr, "elapsed_s": st.elapsed_s,
                                 f"{track.rate_unit}_per_s": rate})
         st.acc.zero_()
         st.acc_n = 0
@@ -352,22 +335,11 @@ class Loop:
             self.trace.record(st.step)
         items = st.step * track.items_per_step
         fields = track.line_fields("val", st.step, values)
-        self.session.log.write({"step": st.step, "split": "val", **fields, "elapsed_s": st.elapsed_s,
+        self.session.log.write({"step": st.step, "split": "val", **fields, "lr": self.schedule.last(st.step),
+                                "elapsed_s": st.elapsed_s,
                                 f"{track.rate_unit}_per_s": items / st.train_s if st.train_s > 0 else 0.0})
         self.session.tracker.flush()
         self.session.say(track.describe_val(st.step, values))
-
-    def machine(self) -> dict[str, Any]:
-        """config.json's description of where and how the run trains."""
-        cuda = self.device.type == "cuda"
-        return {"device": self.device.type,
-                "device_name": torch.cuda.get_device_name(self.device) if cuda
-                else platform.processor() or platform.machine(),
-                "effective": {"dtype": "bfloat16" if cuda and self.track.section.dtype == "bfloat16" else "float32",
-                              "compile": self.base is not self.track.model, "threads": torch.get_num_threads()},
-                "world_size": self.world.size, "micro_batch": self.track.micro_batch,
-                "grad_accum": self.track.grad_accum,
-                "torch_version": torch.__version__, "python_version": platform.python_version()}
 
 
 __all__ = ["train_run", "Loop", "Diverged", "EXIT_DIVERGED", "EXIT_SIGTERM"]

@@ -65,13 +65,14 @@ def load_finished(folder: Path, cmd: str) -> tuple[dict[str, Any], dict[str, Any
     return final, ckpt
 
 
-def load_trained(track, device, weights: str = "model") -> dict[str, Any]:
+def load_trained(track, device, weights: str = "model", cmd: str | None = None) -> dict[str, Any]:
     """Build `track` afresh on `device` and load the weights (`weights`: the checkpoint's entry,
     "model" or the ViT's "ema") its finished run's final.json names into `track.model`, in eval
-    mode; returns final.json. Building draws initial weights: the caller's RNG is kept."""
+    mode; returns final.json. Building draws initial weights: the caller's RNG is kept. `cmd`:
+    the command that produces the run, named when it is missing (default: the track's)."""
     import torch
 
-    final, ckpt = load_finished(track.run_dir, f"kernattn {track.command} --run {track.run_id}")
+    final, ckpt = load_finished(track.run_dir, cmd or f"kernattn {track.command} --run {track.run_id}")
     with torch.random.fork_rng(devices=[]):
         track.build(device)
     track.model.load_state_dict(ckpt[weights])

@@ -35,6 +35,12 @@ class LrSchedule:
         self.rates.append(lr)
         return lr
 
+    def last(self, step: int) -> float:
+        """The rate the weights at `step` were last trained at (what a val line reports): step
+        - 1's; at step 0 the rate the first step will take, set now (that step sets it again,
+        and set_lr is a function of the step alone)."""
+        return self.rates[step - 1] if step > 0 else self.step(0)
+
     def state_dict(self) -> dict:
         return {"rates": torch.tensor(self.rates, dtype=torch.float64)}
 

@@ -6,7 +6,8 @@ digest is part of the fingerprint), then supplies:
   identity()            run_id, seed, variant and the track's own fields (row, label, ...):
                         the head of final.json, and the MLflow tags
   fingerprint_config()  what a checkpoint must share with this command to be resumed
-  build(device)         model, optimizer (and any other part) on `device`
+  build(device, layout) model, optimizer (and any other part) on `device`; keeps `layout`
+                        (self.layout: the batch layout the engine derived, below)
   parts()               the named state parts of a checkpoint: {"model": m, "optimizer": o, ...}
   generators()          the track's own RNGs (batch order), saved with the global ones
   set_lr(step)          the learning rate of optimizer step `step` (0-based), applied; returned.
@@ -19,7 +20,9 @@ digest is part of the fingerprint), then supplies:
   after_step(step)      after the optimizer (an EMA update)
   evaluate(fwd)         {"loss": ..., ...} on the fixed validation set, each rank scoring its
                         val_share() and the sums reduced (reduce_sum) before any division
-  line_fields(split, step, values)  a metrics line's track fields
+  line_fields(split, step, values)  a metrics line's track fields (values: {"loss"} on a
+                        train line, evaluate()'s on a val line); the engine writes step,
+                        split, lr, elapsed_s and the rate around them
   config()              the track's sections of config.json
   final(state)          the track's results in final.json; finish(run_dir) writes any other
                         output before final.json (which the engine writes last)
@@ -32,9 +35,10 @@ threads and grad_clip the engine reads, and whose `lr` the divergence hint names
 Data parallelism: a track sets `global_batch` (items a step over every rank) and, if it has
 one, `micro_default` (its micro-batch when the section's micro_batch is null). The engine
 derives the layout from them (dist.Layout: the world, micro_batch and grad_accum, global =
-micro x accum x world size) and gives it to the track before build(); the track reads it
-(`world`, `micro_batch`, `grad_accum`) and never sets it. A track without `global_batch`
-trains in one process only, one micro-batch a step.
+micro x accum x world size) and passes it to build(), which keeps it; the track reads it
+(`world`, `micro_batch`, `grad_accum`). A track built outside the engine (an analysis loading
+a finished run) gets the default, one process. A track without `global_batch` trains in one
+process only, one micro-batch a step.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ import torch
 from ..config.common import RunSettings
 from . import dist
 from .mlrun import NamesExperiment
+
+ONE_PROCESS = dist.Layout()  # a track's layout outside the engine: one process, one micro-batch a step
 
 # Class attributes every track sets itself: a default here would let a new track pass as the
 # char track in its messages, config.json and MLflow tags.
@@ -82,7 +88,7 @@ class Track:
     optimizer: torch.optim.Optimizer
     global_batch: int | None = None   # items a step over every rank (None: one process only)
     micro_default: int | None = None  # per-rank micro-batch when section.micro_batch is null
-    layout: dist.Layout = dist.Layout()  # the engine's (Engine._split_batch), read here
+    layout: dist.Layout = ONE_PROCESS  # build()'s: the engine's (loop.batch_layout), read here
 
     @property
     def world(self) -> dist.World:
@@ -125,7 +131,7 @@ class Track:
     def fingerprint_config(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def build(self, device: torch.device) -> None:
+    def build(self, device: torch.device, layout: dist.Layout = ONE_PROCESS) -> None:
         raise NotImplementedError
 
     def parts(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from ...config import RunSpec, fingerprinted, params_from_args
 from ...engine.options import add_run_options, run_track
-from ...engine.track import Track
+from ...engine import ONE_PROCESS, Layout, Track
 from .data import load_stream
 from .model import Toy
 from .stages import find_toy_run, run_dir
@@ -35,9 +35,9 @@ class ToyTrack(Track):
     def fingerprint_config(self) -> dict:
         return {"toy": fingerprinted(self.section), "run": dataclasses.asdict(self.run)}
 
-    def build(self, device: torch.device) -> None:
+    def build(self, device: torch.device, layout: Layout = ONE_PROCESS) -> None:
         tp = self.section
-        self.device = device
+        self.device, self.layout = device, layout
         self.model = Toy(tp.vocab, tp.d_model, tp.n_head, self.variant, self.run.options).to(device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=tp.lr)
 

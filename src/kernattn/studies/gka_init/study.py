@@ -80,21 +80,6 @@ def _diag(model, x) -> list[list[float]]:
     return gka_init.mean_diagonal_weight(model, lambda: model(x)).tolist()
 
 
-def trained_gka_model(track, device, params_file: str, scale: str):
-    """(the finished run's trained model in eval mode, final.json): the track's model rebuilt (a
-    fresh build, whatever the track did before) and its last checkpoint loaded; a missing or
-    mismatched run is one line naming the command."""
-    from ...engine import seed_everything
-    from ...engine.rundir import load_finished
-
-    final, ckpt = load_finished(track.run_dir, f"kernattn train-gka-init --params {params_file} --scale {scale} "
-                                               f"--run {track.run_id}")
-    seed_everything(track.seed)
-    track.build(device)
-    track.model.load_state_dict(ckpt["model"])
-    return track.model.eval(), final
-
-
 def track_metrics(track_name: str, final: dict) -> dict:
     """What the report compares per init: the final validation loss (nats per character or
     token, or the ViT's cross-entropy) and, for the ViT, top-1 of the raw and the EMA weights."""
@@ -106,10 +91,14 @@ def track_metrics(track_name: str, final: dict) -> dict:
 
 def read_run(params, run_id: str, run, device, params_file: str) -> dict:
     from ...attention.gka_readings import gka_modules, sigmas
+    from ...engine.rundir import load_trained
 
     track = gka_init_track(params, run)
     start = start_readings(track, device)
-    model, final = trained_gka_model(track, device, params_file, params.scale)
+    # the trained weights into a fresh build (what start_readings left is not read again)
+    final = load_trained(track, device, cmd=f"kernattn train-gka-init --params {params_file} --scale {params.scale} "
+                                            f"--run {track.run_id}")
+    model = track.model
     curve = [{"step": 0, "sigma": start["sigma"]}]
     curve += [c for c in sigma_curve(gka_run_dir(params) / run_id / "metrics.jsonl") if c["step"] > 0]
     spec = run.spec

@@ -33,7 +33,7 @@ import dataclasses
 import json
 
 from ...config import Params, find_run, params_from_args
-from ...engine import derive_seed, train_run
+from ...engine import ONE_PROCESS, derive_seed, train_run
 from ...engine.options import add_world_options
 from ...io import atomic_write_json, read_lines
 from ...tracks.char.track import CharTrack
@@ -73,23 +73,17 @@ class PruneTrack(CharTrack):
     def identity(self) -> dict:
         return {**super().identity(), "arm": self.arm, "removed": [list(h) for h in self.remove]}
 
-    def build(self, device) -> None:
+    def build(self, device, layout=ONE_PROCESS) -> None:
         from .heads import removed
 
-        super().build(device)
+        super().build(device, layout)
         self.model.load_state_dict(self.base_state)
         self.batch_gen.manual_seed(derive_seed(self.seed, "prune"))
         if self.remove:  # pruned and random arms; hooks, not weights: the checkpoint keeps the model's shapes
             self._hooks.enter_context(removed(self.model, self.remove))
 
-    def set_lr(self, step: int) -> float:
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.lr * group.get("lr_scale", 1.0)
-        return self.lr
-
-    def line_fields(self, split: str, step: int, values: dict) -> dict:
-        fields = super().line_fields(split, step, values)
-        return {**fields, "lr": self.lr} if split == "val" else fields
+    def rate(self, step: int) -> float:
+        return self.lr  # constant: CharTrack.set_lr applies it with the groups' scales
 
 
 def val_losses(run_dir) -> tuple[float, float]:

@@ -32,19 +32,19 @@ class CooldownTrack(CharTrack):
     command = "cooldown"
 
     def seed_run_dir(self, fingerprint: str, fp_config: dict) -> bool:
-        trunk = run_dir(self.params, self.spec.run_id)
+        trunk = run_dir(self.params, self.run.run_id)
         step = cooldown_start(self.budget, self.section.cooldown_fraction)
         src = trunk / keep_name(step)
         if not src.is_file():
             raise UsageError(f"{src}: no checkpoint kept at step {step}, where {self.run_id} branches off; train "
-                             f"the run first (kernattn train --run {self.spec.run_id}, with train.budgets listing "
+                             f"the run first (kernattn train --run {self.run.run_id}, with train.budgets listing "
                              f"{self.budget})")
-        ckpt = read_checkpoint(src, f"retrain the run: kernattn train --run {self.spec.run_id} --fresh")
+        ckpt = read_checkpoint(src, f"retrain the run: kernattn train --run {self.run.run_id} --fresh")
         try:
             lines = (trunk / METRICS).read_text(encoding="utf-8").splitlines(keepends=True)
         except OSError as exc:
             raise UsageError(f"{trunk / METRICS}: unreadable ({exc}); retrain the run: kernattn train --run "
-                             f"{self.spec.run_id} --fresh") from None
+                             f"{self.run.run_id} --fresh") from None
         if len(lines) < ckpt["metrics_lines"]:
             raise UsageError(f"{trunk / METRICS}: {len(lines)} lines, its kept checkpoint counts "
                              f"{ckpt['metrics_lines']}; retrain the run with --fresh")

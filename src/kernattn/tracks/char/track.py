@@ -10,7 +10,8 @@ CPU, SIGTERM -> checkpoint + exit 143, a divergence -> exit 3 with one line and 
 record, stale folders refused or archived, MLflow that never blocks training.
 
 This module is the char track's recipe. metrics.jsonl lines: {"step", "split", "loss", "bpc",
-"lr", "tokens", "elapsed_s", "tokens_per_s"}; val lines at step 0, every eval_every steps and
+"tokens", "lr", "elapsed_s", "tokens_per_s"} (lr: the engine's, the step's rate on a train line,
+the last step's on a val line); val lines at step 0, every eval_every steps and
 at max_steps; train lines every max(1, eval_every // 10) steps and at max_steps, `loss` the
 mean training loss since the previous train line. loss = mean cross-entropy in nats per
 character; bpc = loss / ln 2; tokens = step x batch_size x context; tokens_per_s = training
@@ -37,7 +38,7 @@ import torch.nn.functional as F
 
 from ...config import Params, RunSpec, find_run, fingerprinted, params_from_args
 from ...config.char import cooldown_start
-from ...engine import Track, derive_seed, is_timing, train_run
+from ...engine import ONE_PROCESS, Layout, Track, derive_seed, is_timing, train_run
 from ...engine.options import add_run_options, run_track
 from .data import load_data, loss_sums, split_starts, validation_starts, windows
 from .stages import budget_dir, budget_run_id, data_dir, run_dir
@@ -52,7 +53,7 @@ FINAL_KEYS = (
     # issue 37: the whole validation split's loss and its sampling error, the run's budget and lr factor
     "val_loss_sample", "val_loss_se", "val_windows", "val_chars", "budget", "variant_lr_scale", "n_variant_params",
 )
-METRIC_KEYS = ("step", "split", "loss", "bpc", "lr", "tokens", "elapsed_s", "tokens_per_s")
+METRIC_KEYS = ("step", "split", "loss", "bpc", "tokens", "lr", "elapsed_s", "tokens_per_s")
 TIMING_KEYS = tuple(k for k in METRIC_KEYS if is_timing(k))
 # train.* fields that change neither the weights nor the metrics: not in the fingerprint.
 LN2 = math.log(2.0)
@@ -84,30 +85,30 @@ def variant_lr_scale(spec: RunSpec, tp) -> float:
 class CharTrack(Track):
     command, name, section_name, rate_unit = "train", "char", "train", "tokens"
 
-    def __init__(self, params: Params, spec: RunSpec, budget: int | None = None):
+    def __init__(self, params: Params, run: RunSpec, budget: int | None = None):
         """`budget`: one of train.budgets: the run's cooldown branched at that budget
         (kernattn cooldown; its own folder, `budget_dir`), else the run of train.max_steps."""
         tp, mp = params.train, params.model
-        self.params, self.spec, self.section, self.experiment_section = params, spec, tp, params.tracking
-        self.seed, self.variant, self.budget = spec.seed, spec.variant, budget
-        self.run_id = spec.run_id if budget is None else budget_run_id(spec.run_id, budget)
-        self.run_dir = run_dir(params, spec.run_id) if budget is None else budget_dir(params, spec.run_id, budget)
+        self.params, self.run, self.section, self.experiment_section = params, run, tp, params.tracking
+        self.seed, self.variant, self.budget = run.seed, run.variant, budget
+        self.run_id = run.run_id if budget is None else budget_run_id(run.run_id, budget)
+        self.run_dir = run_dir(params, run.run_id) if budget is None else budget_dir(params, run.run_id, budget)
         self.data = load_data(data_dir(params), mp.context)
         self.max_steps, self.eval_every, self.checkpoint_every = budget or tp.max_steps, tp.eval_every, tp.checkpoint_every
         self.keep_at = () if budget is not None else tuple(cooldown_start(b, tp.cooldown_fraction) for b in tp.budgets)
-        self.lr_scale = variant_lr_scale(spec, tp)
+        self.lr_scale = variant_lr_scale(run, tp)
         self.log_every = max(1, tp.eval_every // 10)
         self.items_per_step = tp.batch_size * mp.context
         self.global_batch = tp.batch_size  # split over ranks and micro-batches by the engine
 
     def identity(self) -> dict:
-        s = self.spec
+        s = self.run
         return {"run_id": self.run_id, "row": s.row, "seed": s.seed, "variant": s.variant, "options": s.options,
                 "label": s.label, "source": s.source, "budget": self.max_steps,
                 "variant_lr_scale": self.lr_scale}
 
     def fingerprint_config(self) -> dict:
-        s, d = self.spec, self.data
+        s, d = self.run, self.data
         # a branch is the run of its budget (same weights bit for bit): its own max_steps, no
         # budgets of its own; a row's lr scale replaces train's (a row without one: unchanged)
         train = {**fingerprinted(self.section), "variant_lr_scale": self.lr_scale,
@@ -117,11 +118,12 @@ class CharTrack(Track):
                 "data": {"vocab_size": d.vocab_size, "train_tokens": int(d.train.numel()),
                          "val_tokens": int(d.val.numel()), "digest": d.digest}}
 
-    def build(self, device: torch.device) -> None:
+    def build(self, device: torch.device, layout: Layout = ONE_PROCESS) -> None:
         from .model import GPT
 
         tp, mp, d = self.section, self.params.model, self.data
-        self.model = GPT(d.vocab_size, mp, self.spec.variant, self.spec.options).to(device)
+        self.layout = layout
+        self.model = GPT(d.vocab_size, mp, self.run.variant, self.run.options).to(device)
         self.optimizer = torch.optim.AdamW(self.model.param_groups(tp.weight_decay, self.lr_scale), lr=tp.lr,
                                            betas=(tp.beta1, tp.beta2),
                                            **({"fused": True} if device.type == "cuda" else {}))
@@ -132,8 +134,12 @@ class CharTrack(Track):
     def generators(self) -> dict:
         return {"batch": self.batch_gen}
 
+    def rate(self, step: int) -> float:
+        """The schedule's rate of step `step` (before the groups' scales)."""
+        return lr_at(step, self.section, self.max_steps)
+
     def set_lr(self, step: int) -> float:
-        lr = lr_at(step, self.section, self.max_steps)
+        lr = self.rate(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
         return lr
@@ -176,12 +182,11 @@ class CharTrack(Track):
                 "val_chars": int(count)}
 
     def line_fields(self, split: str, step: int, values: dict) -> dict:
-        lr = values["lr"] if split == "train" else lr_at(max(step - 1, 0), self.section, self.max_steps)
-        return {"loss": values["loss"], "bpc": values["loss"] / LN2, "lr": lr, "tokens": step * self.items_per_step}
+        return {"loss": values["loss"], "bpc": values["loss"] / LN2, "tokens": step * self.items_per_step}
 
     def config(self) -> dict:
         d, m = self.data, self.model
-        return {"run": dataclasses.asdict(self.spec), "model": dataclasses.asdict(self.params.model),
+        return {"run": dataclasses.asdict(self.run), "model": dataclasses.asdict(self.params.model),
                 "train": dataclasses.asdict(self.section),
                 "data": {"out_dir": d.out_dir, "vocab_size": d.vocab_size, "train_tokens": int(d.train.numel()),
                          "val_tokens": int(d.val.numel()), "digest": d.digest},
@@ -203,7 +208,7 @@ class CharTrack(Track):
 
     def describe_start(self) -> str:
         m = self.model
-        return (f"{self.spec.label}: {m.num_params():,} params ({m.num_params(non_embedding=True):,} "
+        return (f"{self.run.label}: {m.num_params():,} params ({m.num_params(non_embedding=True):,} "
                 f"non-embedding, extra {m.extra_params():+,})")
 
     def describe_val(self, step: int, values: dict) -> str:

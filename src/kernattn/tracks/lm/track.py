@@ -4,9 +4,9 @@
 
 Reads lm.data_dir (train.npy, val.npy, meta.json) and writes lm.out_dir/<run_id>/:
 config.json (configuration, parameter counts, FLOPs per token, steps and why), metrics.jsonl
-(a train line every step: loss in nats/token, lr, tokens, flops, elapsed_s, tokens_per_s;
-val lines at step 0, every eval_every steps and at the end), ckpt.pt, model.pt (the final
-weights) and, last, final.json. Resume, SIGTERM (143), divergence (exit 3, a FAILED record)
+(a train line every step: loss in nats/token, tokens, flops, lr, elapsed_s, tokens_per_s;
+val lines at step 0, every eval_every steps and at the end, their lr the last step's),
+ckpt.pt, model.pt (the final weights) and, last, final.json. Resume, SIGTERM (143), divergence (exit 3, a FAILED record)
 and MLflow (experiment lm.experiment) are the engine's, the same as every track's.
 
 Steps (`plan`, from the row's `compute`, every model built on the meta device, so a run
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ...engine import Track, derive_seed, digest
+from ...engine import ONE_PROCESS, Layout, Track, derive_seed, digest
 from ...config import fingerprinted
 from ...engine.options import add_run_options, run_track
 from ...errors import UsageError
@@ -146,8 +146,9 @@ class LMTrack(Track):
         return json.loads(json.dumps({"lm": fields, "run": dataclasses.asdict(self.run), "steps": self.max_steps,
                                       "vocab": self.vocab, "data": digest(self.meta)}, default=str))
 
-    def build(self, device: torch.device) -> None:
+    def build(self, device: torch.device, layout: Layout = ONE_PROCESS) -> None:
         lm = self.section
+        self.layout = layout
         self.model = GPT(row_config(lm, self.vocab, self.run)).to(device)
         self.device = device
         self.optimizer, self.scalings = build_optimizer(self.model, lm, self.items_per_step, device)
@@ -201,9 +202,7 @@ class LMTrack(Track):
 
     def line_fields(self, split: str, step: int, values: dict) -> dict:
         tokens = step * self.items_per_step
-        lr = {"lr": values["lr"]} if split == "train" else {}
-        return {"loss": values["loss"], **lr, "tokens": tokens,
-                "flops": tokens * self.info["flops_per_token"]["total"]}
+        return {"loss": values["loss"], "tokens": tokens, "flops": tokens * self.info["flops_per_token"]["total"]}
 
     def config(self) -> dict:
         return {"run": dataclasses.asdict(self.run), "label": self.run.label, "lm": dataclasses.asdict(self.section),

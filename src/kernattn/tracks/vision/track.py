@@ -7,7 +7,7 @@ gka, with its options; e.g. deit-s0, nwg-s0). Writes
 vision.out_dir/<run>/ through the engine (resume, SIGTERM -> 143, divergence -> exit 3 and a
 FAILED record, MLflow, final.json last, as every track): config.json, metrics.jsonl (train
 lines: epoch, loss, lr, img_per_s; val lines: top-1 and loss of the raw weights and of the
-EMA weights), ckpt.pt (model, optimizer, ema, RNG states), final.json (top1, top1_ema, the
+EMA weights, and lr, the last step's), ckpt.pt (model, optimizer, ema, RNG states), final.json (top1, top1_ema, the
 learned sigma per layer and head for GKA).
 
 Recipe (gka-paper section 4.1; timm's parts): AdamW (timm.optim.create_optimizer_v2, which
@@ -31,7 +31,7 @@ import dataclasses
 
 import torch
 
-from ...engine import Track, derive_seed
+from ...engine import ONE_PROCESS, Layout, Track, derive_seed
 from ...config import RunSpec, fingerprinted
 from ...engine.options import add_run_options, run_track
 from ...errors import UsageError
@@ -146,10 +146,11 @@ class VisionTrack(Track):
                 "vision": fingerprinted(vp),
                 "data": {"dataset": self.meta["dataset"], "digest": self.meta["digest"]}}
 
-    def build(self, device: torch.device) -> None:
+    def build(self, device: torch.device, layout: Layout = ONE_PROCESS) -> None:
         from timm.utils import ModelEmaV3
 
         vp, meta = self.section, self.meta
+        self.layout = layout
         self.device = device
         self.model = build_vit(spec_from_params(vp, self.variant, meta["in_chans"], meta["num_classes"],
                                                 self.run.options)).to(device)
