@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-import yaml
-
 from ..errors import ParamsError
 from . import char, common, lm, studies, vision  # submodules of this package (not its __init__)
 from .schema import build, deep_merge, fill_placeholders, unknown_keys, unknown_keys_error
+from .unit_sections import unit_sections
+from .yaml_files import nest_dotted, read_yaml
 
 SCALE_ENV = "KERNATTN_SCALE"
 
@@ -110,27 +110,7 @@ BUILT_IN = {
 }
 
 
-def unit_sections() -> dict[str, tuple[type, Any]]:
-    """The params sections the units declare in their own packages: a unit whose package has a
-    `config` module (kernattn.units.UNITS; a new track or study keeps its keys in its folder)
-    names there SECTION (the key in params.yaml), Section (its dataclass, built and checked by
-    schema.py's rules like every section) and optionally check(section, where) (its cross-key
-    checks). The units are named by string: this floor imports none of them, and a unit's
-    config module imports nothing above config."""
-    from ..units import UNITS
-
-    out = {}
-    for unit in UNITS:
-        if unit.has_module("config"):
-            module = unit.module("config")
-            if module.SECTION in BUILT_IN or module.SECTION in out:
-                raise ParamsError(f"{module.__name__}.SECTION is {module.SECTION!r}, a section another owns; "
-                                  f"name the unit's section after the unit")
-            out[module.SECTION] = (module.Section, getattr(module, "check", None))
-    return out
-
-
-UNIT_SECTIONS = unit_sections()
+UNIT_SECTIONS = unit_sections(BUILT_IN)
 SECTIONS = {**BUILT_IN, **{name: cls for name, (cls, _check) in UNIT_SECTIONS.items()}}
 
 Overrides = Union[dict, "list[tuple[str, dict]]", None]
@@ -362,28 +342,6 @@ def _check_datasets(params: Params, where: str) -> None:
                               f"{', '.join(sorted(known))} (`kernattn data list`)")
 
 
-# libyaml's safe loader where PyYAML was built with it (the wheels are): params.yaml parses in
-# 4.5 ms instead of 41, and every process and every Snakefile parse reads it. Same documents,
-# same errors with their marks (only the problem's wording differs).
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def read_yaml(path: Path, what: str) -> dict:
-    """A YAML file's top-level mapping, or one line naming the file (and the line of a syntax error)."""
-    if not path.is_file():
-        raise ParamsError(f"{path}: no such {what}")
-    try:
-        doc = yaml.load(path.read_text(), Loader=_SAFE_LOADER) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ParamsError(f"{path}:{where}: YAML syntax error: {problem}") from None
-    if not isinstance(doc, dict):
-        raise ParamsError(f"{path}: expected a mapping at the top level, got {type(doc).__name__}")
-    return doc
-
-
 def _sources(overrides: Overrides) -> list[tuple[str, dict]]:
     """The overrides as (source, nested mapping) pairs, in order."""
     if overrides is None:
@@ -409,19 +367,3 @@ def params_from_args(args) -> Params:
     a process the command starts can be given it."""
     params = load_params(args.params, getattr(args, "scale", None), overrides_sources(args.overrides))
     return dataclasses.replace(params, overrides=str(args.overrides)) if args.overrides else params
-
-
-def nest_dotted(over: Any, source: str) -> dict:
-    """{"train.lr": 0.5} -> {"train": {"lr": 0.5}} (Snakemake's --config takes flat keys)."""
-    if not isinstance(over, dict):
-        raise ParamsError(f"{source}: overrides must be a mapping of section -> values, got {over!r}")
-    out: dict = {}
-    for key, value in over.items():
-        *parents, last = str(key).split(".")
-        node = out
-        for part in parents:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ParamsError(f"{source}: key {key!r} sets inside a value that is not a mapping")
-        node[last] = deep_merge(node.get(last), value) if last in node else value
-    return out

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from ..config import Params
-from ..config.loader import read_yaml
+from ..config.yaml_files import read_yaml
 from ..io import atomic_write_text
 from ..stage import Stage, runs_as_ranks
 
