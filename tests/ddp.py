@@ -20,17 +20,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import socket
 import sys
 import time
 import traceback
 from pathlib import Path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank_main(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
@@ -78,6 +71,8 @@ def _context() -> multiprocessing.context.BaseContext:
 
 def launch(argv: list[str], n: int, logs: Path, **env: str) -> list[multiprocessing.Process]:
     ctx = _context()
+    from kernattn.tracking.server import free_port  # below the ephemeral range: no race with clients
+
     port = str(free_port())
     procs = []
     for rank in range(n):

@@ -4,6 +4,7 @@ an experiment's runs."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -74,3 +75,17 @@ def test_experiment_runs_url():
     assert tracking.experiment_runs_url("http://127.0.0.1:5000/", "7") == want
     assert tracking.experiment_runs_url("https://host/mlflow/", "0") == \
         "https://host/mlflow/#/experiments/0/runs?workflowType=machine_learning"
+
+
+def test_free_port_is_below_the_ephemeral_range_and_bindable():
+    """A port an outgoing connection cannot take before the listener binds it (a 2-rank test's
+    rendezvous store failed with EADDRINUSE on a kernel-chosen port)."""
+    import socket
+
+    from kernattn.tracking.server import EPHEMERAL_RANGE, free_port
+
+    low = int(Path(EPHEMERAL_RANGE).read_text().split()[0]) if Path(EPHEMERAL_RANGE).is_file() else 32768
+    ports = {free_port() for _ in range(20)}
+    assert all(1024 <= p < low for p in ports) and len(ports) > 1
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports.pop()))

@@ -59,10 +59,11 @@ def which(name: str) -> str | None:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that is free now, below the kernel's ephemeral range (an outgoing
+    connection cannot take it before its daemon binds it: kernattn.tracking.server.free_port)."""
+    from kernattn.tracking.server import free_port as below_ephemeral  # no torch: the controller's import
+
+    return below_ephemeral()
 
 
 # ============================================================================ packages

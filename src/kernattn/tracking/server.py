@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -79,9 +80,31 @@ def _local_port(url: str | None) -> int | None:
     return None
 
 
+EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host if host not in ("0.0.0.0", "") else "127.0.0.1", 0))
+    """A port nothing listens on, for a listener another process opens next (an MLflow server,
+    rank 0's rendezvous store). Drawn below the kernel's ephemeral range: a port the kernel hands
+    out (bind to port 0) can be taken by any outgoing connection between this check and that
+    bind, which failed a 2-rank test in CI with EADDRINUSE; one below the range only by another
+    listener drawing the same of some 16,000 ports."""
+    host = host if host not in ("0.0.0.0", "") else "127.0.0.1"
+    try:
+        low = int(Path(EPHEMERAL_RANGE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    draw = random.SystemRandom()
+    for _ in range(200):
+        port = draw.randrange(max(1024, low - 16384), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # every draw taken: the kernel's choice
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
