@@ -30,7 +30,7 @@ from .common import BENCH_FAMILIES, BenchParams, ReportParams, RunSettings, Trac
 from .lm import LMParams
 from .loader import SCALE_ENV, SECTIONS, Params, load_params, nest_dotted, overrides_sources, params_from_args
 from .rows import Compute, RunSpec, check_rows, resolve_attention, runs_of
-from .rows import find_run as find_in
+from .rows import find_in
 from .schema import fingerprinted, not_fingerprinted
 from .studies import StudiesParams
 from .vision import VisionParams

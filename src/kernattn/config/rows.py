@@ -136,7 +136,7 @@ def runs_of(rows, seeds, only=None) -> list[RunSpec]:
             for seed in (r.seeds if r.seeds is not None else seeds)]
 
 
-def find_run(runs: list[RunSpec], run_id: str, where: str, what: str = "run") -> RunSpec:
+def find_in(runs: list[RunSpec], run_id: str, where: str, what: str = "run") -> RunSpec:
     """The run `run_id` of `runs`, or one line (`where`: file and scale) listing the runs there are."""
     by_id = {r.run_id: r for r in runs}
     if run_id not in by_id:

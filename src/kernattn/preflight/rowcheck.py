@@ -91,10 +91,10 @@ class NoGraphEval:
 
 
 def run_spec(params, track: str, run_id: str):
-    from ..config.rows import find_run
+    from ..config.rows import find_in
     from ..tracks import track_module
 
-    return find_run(track_module(track, "stages").runs(params), run_id, f"{params.path} ({track})")
+    return find_in(track_module(track, "stages").runs(params), run_id, f"{params.path} ({track})")
 
 
 def spec_params(spec: dict, stand_ins: dict):

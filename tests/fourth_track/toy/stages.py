@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params, RunSpec, runs_of
-from ...config.rows import find_run
+from ...config.rows import find_in
 from ...stage import RunFolders, Stage, narrowed_section
 
 NAME = "toy"
@@ -24,7 +24,7 @@ def runs(p: Params) -> list[RunSpec]:
 
 
 def find_toy_run(p: Params, run_id: str) -> RunSpec:
-    return find_run(runs(p), run_id, f"{p.path} (toy.rows of scale {p.scale!r})", "toy run")
+    return find_in(runs(p), run_id, f"{p.path} (toy.rows of scale {p.scale!r})", "toy run")
 
 
 def data_output(p: Params) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params, RunSpec, resolve_attention, runs_of
-from ...config.rows import find_run
+from ...config.rows import find_in
 from ...config.vision import VARIANTS, VISION_DEFAULTS, VIZ_ATTENTIONS, VisionParams
 from ...stage import RunFolders, Stage, narrowed_section
 
@@ -34,7 +34,7 @@ def run_ids(vp: VisionParams) -> list[str]:
 
 
 def find_vision_run(p: Params, run_id: str) -> RunSpec:
-    return find_run(runs(p), run_id, f"{p.path} (vision.rows of scale {p.scale!r})", "vision run")
+    return find_in(runs(p), run_id, f"{p.path} (vision.rows of scale {p.scale!r})", "vision run")
 
 
 def attention_of(row) -> str:
