@@ -13,7 +13,6 @@ with a system SLURM or with a second test session on the same machine.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -76,16 +75,6 @@ def can_install() -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def ensure_packages(packages: tuple[str, ...], binaries: tuple[str, ...], timeout: float = 600) -> tuple[str | None, float]:
     """Install the Debian `packages` unless every one of `binaries` exists already.
 
@@ -99,7 +88,9 @@ def ensure_packages(packages: tuple[str, ...], binaries: tuple[str, ...], timeou
     if reason:
         return f"{' '.join(packages)} not installed and cannot be: {reason}", 0.0
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "NEEDRESTART_MODE": "a"}
-    with _locked(APT_LOCK):
+    from kernattn.tracking.client import file_lock  # stdlib only: the controller's import
+
+    with file_lock(APT_LOCK):
         if all(which(b) for b in binaries):  # installed by another worker meanwhile
             return None, time.monotonic() - start
         log = []

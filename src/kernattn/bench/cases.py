@@ -12,7 +12,7 @@ import torch
 from ..config import Params, Row
 from ..tracks.char.cost import DICKENS_VOCAB
 from ..tracks.char.model import GPT
-from ..tracks.vision.cost import CLASSES as VIT_CLASSES
+from ..tracks.vision.data import SHAPES as VIT_SHAPES
 from .models import Case
 
 CHAR_BASELINE = "rope"
@@ -78,8 +78,8 @@ def vit_cases(params: Params, size: str, paper_sizes: tuple[str, ...] | None = N
         specs = [(VIT_SIZES[s], vm.paper_spec(v, s, opts)) for s in vm.SIZES for v, opts in measured
                  if paper_sizes is None or s in paper_sizes]
     else:
-        in_chans = 1 if vp.dataset == "fashion_mnist" else 3
-        specs = [("cpu", vm.spec_from_params(vp, v, in_chans, VIT_CLASSES[vp.dataset], opts)) for v, opts in measured]
+        in_chans, classes = VIT_SHAPES[vp.dataset]
+        specs = [("cpu", vm.spec_from_params(vp, v, in_chans, classes, opts)) for v, opts in measured]
 
     def case(size_name: str, spec) -> Case:
         def batch(b: int, device: torch.device) -> tuple:

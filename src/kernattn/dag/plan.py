@@ -86,7 +86,9 @@ def plan_jobs(p: Params, table: dict[str, Stage], gpus_of) -> list[Job]:
         if stage not in planned_stages or run is None:
             out.append(Job(jid, stage, deps))
             continue
-        planned = specs.setdefault(stage, planned_stages[stage](p))[run]
+        if stage not in specs:  # each stage's runs once (setdefault would rebuild them for every job)
+            specs[stage] = planned_stages[stage](p)
+        planned = specs[stage][run]
         spec = planned.spec
         key = (stage, planned.track, spec.row, planned.budget)
         if key not in cache:

@@ -38,7 +38,6 @@ from ..tracks import track_recipe
 from .watch import resident
 
 
-
 class SavedBytes:
     """A Track mixin: counts the bytes autograd saves for backward during `loss` (the largest
     over micro-batches), parameters excluded, by storage (views of one storage count once)."""

@@ -11,12 +11,13 @@ PLAN_SECTIONS = ("toy",)
 
 
 def train_work(p: Params, run: RunSpec) -> Work:
+    from .data import TOKENS
     from .model import Toy
 
     tp = p.toy
     train, fwd = count_sample(lambda: Toy(tp.vocab, tp.d_model, tp.n_head, run.variant, run.options),
                               token_sample(tp.vocab, tp.context), token_loss, lambda m, xy: m(xy[0]))
-    val_windows = (4096 // 4) // tp.context
+    val_windows = len(range(0, TOKENS - TOKENS * 3 // 4 - tp.context, tp.context))  # the track's _val()
     return Work(train, fwd, tp.batch_size, tp.max_steps, evaluations(tp.max_steps, tp.eval_every) * val_windows)
 
 

@@ -21,9 +21,9 @@ _COUNTS: dict[str, tuple[float, float]] = {}  # one count per char model: the st
 
 def vocab_size(p: Params) -> int:
     """The prepared corpus's vocabulary when prepare ran, else the Dickens symbol set's size."""
-    from .data import load_vocab
+    from .data import VOCAB_FILE, load_vocab
 
-    return len(load_vocab(data_dir(p))) if (data_dir(p) / "vocab.json").is_file() else DICKENS_VOCAB
+    return len(load_vocab(data_dir(p))) if (data_dir(p) / VOCAB_FILE).is_file() else DICKENS_VOCAB
 
 
 def sample_counts(p: Params, run: RunSpec) -> tuple[float, float]:

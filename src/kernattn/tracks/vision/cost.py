@@ -12,10 +12,8 @@ from ...config import Params, RunSpec
 from ...work import PlannedRun, Work, count_sample, evaluations, row_tables
 from .stages import NAME, data_output, runs
 
-# The classes of each data set a ViT trains on (its head's width), and the full data sets' sizes
-# (train, validation) for a plan made before prepare-vision ran: ImageNet-1k ILSVRC 2012,
-# Fashion-MNIST, CIFAR-10/100 (their own papers and pages).
-CLASSES = {"fashion_mnist": 10, "cifar10": 10, "cifar100": 100, "imagenet": 1000}
+# The full data sets' sizes (train, validation), for a plan made before prepare-vision ran:
+# ImageNet-1k ILSVRC 2012, Fashion-MNIST, CIFAR-10/100 (their own papers and pages).
 DATASET_SIZES = {"imagenet": (1_281_167, 50_000), "fashion_mnist": (60_000, 10_000),
                  "cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000)}
 
@@ -23,6 +21,8 @@ DATASET_SIZES = {"imagenet": (1_281_167, 50_000), "fashion_mnist": (60_000, 10_0
 def vision_sizes(p: Params) -> tuple[int, int, int, int]:
     """(train images, validation images, channels, classes): the prepared data's meta.json
     when prepare-vision ran, else the data set's full size cut to train_subset / val_subset."""
+    from .data import SHAPES
+
     vp = p.vision
     meta_path = Path(data_output(p))
     if meta_path.is_file():
@@ -30,7 +30,7 @@ def vision_sizes(p: Params) -> tuple[int, int, int, int]:
         return meta["n_train"], meta["n_val"], meta["in_chans"], meta["num_classes"]
     n_train, n_val = DATASET_SIZES[vp.dataset]
     n_train, n_val = min(n_train, vp.train_subset or n_train), min(n_val, vp.val_subset or n_val)
-    return n_train, n_val, 1 if vp.dataset == "fashion_mnist" else 3, CLASSES[vp.dataset]
+    return n_train, n_val, *SHAPES[vp.dataset]
 
 
 def train_work(p: Params, run: RunSpec) -> Work:
