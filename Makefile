@@ -14,10 +14,10 @@ STAMP := $(VENV)/.kernattn-installed
 # harness and its dependencies doubled the README's first set-up step).
 TEST_STAMP := $(VENV)/.kernattn-test-installed
 # The suite's two jobs (tests/conftest.py). The fast one is CPU-bound: one worker per core. The
-# end-to-end one spends much of its time waiting on subprocesses and daemons, which a third
-# worker fills (docs/development.md).
+# end-to-end one waits on subprocesses, daemons and SLURM's polls, which two more workers fill;
+# its order is tests/schedule.py's (docs/development.md).
 FAST_JOBS ?= 2
-E2E_JOBS ?= 3
+E2E_JOBS ?= 4
 
 .PHONY: env env-pipeline test test-fast test-e2e test-data pipeline controls bench clean-env
 
@@ -55,9 +55,10 @@ test-fast: test-data
 # The pipeline's commands as processes: the micro DAG (trained once, locally and on a SLURM
 # test cluster), DVC, the MLflow server, the report in Chromium, ranks, kills and resumes.
 # loadgroup: tests/test_dvc.py's module workspace keeps its tests on one worker (and
-# tests/test_dvc_exp.py's its one test on another).
+# tests/test_dvc_exp.py's its one test on another). --no-loadscope-reorder: the workers take the
+# tests in tests/schedule.py's order, not xdist's (largest group first).
 test-e2e: test-data
-	$(PY) -m pytest -q -m e2e -n $(E2E_JOBS) --dist loadgroup --junitxml=results/e2e-tests.xml
+	$(PY) -m pytest -q -m e2e -n $(E2E_JOBS) --dist loadgroup --no-loadscope-reorder --junitxml=results/e2e-tests.xml
 
 test-data: $(TEST_STAMP)
 	@if [ -z "$$KERNATTN_DATA_MIRROR" ]; then $(VENV)/bin/kernattn data pull --scale micro; fi

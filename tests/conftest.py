@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from . import schedule
 from . import session as shared
 from .infra import services
 
@@ -34,6 +35,7 @@ E2E_FIXTURES = {"micro_dag", "slurm_cluster", "mlflow_server", "chromium"}
 
 def pytest_configure(config):
     shared.configure(config)
+    config.pluginmanager.register(schedule.Ordering(), "kernattn-e2e-schedule")
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: absent under -p no:xdist

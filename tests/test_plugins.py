@@ -166,7 +166,7 @@ def test_a_plugin_row_trains_in_the_dag_is_recorded_and_its_edit_reruns_exactly_
     from .test_pipeline import run
 
     assert micro_dag.returncode == 0, micro_dag.output[-3000:]
-    ws = micro_dag.copy(tmp_path)  # the built-ins' runs, trained once per session
+    ws = micro_dag.copy(tmp_path, tracking="store")  # the built-ins' runs, trained once per session
     (ws / "plugins").mkdir()
     plugin = ws / "plugins" / "cosine_attention.py"
     shutil.copy(EXAMPLE, plugin)

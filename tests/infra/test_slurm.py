@@ -84,7 +84,7 @@ def test_snakemake_profile_slurm_all_runs_the_micro_pipeline(slurm_cluster, micr
     assert run.returncode == 0, f"{_tail(run.output)}\n{_slurm_logs(run.ws)}"
     assert "Nothing to be done" not in run.output
     # every output of the DAG, as snakemake itself lists them, exists and is up to date
-    summary = subprocess.run([str(BIN / "snakemake"), "--cores", "1", "--summary"], cwd=run.copy(tmp_path, tracking_as_params_yaml=False),
+    summary = subprocess.run([str(BIN / "snakemake"), "--cores", "1", "--summary"], cwd=run.copy(tmp_path, tracking="server"),
                              env=run.env(slurm_cluster), capture_output=True, text=True, timeout=300)
     assert summary.returncode == 0, summary.stderr[-2000:]
     rows = [line.split("\t") for line in summary.stdout.splitlines()[1:] if "\t" in line]
@@ -157,7 +157,7 @@ def test_jobs_got_the_profile_resources(slurm_cluster, micro_dag):
 
 def test_a_second_run_has_nothing_to_do(slurm_cluster, micro_dag, tmp_path):
     assert micro_dag.via == "slurm" and micro_dag.returncode == 0, micro_dag.why
-    again = subprocess.run(micro_dag.cmd, cwd=micro_dag.copy(tmp_path, tracking_as_params_yaml=False),
+    again = subprocess.run(micro_dag.cmd, cwd=micro_dag.copy(tmp_path, tracking="server"),
                            env=micro_dag.env(slurm_cluster), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Nothing to be done" in again.stdout + again.stderr
