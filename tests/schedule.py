@@ -67,17 +67,17 @@ def order(items: list, seconds: dict[str, float]) -> list:
             tier = 3
         return tier, -total
 
-    ranked = sorted(units.values(), key=rank)  # stable: equal ranks keep collection order
-    return [item for unit in _interleave(ranked, [rank(unit)[0] for unit in ranked]) for item in unit]
+    ranked = sorted(((rank(unit), unit) for unit in units.values()), key=lambda pair: pair[0])  # stable
+    return [item for unit in _interleave([(tier, unit) for (tier, _), unit in ranked]) for item in unit]
 
 
-def _interleave(units: list, tiers: list[int]) -> list:
+def _interleave(tiered: list[tuple[int, list]]) -> list:
     """A short test after each test that reads the DAG: a worker that starts a test is handed the
     next one at once (xdist queues one ahead), so two long ones in a row would run one after
     the other on one worker while another worker runs short ones."""
-    short = [u for u, t in zip(units, tiers) if t == 3]
+    short = [unit for tier, unit in tiered if tier == 3]
     out = []
-    for unit, tier in zip(units, tiers):
+    for tier, unit in tiered:
         if tier == 3:
             continue
         out.append(unit)

@@ -150,6 +150,8 @@ class DagRun:
           and its SQLite store: 3.5 of 7 s), and the end-to-end job is CPU-bound;
         - "store": to the store params.yaml names (SQLite in the copy), never the session's server;
         - "server": as the DAG was, to the session's server."""
+        if tracking not in ("off", "store", "server"):
+            raise ValueError(f"copy(tracking={tracking!r}): one of 'off', 'store', 'server'")
         ws = dest / "ws"
         shutil.copytree(self.ws, ws, symlinks=True, ignore=_transient)
         if tracking != "server":
