@@ -18,6 +18,11 @@ TEST_STAMP := $(VENV)/.kernattn-test-installed
 # its order is tests/schedule.py's (docs/development.md).
 FAST_JOBS ?= 2
 E2E_JOBS ?= 4
+# pytest with bytecode caching on, whatever the shell says (containers, CI's included, often set
+# PYTHONDONTWRITEBYTECODE=1): the commands the tests run then write src/'s __pycache__ as they do
+# on a researcher's machine, which is what DVC's and Snakemake's folder dependencies must
+# survive (.dvcignore; tests/test_dvc.py), and pytest keeps its assertion-rewritten test modules.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 .PHONY: env env-pipeline test test-fast test-e2e test-data pipeline controls bench clean-env
 
@@ -50,7 +55,7 @@ test: $(TEST_STAMP)
 
 # Unit and component tests, for the edit loop (under 3 minutes on two cores).
 test-fast: test-data
-	$(PY) -m pytest -q -m "not e2e" -n $(FAST_JOBS) --dist loadgroup --junitxml=results/unit-tests.xml
+	$(PYTEST) -q -m "not e2e" -n $(FAST_JOBS) --dist loadgroup --junitxml=results/unit-tests.xml
 
 # The pipeline's commands as processes: the micro DAG (trained once, locally and on a SLURM
 # test cluster), DVC, the MLflow server, the report in Chromium, ranks, kills and resumes.
@@ -58,7 +63,7 @@ test-fast: test-data
 # tests/test_dvc_exp.py's its one test on another). --no-loadscope-reorder: the workers take the
 # tests in tests/schedule.py's order, not xdist's (largest group first).
 test-e2e: test-data
-	$(PY) -m pytest -q -m e2e -n $(E2E_JOBS) --dist loadgroup --no-loadscope-reorder --junitxml=results/e2e-tests.xml
+	$(PYTEST) -q -m e2e -n $(E2E_JOBS) --dist loadgroup --no-loadscope-reorder --junitxml=results/e2e-tests.xml
 
 test-data: $(TEST_STAMP)
 	@if [ -z "$$KERNATTN_DATA_MIRROR" ]; then $(VENV)/bin/kernattn data pull --scale micro; fi

@@ -39,13 +39,14 @@ def command_env(**extra) -> dict:
 
 def make_workspace(ws: Path, *, tracking: dict | None = None, mlflow_ui: str | None = None,
                    mirror: Path | None = None) -> Path:
-    """`ws`: a copy of the pipeline's top level (Snakefile, src link, params.yaml at the micro
+    """`ws`: a copy of the pipeline's top level (Snakefile, .dvcignore, src link, params.yaml at the micro
     scale). Its data sets come from the catalogue, through the data mirror the environment names
     (`mirror`: the char corpus from that local file instead); `tracking`: keys over params.yaml's
     tracking section (None: params.yaml's own, the workspace's file store)."""
     assert paths.DICKENS.is_file(), f"{paths.DICKENS} is missing: set KERNATTN_DATA_MIRROR (tests/paths.py)"
     ws.mkdir(parents=True)
     shutil.copy(REPO / "Snakefile", ws / "Snakefile")
+    shutil.copy(REPO / ".dvcignore", ws / ".dvcignore")  # kept by `dvc init`: src/'s bytecode is no dependency
     (ws / "src").symlink_to(REPO / "src")  # the code DVC stages depend on
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
