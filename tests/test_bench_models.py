@@ -19,6 +19,7 @@ from kernattn.bench import models as bm
 from kernattn.bench.typed_csv import read_rows
 from kernattn.config import ParamsError, load_params
 from kernattn.bench import report as bench_models
+from kernattn.yaml_text import safe_dump, safe_load
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -108,10 +109,10 @@ def test_bench_stage_on_micro(tmp_path):
                                            ({"size": "huge"}, "bench.size")])
 def test_bad_bench_params(tmp_path, override, key):
     import yaml
-    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc = safe_load((REPO / "params.yaml").read_text())
     doc["bench"].update(override)
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(safe_dump(doc))
     with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
         load_params(path, "paper")
 

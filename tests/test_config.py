@@ -7,9 +7,9 @@ import functools
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kernattn.config import ParamsError, load_params, run_matrix
+from kernattn.yaml_text import safe_dump, safe_load
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "params.yaml"
@@ -17,13 +17,13 @@ PARAMS = REPO / "params.yaml"
 
 def write(tmp_path, doc) -> Path:
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc) if not isinstance(doc, str) else doc)
+    path.write_text(safe_dump(doc) if not isinstance(doc, str) else doc)
     return path
 
 
 @functools.cache
 def _shipped() -> dict:
-    return yaml.safe_load(PARAMS.read_text())
+    return safe_load(PARAMS.read_text())
 
 
 def base():

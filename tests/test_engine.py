@@ -30,11 +30,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from kernattn import cli
 from kernattn.engine import HOLD_ENV, is_timing, metric_dict, mlflow_params
 from kernattn.engine import trace as param_trace
+from kernattn.yaml_text import safe_dump, safe_load
 from tests.test_train import _keep_torch_threads, corpus  # noqa: F401 (fixtures)
 from tests import paths
 from tests.workspace import command_env
@@ -96,7 +96,7 @@ def prepared(tmp_path_factory, corpus) -> Prepared:  # noqa: F811
 
 def write_params(case: Case, folder: Path, data: Path, tracking: dict | None = None, **sections) -> Path:
     """params.yaml at micro scale, every path under `folder`, the case's and `sections`' overrides."""
-    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc = safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     micro = doc["scales"]["micro"]
     micro["tracking"] = {"enabled": False, "uri": f"sqlite:///{folder}/mlflow/mlflow.db",
@@ -112,7 +112,7 @@ def write_params(case: Case, folder: Path, data: Path, tracking: dict | None = N
             micro.setdefault(section, {}).update(values)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "params.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     return path
 
 

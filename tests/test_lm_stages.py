@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from kernattn import attention
 from kernattn.cli import main
+from kernattn.yaml_text import safe_dump, safe_load
 from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ def _keep_torch_threads():
 
 
 def write_params(folder: Path, **lm) -> Path:
-    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc = safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     micro = doc["scales"]["micro"]
     micro["lm"] = {**micro["lm"], "dataset": "c4-sample",  # through the data mirror
@@ -40,7 +40,7 @@ def write_params(folder: Path, **lm) -> Path:
                    "out_dir": str(folder / "lm/runs"), **lm}
     doc["tracking"]["enabled"] = False
     path = folder / "params.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     return path
 
 
@@ -52,7 +52,7 @@ GPA8 = {"name": "gpa8", "variant": "gpa", "options": {"n_kernels": 8, "combine":
 def ws(tmp_path_factory) -> Path:
     """Micro scale's LM rows plus gpa8, prepared through the CLI."""
     folder = tmp_path_factory.mktemp("lm")
-    micro_rows = yaml.safe_load((REPO / "params.yaml").read_text())["scales"]["micro"]["lm"]["rows"]
+    micro_rows = safe_load((REPO / "params.yaml").read_text())["scales"]["micro"]["lm"]["rows"]
     params = write_params(folder, rows=[*micro_rows, GPA8])
     assert main(["prepare-lm", "--params", str(params)]) == 0
     return folder

@@ -11,17 +11,17 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from kernattn.config import Params, ParamsError, load_params, params_from_args
 from kernattn.dag import snakemake as dag_smk
+from kernattn.yaml_text import safe_dump, safe_load
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "params.yaml"
 
 
 def full_copy() -> dict:
-    return yaml.safe_load(PARAMS.read_text())
+    return safe_load(PARAMS.read_text())
 
 
 def settings(tmp_path: Path, *docs: dict, config: dict | None = None) -> SimpleNamespace:
@@ -30,7 +30,7 @@ def settings(tmp_path: Path, *docs: dict, config: dict | None = None) -> SimpleN
     files = []
     for i, doc in enumerate(docs):
         files.append(tmp_path / f"c{i}.yaml")
-        files[-1].write_text(yaml.safe_dump(doc, sort_keys=False))
+        files[-1].write_text(safe_dump(doc, sort_keys=False))
     return SimpleNamespace(configfiles=files, config=config or {})
 
 
@@ -69,7 +69,7 @@ def test_a_copy_with_one_value_changed_changes_that_value(tmp_path):
     assert differences(base, over) == {"train.weight_decay": (0.1, 0.2), "train.lr": (2.0e-3, 4.0e-3)}
     assert over.changes == {"train": {"weight_decay": 0.2, "lr": 4.0e-3}}
     path = dag_smk.overrides_file(over, str(tmp_path / "o"))
-    assert load_params(PARAMS, over.scale, [(path, yaml.safe_load(Path(path).read_text()))]) == over
+    assert load_params(PARAMS, over.scale, [(path, safe_load(Path(path).read_text()))]) == over
     doc = full_copy()
     doc["train"]["lr"] = 5.0e-4  # tiny sets its own train.lr
     assert differences(load_params(PARAMS, "tiny"), load_params(PARAMS, "tiny", [("my.yaml", doc)])) == {}
@@ -118,7 +118,7 @@ def test_a_source_may_add_a_scale(tmp_path):
                if str(v[0]).replace("paper", "mine") != str(v[1])}  # {scale} in paths and names aside
     assert renamed == {"train.max_steps": (200_000, 7)}
     path = dag_smk.overrides_file(p, str(tmp_path / "o"))
-    assert load_params(PARAMS, "mine", [(path, yaml.safe_load(Path(path).read_text()))]) == p
+    assert load_params(PARAMS, "mine", [(path, safe_load(Path(path).read_text()))]) == p
 
 
 def test_every_unknown_key_of_a_source_is_named_with_the_source(tmp_path):
@@ -136,7 +136,7 @@ def test_every_unknown_key_of_a_source_is_named_with_the_source(tmp_path):
     doc = full_copy()
     doc["train"]["lr_max"], doc["data"]["urls"] = 1, [{"url": "https://x.org/a.txt", "sha": "0" * 64}]
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(safe_dump(doc))
     with pytest.raises(ParamsError, match=rf"^{path}: unknown keys 'data\.urls\[0\]\.sha', 'train\.lr_max'; "
                                           r"allowed: in data\.urls\[0\]: url, sha256; in train: batch_size"):
         load_params(path)
@@ -167,19 +167,19 @@ def test_snakemake_takes_a_full_copy_as_configfile(tmp_path):
     from tests.workspace import make_workspace
 
     ws = make_workspace(tmp_path / "ws")
-    doc = yaml.safe_load((ws / "params.yaml").read_text())
-    (ws / "full.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    doc = safe_load((ws / "params.yaml").read_text())
+    (ws / "full.yaml").write_text(safe_dump(doc, sort_keys=False))
     plain, _ = dry_run_jobs(ws, "--forceall")
     jobs, proc = dry_run_jobs(ws, "--forceall", "-p", "--configfile", "full.yaml")
     assert proc.returncode == 0 and jobs == plain and "--overrides" not in proc.stdout, proc.stderr[-2000:]
     variant = copy.deepcopy(doc)
     variant["scales"]["micro"]["train"]["max_steps"] = 7
-    (ws / "variant.yaml").write_text(yaml.safe_dump(variant, sort_keys=False))
+    (ws / "variant.yaml").write_text(safe_dump(variant, sort_keys=False))
     jobs, proc = dry_run_jobs(ws, "-p", "--configfile", "variant.yaml")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "train@rope-s0" in jobs
     [path] = {line.split("--overrides ")[1].split()[0] for line in proc.stdout.splitlines() if "--overrides " in line}
-    assert yaml.safe_load((ws / path).read_text()) == {"train": {"max_steps": 7}}
+    assert safe_load((ws / path).read_text()) == {"train": {"max_steps": 7}}
 
 
 def test_kernattn_overrides_takes_a_full_copy(tmp_path):
@@ -187,7 +187,7 @@ def test_kernattn_overrides_takes_a_full_copy(tmp_path):
     doc = full_copy()
     doc["scales"]["micro"]["train"]["max_steps"] = 9
     path = tmp_path / "my.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(safe_dump(doc))
     micro = params_from_args(SimpleNamespace(params=str(PARAMS), scale="micro", overrides=str(path)))
     assert micro.train.max_steps == 9 and micro.overrides == str(path)
     own = params_from_args(SimpleNamespace(params=str(PARAMS), scale=None, overrides=str(path)))

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from kernattn.cli import main
 from kernattn.config import load_params, run_matrix
@@ -21,6 +20,7 @@ from kernattn.report.verdicts import comparisons
 from kernattn.page import build
 from kernattn.tracks.char import report_runs
 from kernattn.tracks.char.track import lr_at
+from kernattn.yaml_text import safe_dump, safe_load
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "params.yaml"
@@ -313,7 +313,7 @@ def test_shipped_paper_numbers_name_real_rows():
 # ----------------------------------------------------------------------------- fixtures
 def write_params(tmp_path: Path, seeds=(0, 1, 2), only=None, mlflow_ui="http://127.0.0.1:5000",
                  scale="tiny") -> Path:
-    doc = yaml.safe_load(PARAMS.read_text())
+    doc = safe_load(PARAMS.read_text())
     doc["scale"] = scale
     doc["data"]["out_dir"] = str(tmp_path / "data")
     doc["train"]["out_dir"] = str(tmp_path / "runs")
@@ -323,7 +323,7 @@ def write_params(tmp_path: Path, seeds=(0, 1, 2), only=None, mlflow_ui="http://1
     doc["scales"].setdefault(scale, {})
     doc["scales"][scale] = {**(doc["scales"][scale] or {}), "matrix": {"seeds": list(seeds), "only": only}}
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     return path
 
 
@@ -653,7 +653,7 @@ def test_constructed_claims(tmp_path):
          "order": ["gka", "no_such_row"]},
     ]}
     numbers = tmp_path / "claims.yaml"
-    numbers.write_text(yaml.safe_dump(claims))
+    numbers.write_text(safe_dump(claims))
     index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[],
                                paper_numbers=numbers)
     page = parse(index)
@@ -812,7 +812,7 @@ def test_paper_scale_numbers(tmp_path, n_params, verdict):
     size = {k: v for k, v in next(c for c in papers["claims"] if c["id"] == "001-model-size").items()
             if k != "architecture"}
     numbers = tmp_path / "numbers.yaml"
-    numbers.write_text(yaml.safe_dump({"claims": [size]}))
+    numbers.write_text(safe_dump({"claims": [size]}))
     index = build.build_report(load_params(params_path), params_file=str(params_path), bench_dirs=[],
                                paper_numbers=numbers)
     assert parse(index).verdicts["001-model-size"] == verdict
@@ -890,13 +890,13 @@ def test_lm_claims_with_seeds_and_paired_bootstrap(tmp_path, monkeypatch):
 
     monkeypatch.setattr(lm_claims, "_identity_reading", _diagonal(0.5))  # GKA that learned to mix
     params_path = write_params(tmp_path, seeds=(0,), only=["rope"])
-    doc = yaml.safe_load(params_path.read_text())
+    doc = safe_load(params_path.read_text())
     doc["lm"]["out_dir"] = str(tmp_path / "lm" / "runs")
     doc["lm"]["data_dir"] = str(tmp_path / "lm" / "data")
     doc["scales"]["tiny"]["lm"]["seeds"] = [0, 1, 2]
     for row in doc["scales"]["tiny"]["lm"]["rows"]:
         row.pop("seeds", None)  # every row at the three seeds (tiny trains its unclaimed rows at one)
-    params_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    params_path.write_text(safe_dump(doc, sort_keys=False))
     write_runs(params_path)
     params = load_params(params_path)
     # the claims read the paper's pair, base and gka_paper (Table 8: unequal budgets), not gka_tokens:

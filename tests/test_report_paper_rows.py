@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from kernattn.config import ParamsError, load_params
 from kernattn.report import verdicts
@@ -20,6 +19,7 @@ from kernattn.tracks.lm.stages import lm_runs
 from kernattn.tracks.vision import stages as vision_stages
 from kernattn.tracks.vision.report import PAIR
 from kernattn.tracks.vision.report import PAPER_FILE as PAPER_VISION
+from kernattn.yaml_text import safe_dump, safe_load
 
 from .test_report import PARAMS, _write_lm_evals, write_params, write_runs
 
@@ -40,20 +40,20 @@ STUDY_KINDS = ("study_wrap", "study_gka_init", "study_prune")  # the studies' cl
     ({"seed": "003", "table": 5, "modle": "X"}, "unknown keys 'vision.rows[1].paper[0].modle'"),
 ])
 def test_paper_field_errors_are_one_line(tmp_path, paper, words):
-    doc = yaml.safe_load(PARAMS.read_text())
+    doc = safe_load(PARAMS.read_text())
     doc["vision"]["rows"][1]["paper"] = paper
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     with pytest.raises(ParamsError) as err:
         load_params(path, "paper")
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_old_numeric_document_id_is_read_with_a_one_line_hint(tmp_path, capsys):
-    doc = yaml.safe_load(PARAMS.read_text())
+    doc = safe_load(PARAMS.read_text())
     doc["vision"]["rows"][1]["paper"] = {"seed": "003", "table": 5, "model": "GKA-Ti"}
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     p = load_params(path, "paper")
     assert paper_row(p.vision.rows, "003", "GKA-Ti", table=5).name == "gka"
     [hint] = [line for line in capsys.readouterr().err.splitlines() if "old name" in line]
@@ -105,7 +105,7 @@ def _needs(claim: dict, p) -> bool:
 def _write_counts(p) -> None:
     """counts.json as count-vision writes it, with the paper's own numbers (count-vision builds
     ten models: tests/test_vision.py checks those; here the report's lookups are under test)."""
-    paper = yaml.safe_load(Path(PAPER_VISION).read_text())
+    paper = safe_load(Path(PAPER_VISION).read_text())
     models = [{"model": m, "total_m": v["total"], "attn_m": v["attn"], "mlp_m": v["mlp"],
                "sigma": paper["table3"][m]["sigma"], "flops_g": v["flops"], "flops_unpadded_g": v["flops"],
                "ckpt_mib": v["size"]} for m, v in paper["table2"].items()]

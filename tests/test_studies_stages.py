@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from kernattn.config import ParamsError, load_params
 from kernattn.io import load_torch
+from kernattn.yaml_text import safe_dump, safe_load
 
 from .test_pipeline import dry_run_jobs, run
 from .workspace import BIN
@@ -43,10 +43,10 @@ from .test_report import PARAMS
     ({"wrapp": {}}, "unknown key 'studies.wrapp'"),
 ])
 def test_bad_studies_params_are_one_line(tmp_path, studies, words):
-    doc = yaml.safe_load(PARAMS.read_text())
+    doc = safe_load(PARAMS.read_text())
     doc["studies"] = {**doc["studies"], **studies}
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     with pytest.raises(ParamsError) as err:
         load_params(path, "tiny")
     message = str(err.value)
@@ -59,10 +59,10 @@ def test_rows_the_scale_does_not_train_are_left_out_of_the_studies(tmp_path):
     from kernattn.studies.prune import stages as prune
     from kernattn.studies.wrap import stages as wrap
 
-    doc = yaml.safe_load(PARAMS.read_text())
+    doc = safe_load(PARAMS.read_text())
     doc["scales"]["tiny"]["matrix"]["only"] = ["rope", "gpa_m64"]
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     p = load_params(path, "tiny")
     assert wrap.wrap_original_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
     assert prune.prune_runs(p) == ["gpa_m64-s0", "gpa_m64-s1"]
@@ -84,19 +84,19 @@ def test_the_gka_init_study_trains_its_char_row_at_its_own_seeds(tmp_path):
     char_runs = [r.spec.seed for r in gka_init.gka_runs(small).values() if r.track == "char"]
     assert char_runs == [5, 6, 7, 8, 9, 10] * 4 and max(small.matrix.seeds) == 4  # every init the claim names
     assert prune.prune_runs(small)[:5] == [f"gpa_dp_m8-s{s}" for s in range(5)]
-    doc = yaml.safe_load(PARAMS.read_text())
+    doc = safe_load(PARAMS.read_text())
     doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": [7]}}
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     runs = gka_init.gka_runs(load_params(path, "tiny"))
     assert sorted(r for r, x in runs.items() if x.track == "char") == [f"gka-init_{i}-s7" for i in
                                                                         ("1", "median", "sqrt_d", "sqrt_d_half")]
     doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": []}}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     with pytest.raises(ParamsError, match=r"studies.gka_init.seeds is empty"):
         load_params(path, "tiny")
     doc["scales"]["tiny"]["studies"] = {"gka_init": {"seeds": [3, 3]}}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     with pytest.raises(ParamsError, match=r"studies.gka_init.seeds lists seed 3 twice"):
         load_params(path, "tiny")
 
@@ -106,10 +106,10 @@ def test_an_lm_or_vision_scale_without_the_gka_row_leaves_it_out(tmp_path):
     from kernattn.studies.gka_init import stages as gka_init
     from kernattn.config.studies import init_rows_not_trained
 
-    doc = yaml.safe_load(PARAMS.read_text())
+    doc = safe_load(PARAMS.read_text())
     doc["scales"]["tiny"]["lm"]["rows"] = [{"name": "base", "variant": "base"}]
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(safe_dump(doc, sort_keys=False))
     p = load_params(path, "tiny")
     assert init_rows_not_trained(p) == ["lm:gka_tokens"]
     assert {r.track for r in gka_init.gka_runs(p).values()} == {"char", "vision"}

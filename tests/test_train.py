@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from kernattn import cli
 from kernattn.engine import mlflow_params
 from kernattn.tracks.char import track as train
+from kernattn.yaml_text import safe_dump, safe_load
 from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,7 +63,7 @@ def corpus(tmp_path_factory) -> Path:
 
 def make_params(folder: Path, corpus: Path, tracking: dict | None = None, **sections) -> Path:
     """params.yaml at micro scale with every path under `folder`; `sections` override micro."""
-    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc = safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     micro = doc["scales"]["micro"]
     micro.setdefault("data", {})["out_dir"] = str(corpus)
@@ -74,7 +74,7 @@ def make_params(folder: Path, corpus: Path, tracking: dict | None = None, **sect
         micro.setdefault(section, {}).update(values)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "params.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(safe_dump(doc))
     return path
 
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from kernattn import attention, cli
 from kernattn.config import ParamsError, load_params
 from kernattn.fetch import DataError
 from kernattn.tracks.vision import data as vdata
+from kernattn.yaml_text import safe_dump, safe_load
 from tests import paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,14 +34,14 @@ def _keep_torch_threads():
 
 
 def make_params(folder: Path, **vision) -> Path:
-    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc = safe_load((REPO / "params.yaml").read_text())
     doc["scale"] = "micro"
     v = doc["scales"]["micro"]["vision"]
     v.update({"data_root": str(FASHION), "data_dir": str(folder / "data"), "out_dir": str(folder / "runs"),
               "analysis_dir": str(folder / "analysis"), "counts_dir": str(folder / "counts"), **vision})
     doc["scales"]["micro"]["tracking"] = {"enabled": False}
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "params.yaml").write_text(yaml.safe_dump(doc))
+    (folder / "params.yaml").write_text(safe_dump(doc))
     return folder / "params.yaml"
 
 

@@ -18,6 +18,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..type_hints import type_hints
 from .options import SPECS
 
 IMPLS = ("fast", "reference")
@@ -187,7 +188,7 @@ def make_options(name: str, options: dict[str, Any]):
     """Validate `options` for variant `name` and return its options dataclass."""
     options_type = options_class(name)
     fields = option_fields(name)
-    hints = typing.get_type_hints(options_type)
+    hints = type_hints(options_type)
     for key, value in options.items():
         if key not in fields:
             raise AttentionConfigError(

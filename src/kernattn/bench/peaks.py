@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
+from ..yaml_text import safe_load
 
 TABLE = Path(__file__).with_name("gpus.yaml")
 CPU = "cpu"
@@ -30,7 +30,7 @@ class Kind:
 
 @lru_cache(maxsize=1)
 def kinds() -> dict[str, Kind]:
-    doc = yaml.safe_load(TABLE.read_text())["kinds"]
+    doc = safe_load(TABLE.read_text())["kinds"]
     return {name: Kind(name, tuple(v["match"]), float(v["bf16"]), float(v["mfu"]), v["source"],
                  float(v.get("memory_gib", 0.0)))
             for name, v in doc.items()}

@@ -17,10 +17,10 @@ from importlib import resources
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from ..report.claims import ClaimResult
 from ..report.part import ClaimKind, ReportContext
+from ..yaml_text import safe_load
 from . import report_attention as bench_attention, report_ddp as bench_ddp, report_table4 as bench_table4
 from .report_table4 import PAPER_SHAPE
 
@@ -34,7 +34,7 @@ CSV_NAME, RATIOS_NAME = "models.csv", "models_ratios.csv"
 
 
 def paper_table4() -> dict:
-    return yaml.safe_load(resources.files(__package__).joinpath("paper_bench.yaml").read_text())
+    return safe_load(resources.files(__package__).joinpath("paper_bench.yaml").read_text())
 
 
 def sources(params) -> list[tuple[str, Path]]:

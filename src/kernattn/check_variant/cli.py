@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import UsageError
+from ..yaml_text import safe_load
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
                          f"(pass --params, or --skip-training for the module checks alone)")
     loaded = load_command_plugins(args)
     try:
-        options = yaml.safe_load(args.options) or {}
+        options = safe_load(args.options) or {}
     except yaml.YAMLError as exc:
         raise UsageError(f"--options {args.options!r}: not YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(options, dict):

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from ..yaml_text import safe_load
+
 STEPS = 8
 PERIOD = 7
 ROW = "variant_check"
@@ -68,7 +70,7 @@ def check_training(params_path: str, name: str, options: dict, plugins: list[str
     from ..engine.runtime import weights_digest
 
     overrides = write_overrides(params_path, name, options, plugins, work)
-    params = load_params(params_path, "micro", [(str(overrides), yaml.safe_load(overrides.read_text()))])
+    params = load_params(params_path, "micro", [(str(overrides), safe_load(overrides.read_text()))])
     code, straight = _train(params, work / "straight")
     if code != 0:
         return {"training": [f"the micro training exited {code}"], "resume": ["not checked: the training failed"],
@@ -97,7 +99,7 @@ def check_ddp(params_path: str, overrides: Path, one_rank: dict, out: Path) -> l
     """The run on 2 ranks through the pipeline's own command; its final weights against 1 rank's."""
     from ..io import load_torch
 
-    doc = yaml.safe_load(overrides.read_text())
+    doc = safe_load(overrides.read_text())
     doc["train"]["out_dir"] = str(out)
     mine = out.parent / "ddp.yaml"
     mine.write_text(yaml.safe_dump(doc, sort_keys=False))

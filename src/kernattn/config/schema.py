@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ParamsError
+from ..type_hints import type_hints
 
 
 def positive(doc: str = "", **meta) -> dict:
@@ -93,7 +94,7 @@ def unknown_keys(cls, values: Any, where: str) -> list[Unknown]:
     of `cls` does not have: all of them, so that one error names every typo of a file."""
     if not isinstance(values, dict):
         return []  # build() says what is wrong with it
-    allowed, hints = field_names(cls), typing.get_type_hints(cls)
+    allowed, hints = field_names(cls), type_hints(cls)
     found = [(f"{where}.{key}", where, allowed) for key in values if key not in allowed]
     for key, value in values.items():
         if key in allowed:
@@ -136,7 +137,7 @@ def build(cls, values: Any, where: str, path: Path | str):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if unknown := [key for key in values if key not in fields]:
         raise unknown_keys_error(path, [(f"{where}.{key}", where, field_names(cls)) for key in unknown])
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     kwargs = {key: convert(value, hints[key], f"{where}.{key}", path, fields[key].metadata)
               for key, value in values.items()}
     missing = [n for n, f in fields.items() if n not in kwargs and f.default is dataclasses.MISSING

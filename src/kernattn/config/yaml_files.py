@@ -9,12 +9,8 @@ from typing import Any
 import yaml
 
 from ..errors import ParamsError
+from ..yaml_text import safe_load
 from .schema import deep_merge
-
-# libyaml's safe loader where PyYAML was built with it (the wheels are): params.yaml parses in
-# 4.5 ms instead of 41, and every process and every Snakefile parse reads it. Same documents,
-# same errors with their marks (only the problem's wording differs).
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_yaml(path: Path, what: str) -> dict:
@@ -22,7 +18,7 @@ def read_yaml(path: Path, what: str) -> dict:
     if not path.is_file():
         raise ParamsError(f"{path}: no such {what}")
     try:
-        doc = yaml.load(path.read_text(), Loader=_SAFE_LOADER) or {}
+        doc = safe_load(path.read_text()) or {}  # libyaml: every process and Snakefile parse reads it
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

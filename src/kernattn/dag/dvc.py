@@ -46,6 +46,7 @@ from ..config import Params, params_from_args
 from ..io import atomic_write_text
 from ..stage import DVC_ITEM, Stage
 from ..units import UNITS
+from ..yaml_text import safe_load
 from .snakemake import scale_args
 from .stages import run_plugin_files, stage_table
 
@@ -54,7 +55,7 @@ def watched(params: Params, params_file: str, sections: tuple[str, ...]) -> list
     """The params.yaml keys a stage reads: `scale`, each section, and the chosen scale's
     override of it where the file has one. Exact keys are what lets `dvc exp run -S k=v`
     rerun only the stages that read k (DVC fails on keys the file lacks: list only those)."""
-    doc = yaml.safe_load(Path(params.path).read_text()) or {}
+    doc = safe_load(Path(params.path).read_text()) or {}
     override = (doc.get("scales") or {}).get(params.scale) or {}
     keys = ["scale"]
     for section in sections:
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{out} is up to date")
         return 0
     atomic_write_text(out, text)
-    stages = yaml.safe_load(text)["stages"]
+    stages = safe_load(text)["stages"]
     print(f"wrote {out}: {len(stages)} stages, {sum(len(s.get('foreach', [None])) for s in stages.values())} jobs "
           f"(scale {params.scale})")
     return 0

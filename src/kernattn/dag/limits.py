@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..yaml_text import safe_load
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """install-profile's options for the time limits."""
@@ -39,7 +41,7 @@ def plan_minutes(args: argparse.Namespace, profile_text: str) -> dict[str, int]:
     # the plan of the params the DAG will run: the --plan-params file with the command's --overrides
     params = load_params(args.plan_params, args.plan_scale, overrides_sources(args.overrides))
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as fh:  # the GPUs per run of the profile installed
-        fh.write(yaml.safe_dump(yaml.safe_load(profile_text)))
+        fh.write(yaml.safe_dump(safe_load(profile_text)))
         fh.flush()
         gpus_of = profile_gpus(fh.name)
     plan = make_plan(params, stage_table(params), resolve_device(kind, args.plan_mfu), 10**6, gpus_of, measured_loader())

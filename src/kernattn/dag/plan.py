@@ -37,6 +37,7 @@ import yaml
 from ..bench import peaks
 from ..config import Params
 from ..stage import Stage
+from ..yaml_text import safe_load
 
 SAFETY = 2.0          # time limit = planned wall x this (MFU and scaling are estimates)
 MARGIN_MIN = 15       # + minutes of start-up a plan does not count (imports, data, compile)
@@ -204,7 +205,7 @@ def measured_mfu(kind: str, root: str | Path = MEASURED) -> tuple[float, str] | 
 
 
 def cpu_defaults() -> dict:
-    return yaml.safe_load(peaks.TABLE.read_text())["cpu"]
+    return safe_load(peaks.TABLE.read_text())["cpu"]
 
 
 def resolve_device(kind: str, mfu: float | None, threads: int = 1, measured_root: str | Path = MEASURED) -> Device:
@@ -223,7 +224,7 @@ def resolve_device(kind: str, mfu: float | None, threads: int = 1, measured_root
     found = measured_mfu(kind, measured_root)
     if found:
         return Device(kind, k.bf16, *found)
-    tracks = yaml.safe_load(peaks.TABLE.read_text()).get("track_mfu") or {}
+    tracks = safe_load(peaks.TABLE.read_text()).get("track_mfu") or {}
     return Device(kind, k.bf16, k.mfu, "stated defaults (src/kernattn/bench/gpus.yaml)"
                   + "".join(f"; {t} {v['mfu']}" for t, v in tracks.items()),
                   {t: float(v["mfu"]) for t, v in tracks.items()})
@@ -232,7 +233,7 @@ def resolve_device(kind: str, mfu: float | None, threads: int = 1, measured_root
 def profile_gpus(profile: str | Path | None):
     """stage -> GPUs per run from a profile's set-resources: the run's world, `ranks` (per node) x
     `nodes` as the training rules launch it, else its `gpu`, else 1."""
-    doc = yaml.safe_load(Path(profile).read_text()) if profile and Path(profile).is_file() else {}
+    doc = safe_load(Path(profile).read_text()) if profile and Path(profile).is_file() else {}
     resources = (doc or {}).get("set-resources") or {}
 
     def gpus_of(stage: str) -> int:

@@ -20,6 +20,7 @@ from ..config import Params
 from ..config.yaml_files import read_yaml
 from ..io import atomic_write_text
 from ..stage import Stage, runs_as_ranks
+from ..yaml_text import safe_load
 
 # Snakemake config keys of ours that params.yaml does not hold: `params` names another params
 # file. (`scale` is params.yaml's own key: a source's `scale` selects the scale.)
@@ -53,7 +54,7 @@ def _typed(value):
         return [_typed(v) for v in value]
     if isinstance(value, str):
         try:
-            return yaml.safe_load(value) if value.strip() else value
+            return safe_load(value) if value.strip() else value
         except yaml.YAMLError:
             return value
     return value

@@ -17,9 +17,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from ..fetch import DataError
+from ..yaml_text import safe_load
 
 CATALOGUE = Path(__file__).with_name("catalogue.yaml")
 
@@ -89,7 +89,7 @@ def _file(name: str, entry: dict) -> DataFile:
 @functools.cache
 def load() -> dict[str, Dataset]:
     """Every data set of catalogue.yaml, by name."""
-    doc = yaml.safe_load(CATALOGUE.read_text(encoding="utf-8"))
+    doc = safe_load(CATALOGUE.read_text(encoding="utf-8"))
     out = {}
     for name, entry in doc.items():
         files = tuple(_file(name, f) for f in entry.get("files") or ())

@@ -12,6 +12,7 @@ import typing
 from functools import lru_cache
 
 from ..config.loader import SECTIONS
+from ..type_hints import type_hints
 
 _FIELD = re.compile(r"^    (\w+)\s*:(?!\s*$)")  # `    name: type ...` at class-body depth
 
@@ -104,7 +105,7 @@ def nested(f: dataclasses.Field, hints: dict):
 
 def section_table(cls, prefix: str, seen: set) -> list[str]:
     """Markdown: the table of `cls`'s fields, then the tables of the dataclasses it nests."""
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     rows = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
     inner = []
     for f in dataclasses.fields(cls):

@@ -28,6 +28,7 @@ from ..bench.timing import device_name
 from ..config import load_params
 from ..errors import UsageError
 from ..tracks.char import stages as char_stages
+from ..yaml_text import safe_load
 from . import train_run
 from .common import Context, PartResult, write_csv
 
@@ -58,7 +59,7 @@ def write_params(ctx: Context, work: Path, ranks: int) -> Path:
     """The train part's gpucheck scale with the micro-batch both runs share (global / ranks)."""
     work.mkdir(parents=True, exist_ok=True)
     path = train_run.write_params(ctx, work)
-    doc = yaml.safe_load(path.read_text())
+    doc = safe_load(path.read_text())
     train = doc["scales"][train_run.SCALE]["train"]
     if ctx.tiny:
         train.update(TINY_STEPS)

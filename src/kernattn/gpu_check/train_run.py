@@ -35,6 +35,7 @@ from ..bench.models import count_flops, peak_flops
 from ..config import load_params
 from ..errors import UsageError
 from ..tracks.char import stages as char_stages
+from ..yaml_text import safe_load
 from .common import Context, PartResult, write_csv
 
 SCALE = "gpucheck"
@@ -81,7 +82,7 @@ def corpus_path(ctx: Context, doc: dict) -> Path:
 
 def write_params(ctx: Context, work: Path) -> Path:
     """params.yaml plus the `gpucheck` scale; returns the generated file's path."""
-    doc = yaml.safe_load(Path(ctx.params).read_text())
+    doc = safe_load(Path(ctx.params).read_text())
     base = ((doc.get("scales") or {}).get("micro") or {}) if ctx.tiny else {}
     train = {**(TINY_TRAIN if ctx.tiny else FULL_TRAIN), "out_dir": str(work / "runs"),
              "device": "auto" if ctx.is_gpu else "cpu"}

@@ -56,6 +56,7 @@ from ..units import UNITS
 from ..report import forest, summary, unit_tests, verdicts
 from ..report.claims import ClaimResult, pairs_frame, summary_frame
 from ..report.part import ClaimKind, ReportContext, ReportError, merge, num
+from ..yaml_text import safe_load
 
 DEFAULT_BENCH_DIRS = ("results/cpu", "results/gpu")
 # the page's own parts, after the units': (key, module, template): the cost plan, then what it cost
@@ -178,7 +179,7 @@ def load_paper_numbers(path: str | os.PathLike | None = None, parts: list[Part] 
     else:
         text, where = Path(path).read_text(encoding="utf-8"), str(path)
     try:
-        doc = yaml.safe_load(text) or {}
+        doc = safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ReportError(f"{where}: YAML syntax error: {str(exc).splitlines()[0]}") from None
     doc.setdefault("papers", {})

@@ -12,8 +12,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from ..yaml_text import safe_load
 from .items import FAIL, OK, SKIP, WARN, Item
 
 SINFO_FORMAT = "%P|%l|%G|%D"
@@ -127,7 +126,7 @@ def slurm_items(profile: str | Path | None) -> list[Item]:
     if path is None or not path.is_file():
         return [Item("slurm", "profile", FAIL, f"no profile at {profile}; pass --profile FILE (a snakemake "
                                                f"profile's config.yaml)")]
-    doc = yaml.safe_load(path.read_text()) or {}
+    doc = safe_load(path.read_text()) or {}
     try:
         out = subprocess.run(["sinfo", "-h", "-o", SINFO_FORMAT], capture_output=True, text=True, check=True,
                              timeout=60).stdout
@@ -144,5 +143,5 @@ def slurm_items(profile: str | Path | None) -> list[Item]:
 def _mapping(resources) -> dict:
     """A profile's resources as a mapping (it may also write them as a list of "key=value")."""
     if isinstance(resources, list):
-        return {k.strip(): yaml.safe_load(v) for k, _, v in (str(r).partition("=") for r in resources)}
+        return {k.strip(): safe_load(v) for k, _, v in (str(r).partition("=") for r in resources)}
     return dict(resources or {})

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...yaml_text import safe_load
 from .. import stats
 from . import levels, words
 
@@ -87,7 +88,7 @@ def _shipped() -> dict:
 
     import yaml
 
-    return yaml.safe_load(resources.files("kernattn.report").joinpath("paper_numbers.yaml").read_text(encoding="utf-8"))
+    return safe_load(resources.files("kernattn.report").joinpath("paper_numbers.yaml").read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ kernattn.report.verdicts.line_wrap (unwrapped_vote, paragraphs_vote, row_verdict
 
 from __future__ import annotations
 
+from ...yaml_text import safe_load
+
 CLAIM_ID = "001-bump-paragraph-scale"
 
 
@@ -21,7 +23,7 @@ def shipped_paper_numbers() -> dict:
 
     import yaml
 
-    return yaml.safe_load(resources.files("kernattn").joinpath("report/paper_numbers.yaml").read_text(encoding="utf-8"))
+    return safe_load(resources.files("kernattn").joinpath("report/paper_numbers.yaml").read_text(encoding="utf-8"))
 
 
 def vanish_fraction() -> float:

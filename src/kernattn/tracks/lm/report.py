@@ -24,11 +24,11 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from ...config.lm import NANOCHAT_COMMIT, NANOCHAT_COMMIT_DATE, LMParams
 from ...report import stats
 from ...report.part import ReportContext
+from ...yaml_text import safe_load
 from .core_eval import KINDS, RANDOM_BASELINE
 from .report_bootstrap import BOOT_RESAMPLES, TASKS, boot_table, core_bootstrap
 from .report_claims import CLAIM_KINDS, claim_rows, claims
@@ -44,7 +44,7 @@ NANOCHAT_KEYS = ("rope_base", "qk_gain", "resid_lambda_init", "x0_lambda_init", 
 
 
 def paper_numbers() -> dict:
-    return yaml.safe_load(PAPER_FILE.read_text())
+    return safe_load(PAPER_FILE.read_text())
 
 
 def depth20_counts(vocab: int = 32768, context: int = 2048) -> dict:

@@ -23,7 +23,6 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from . import report_gka, stages
 from ...io import read_lines
@@ -31,6 +30,7 @@ from ...report import gka_state, stats, verdicts
 from ...report.verdicts import comparisons, gates, gka_identity
 from ...report.claims import ClaimResult, paper_ref, paper_row
 from ...report.part import ClaimKind, ReportContext
+from ...yaml_text import safe_load
 
 OUTLINE = ("part-vision", "Vision: DeiT-style ViTs (gka-paper, Sections 4 and 7)", (
     ("vision", "GKA on vision: counts, top-1 and attention maps"),))
@@ -151,7 +151,7 @@ def section(ctx: ReportContext) -> dict:
     vp = params.vision
     if vp is None:
         return {"enabled": False}
-    paper = yaml.safe_load(PAPER_FILE.read_text())
+    paper = safe_load(PAPER_FILE.read_text())
     args = f"--params {params.path} --scale {params.scale}"
     missing = []
     counts = _read(Path(stages.counts_output(params)))
