@@ -64,6 +64,9 @@ def pytest_unconfigure(config):
     shared.unconfigure(config)
 
 
+E2E_MARK = b"e2e"  # what a module that holds an e2e test spells, whichever way it marks it
+
+
 def pytest_ignore_collect(collection_path, config):
     """The end-to-end job (`-m e2e`) imports only the test modules whose text names the mark:
     the others hold no e2e test, and importing them (torch, MLflow, timm, Playwright, pytest's
@@ -72,9 +75,6 @@ def pytest_ignore_collect(collection_path, config):
     if config.getoption("markexpr", "").strip() != "e2e" or not _is_test_module(collection_path):
         return None
     return True if E2E_MARK not in collection_path.read_bytes() else None
-
-
-E2E_MARK = b"e2e"
 
 
 def _is_test_module(path) -> bool:
@@ -88,8 +88,8 @@ def pytest_collection_modifyitems(config, items):
     if stray:
         raise pytest.UsageError(f"{', '.join(stray)}: asks for {' or '.join(sorted(E2E_FIXTURES))}, so mark it "
                                 f"@pytest.mark.e2e (tests/conftest.py: the fast job starts no daemon)")
-    unnamed = sorted({str(item.path) for item in items if item.get_closest_marker("e2e") is not None
-                      and E2E_MARK not in item.path.read_bytes()})
+    e2e_modules = {item.path for item in items if item.get_closest_marker("e2e") is not None}
+    unnamed = sorted(str(path) for path in e2e_modules if E2E_MARK not in path.read_bytes())
     if unnamed:
         raise pytest.UsageError(f"{', '.join(unnamed)}: an e2e test whose module never spells 'e2e' (a mark "
                                 f"applied from elsewhere): the end-to-end job would not collect it "

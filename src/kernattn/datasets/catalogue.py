@@ -17,7 +17,6 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from ..fetch import DataError
 from ..yaml_text import safe_load
 

@@ -43,7 +43,6 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
@@ -53,7 +52,7 @@ import yaml
 from ..config import Params, ParamsError, params_from_args
 from ..tracks import TRACKS, track_module
 from ..units import UNITS
-from ..report import forest, summary, unit_tests, verdicts
+from ..report import forest, shipped, summary, unit_tests, verdicts
 from ..report.claims import ClaimResult, pairs_frame, summary_frame
 from ..report.part import ClaimKind, ReportContext, ReportError, merge, num
 from ..yaml_text import safe_load
@@ -174,8 +173,7 @@ def load_paper_numbers(path: str | os.PathLike | None = None, parts: list[Part] 
     part owns) and given its kind's section unless it names one."""
     kinds = claim_kinds(parts if parts is not None else page_parts())
     if path is None:
-        text = resources.files("kernattn.report").joinpath("paper_numbers.yaml").read_text(encoding="utf-8")
-        where = "kernattn/report/paper_numbers.yaml"
+        text, where = shipped.paper_numbers_text(), shipped.WHERE
     else:
         text, where = Path(path).read_text(encoding="utf-8"), str(path)
     try:
@@ -185,9 +183,9 @@ def load_paper_numbers(path: str | os.PathLike | None = None, parts: list[Part] 
     doc.setdefault("papers", {})
     doc.setdefault("claims", [])
     if path is not None:  # another file's claims, judged under the shipped file's pre-registered rules
-        shipped = load_paper_numbers(None, parts)
+        rules = load_paper_numbers(None, parts)
         for key in ("judged_loss", "gates", "stability", "budget_sweep", "gka_identity"):
-            doc.setdefault(key, shipped[key])
+            doc.setdefault(key, rules[key])
     for i, claim in enumerate(doc["claims"]):
         kind = kinds.get(claim.get("kind"))
         if kind is None:

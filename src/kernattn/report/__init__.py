@@ -11,4 +11,5 @@ stats.py   statistics only: mean and 95% Student t interval over seeds, Welch an
 verdicts/  every verdict rule: what a claim needs to pass (its package docstring maps them);
            gates.py the gates before a verdict
 paper_numbers.yaml   the papers' claims and numbers, each with the figure/section it is from
+shipped.py the shipped paper_numbers.yaml as read: the rules a claims file of one's own falls back on
 """

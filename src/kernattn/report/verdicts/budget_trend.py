@@ -41,8 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...yaml_text import safe_load
-from .. import stats
+from .. import shipped, stats
 from . import levels, words
 
 FORM = "a + b/L"
@@ -68,7 +67,7 @@ class Rule:
 def rule(papers: dict) -> Rule:
     """The rule of `papers`, or of the shipped file when it has none (a claims file of one's own is
     judged under the shipped file's pre-registered rules)."""
-    t = papers.get("budget_trend") or _shipped().get("budget_trend") or {}
+    t = papers.get("budget_trend") or shipped.paper_numbers().get("budget_trend") or {}
     try:
         r = Rule(float(t["delta"]), int(t["min_budgets"]), int(t["min_seeds"]), float(t["level"]))
     except (KeyError, TypeError, ValueError) as exc:
@@ -81,14 +80,6 @@ def rule(papers: dict) -> Rule:
         raise ValueError(f"paper_numbers.yaml: budget_trend needs delta > 0, min_budgets >= 2, min_seeds >= 2 and "
                          f"level in (0, 1); got {r}")
     return r
-
-
-def _shipped() -> dict:
-    from importlib import resources
-
-    import yaml
-
-    return safe_load(resources.files("kernattn.report").joinpath("paper_numbers.yaml").read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...yaml_text import safe_load
+from .. import shipped
 from ..claims import ClaimResult
 from ..gka_state import DiagonalReading
 from . import words
@@ -22,9 +22,7 @@ def max_diagonal(papers: dict) -> float:
     block is read under the shipped file's rule (as build.load_paper_numbers does for the gates)."""
     rule = papers.get("gka_identity")
     if rule is None:
-        from importlib import resources
-
-        rule = safe_load(resources.files("kernattn.report").joinpath("paper_numbers.yaml").read_text())["gka_identity"]
+        rule = shipped.paper_numbers()["gka_identity"]
     return float(rule["max_diagonal"])
 
 

@@ -103,12 +103,12 @@ def bank_gate(moved: dict, params, row: str) -> tuple[bool, str]:
     seed's bank moved less than gates.max_param_travel (paper_numbers.yaml) of Adam's travel
     limit over its schedule, and over the last part of training (its param_trace.npz). A bank
     still moving puts its bump wherever training stopped it."""
+    from ...report import shipped
     from ...report.verdicts import gates
     from ...tracks.char.report_bankgate import adam_travel, bank_settled
     from ...tracks.char.stages import run_dir
-    from .votes import shipped_paper_numbers
 
-    th = gates.thresholds(shipped_paper_numbers())
+    th = gates.thresholds(shipped.paper_numbers())
     lacking = [f"{row}-s{seed}" for seed in sorted(moved) if gates.run_rates(run_dir(params, f"{row}-s{seed}")) is None]
     if lacking:
         return False, f"bank not converged: {gates.no_rates(lacking[0])}"

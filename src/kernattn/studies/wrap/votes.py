@@ -5,7 +5,7 @@ kernattn.report.verdicts.line_wrap (unwrapped_vote, paragraphs_vote, row_verdict
 
 from __future__ import annotations
 
-from ...yaml_text import safe_load
+from ...report import shipped
 
 CLAIM_ID = "001-bump-paragraph-scale"
 
@@ -16,21 +16,11 @@ def paragraph_lag(peaks: dict) -> int | None:
     return None if median is None else round(median) + 1
 
 
-def shipped_paper_numbers() -> dict:
-    """The shipped paper_numbers.yaml, whose pre-registered rules the study applies (the report
-    judges its claims under the same file)."""
-    from importlib import resources
-
-    import yaml
-
-    return safe_load(resources.files("kernattn").joinpath("report/paper_numbers.yaml").read_text(encoding="utf-8"))
-
-
 def vanish_fraction() -> float:
     """The pre-registered vanish_fraction of the claim 001-bump-paragraph-scale in the shipped
     paper_numbers.yaml."""
     where = "src/kernattn/report/paper_numbers.yaml"
-    doc = shipped_paper_numbers()
+    doc = shipped.paper_numbers()  # the pre-registered rules the report judges its claims under too
     claim = next((c for c in (doc or {}).get("claims", []) if c.get("id") == CLAIM_ID), {})
     try:
         value = float(claim["vanish_fraction"])
