@@ -153,6 +153,8 @@ def test_dvc_repro_rebuilds_deleted_outputs_and_reruns_only_what_reads_them(adop
     assert "Running stage 'train_gka_init" not in out  # the studies are not the report's inputs
     # the corpus came out the same, so the run that was kept is not trained again
     assert "Stage 'train@gpa_dp_m8-s0' didn't change, skipping" in out, out[-3000:]
+    # and neither is its cooldown branch: each branch depends on its own trunk run only
+    assert "Running stage 'cooldown@rope-s0-b4'" in out and "Running stage 'cooldown@gpa_dp_m8-s0-b4'" not in out
     check_outputs(ws)
     again = dvc(ws, "repro", "report")
     assert "Data and pipelines are up to date" in again, again[-3000:]

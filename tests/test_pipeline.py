@@ -98,6 +98,33 @@ def test_dvc_yaml_is_generated_from_params():
     assert "results/tiny/runs/gpa_m64_rope-s1/final.json" in stages["wrap_study"]["deps"]
     assert not any("/studies/" in d for d in stages["report"]["deps"])
     assert "studies" in sections_of(stages["prune"]) and "studies" not in sections_of(stages["train"])
+    # a cooldown branch (micro's budget sweep) depends on its own trunk run only: one run changed
+    # reruns its branches, no other run's
+    from kernattn.dag.dvc import dvc_stages
+    cooldown = dvc_stages(load_params(REPO / "params.yaml", "micro"))["stages"]["cooldown"]
+    assert cooldown["foreach"] == {"rope-s0-b4": {"dep3": "results/micro/runs/rope-s0/final.json"},
+                                   "gpa_dp_m8-s0-b4": {"dep3": "results/micro/runs/gpa_dp_m8-s0/final.json"}}
+    assert "${item.dep3}" in cooldown["do"]["deps"] and "--run ${key}" in cooldown["do"]["cmd"]
+    assert not [d for d in cooldown["do"]["deps"] if d.startswith("results/micro/runs/")]
+
+
+def test_per_run_dvc_inputs_name_each_runs_own():
+    """A per-run stage whose inputs are the body's with the run id substituted keeps DVC's list
+    foreach; one whose runs read paths not named by their own id gets a mapping foreach with
+    exactly each run's inputs (shared ones literal, id-derived ones with ${key})."""
+    from kernattn.dag.dvc import per_run_inputs
+    from kernattn.stage import Stage
+
+    plain = Stage("t", (), ("",), lambda r: [f"out/{r}.json"], inputs=lambda r: ["data.npy", f"in/{r}.json"],
+                  runs=("a-s0", "b-s0"))
+    assert per_run_inputs(plain) is None
+    trunk = {"a-s0-b4": "a-s0", "b-s0-b4": "b-s0"}
+    branch = Stage("c", (), ("",), lambda r: [f"out/{r}.json"],
+                   inputs=lambda r: ["data.npy", f"log/{r}.txt", f"runs/{trunk[r]}/final.json"] if r in trunk
+                   else ["data.npy", "runs/a-s0/final.json", "runs/b-s0/final.json"], runs=tuple(trunk))
+    template, items = per_run_inputs(branch)
+    assert template == ["data.npy", "log/${key}.txt", "${item.dep2}"]
+    assert items == {"a-s0-b4": {"dep2": "runs/a-s0/final.json"}, "b-s0-b4": {"dep2": "runs/b-s0/final.json"}}
 
 
 def test_a_run_reads_its_own_row_and_the_rows_that_set_its_budget():

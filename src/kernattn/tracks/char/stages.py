@@ -101,8 +101,8 @@ def budget_final_output(p: Params, branch_id: str) -> str:
 
 def budget_inputs(p: Params, branch_id: str) -> list[str]:
     """What a cooldown reads: the prepared arrays and its run's final.json (the run kept its
-    checkpoint at the branch point before finishing). Called with a pattern (DVC's foreach
-    item) it names every run's: DVC's one body for all branches."""
+    checkpoint at the branch point before finishing). Called with a pattern, not a branch id,
+    it names every run's (dvc.yaml gives each branch its own: dag.dvc.per_run_inputs)."""
     try:
         run_id, _ = split_budget_run_id(branch_id)
         trunks = [run_id] if run_id in {r.run_id for r in runs(p)} else [r.run_id for r in runs(p)]
