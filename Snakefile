@@ -63,6 +63,7 @@ for stage in STAGES.values():
     rule:
         name:
             stage.name
+        localrule: stage.local
         input:
             # a per-run stage's inputs are those of its job's run (a GKA-init run reads its own track's data)
             (lambda wildcards, s=stage: s.inputs(wildcards.run)) if stage.per_run else stage.inputs(None),

@@ -55,6 +55,9 @@ class Stage:
     persist: bool = False                      # DVC keeps the output across reruns (checkpoints)
     metric: bool = False                       # its per-run JSON outputs are DVC metrics (a run's final record)
     threads: int | str = 1                     # "all": every local core
+    # a Snakemake localrule: runs where Snakemake does (a cluster's login node), never queued as a
+    # cluster job: seconds of reading what the jobs wrote, or an upload to the tracking server
+    local: bool = False
     narrow: Callable[[str], dict] | None = field(default=None, compare=False)  # per-run view of params
 
     @property

@@ -106,9 +106,9 @@ def test_snakemake_profile_slurm_all_runs_the_micro_pipeline(slurm_cluster, micr
     assert "static RoPE" in html and "decaying periodic kernel" in html
     for src in re.findall(r'<img[^>]+src="([^"]+)"', html):
         assert (run.ws / "report" / src).is_file(), src
-    # every rule but the local `all` ran as a SLURM job
+    # every rule but the local ones (`all`, the report) ran as a SLURM job
     submitted = re.findall(r"submitted with SLURM jobid (\d+)", run.output)
-    n_jobs = len([r for r in rows if r[2] != "all"])  # upper bound: rules with several outputs list each
+    n_jobs = len([r for r in rows if r[2] not in ("all", "report")])  # upper bound: rules with several outputs list each
     assert 1 + len(MICRO_RUNS) + 1 <= len(submitted) <= n_jobs, run.output[-3000:]
 
 
@@ -153,6 +153,7 @@ def test_jobs_got_the_profile_resources(slurm_cluster, micro_dag):
     assert rules.count("train") == len(MICRO_RUNS), rules
     assert rules.count("train_lm") == rules.count("eval_lm") == len(LM_RUNS), rules
     assert {"train_vision", "bench"} <= set(rules), rules
+    assert "report" not in rules  # a local rule: it ran beside Snakemake, not in the queue
 
 
 def test_a_second_run_has_nothing_to_do(slurm_cluster, micro_dag, tmp_path):

@@ -47,7 +47,7 @@ def page_stages(p: Params) -> list[Stage]:
     report = Stage("report", ("report", *(s for m in modules for s in m.REPORT_SECTIONS)),
                    ("report", "page", *dict.fromkeys(u.package.split(".")[1] for u in UNITS)),
                    lambda _: [report_output(p)], inputs=lambda _: report_inputs,
-                   dvc_outs=lambda _: [p.report.out_dir])
+                   dvc_outs=lambda _: [p.report.out_dir], local=True)
     return [plan, *([sync] if sync else []), report]
 
 
@@ -62,7 +62,7 @@ def sync_stage(p: Params, report_inputs: list[str]) -> Stage | None:
     record = str(synced_record(p.scale))
     finals = [f for f in report_inputs if f.endswith("/final.json")]
     return Stage("sync_mlflow", ("tracking",), ("tracking", "engine/mlrun.py"),
-                 lambda _: [record], inputs=lambda _: finals, extra=f"--record {record}")
+                 lambda _: [record], inputs=lambda _: finals, extra=f"--record {record}", local=True)
 
 
 def plan_sections() -> tuple[str, ...]:
