@@ -117,7 +117,7 @@ def test_per_run_dvc_inputs_name_each_runs_own():
 
     plain = Stage("t", (), ("",), lambda r: [f"out/{r}.json"], inputs=lambda r: ["data.npy", f"in/{r}.json"],
                   runs=("a-s0", "b-s0"))
-    assert per_run_inputs(plain) is None
+    assert per_run_inputs(plain) == (["data.npy", "in/${key}.json"], {})
     trunk = {"a-s0-b4": "a-s0", "b-s0-b4": "b-s0"}
     branch = Stage("c", (), ("",), lambda r: [f"out/{r}.json"],
                    inputs=lambda r: ["data.npy", f"log/{r}.txt", f"runs/{trunk[r]}/final.json"] if r in trunk

@@ -72,15 +72,11 @@ def dvc_stage(stage: Stage, params: Params, params_file: str, cache: bool, extra
     the inputs that differ (`per_run_inputs`)."""
     if not stage.per_run:
         return _body(stage, params, params_file, cache, None, stage.inputs(None), extra_deps)
-    fields = per_run_inputs(stage)
-    if fields is None:
-        return {"foreach": list(stage.runs),
-                "do": _body(stage, params, params_file, cache, DVC_ITEM, stage.inputs(DVC_ITEM), extra_deps)}
-    template, items = fields
-    if not any(items.values()):  # each run's inputs are the body's with its id: a list of ids
-        return {"foreach": list(stage.runs), "do": _body(stage, params, params_file, cache, DVC_ITEM,
-                                                         [path.replace(DVC_KEY, DVC_ITEM) for path in template], extra_deps)}
-    return {"foreach": items, "do": _body(stage, params, params_file, cache, DVC_KEY, template, extra_deps)}
+    inputs, items = per_run_inputs(stage)
+    if items:
+        return {"foreach": items, "do": _body(stage, params, params_file, cache, DVC_KEY, inputs, extra_deps)}
+    inputs = [path.replace(DVC_KEY, DVC_ITEM) for path in inputs]
+    return {"foreach": list(stage.runs), "do": _body(stage, params, params_file, cache, DVC_ITEM, inputs, extra_deps)}
 
 
 def _body(stage: Stage, params: Params, params_file: str, cache: bool, run: str | None, inputs: list[str],
@@ -97,30 +93,31 @@ def _body(stage: Stage, params: Params, params_file: str, cache: bool, run: str 
 DVC_KEY = "${key}"  # a foreach over a mapping: the run id is the key, its own inputs the item
 
 
-def per_run_inputs(stage: Stage) -> tuple[list[str], dict[str, dict[str, str]]] | None:
-    """None where the body's inputs, with each run's id for `${item}`, are exactly that run's
-    own. Otherwise (a cooldown reads its trunk run's final.json, whose id is not its own) the
-    body's inputs and each run's fields: an input every run shares stays as it is, one that is
+def per_run_inputs(stage: Stage) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The body's inputs, with `${key}` for the run id, and each run's own fields ({} where no
+    run needs any: a list foreach does). Where the body's inputs with each run's id put in are
+    exactly that run's own, they are the body's. Otherwise (a cooldown reads its trunk run's
+    final.json, whose id is not its own) an input every run shares stays as it is, one that is
     the run's id put into a path is written with `${key}`, any other is `${item.dep<k>}` with
-    the run's own path. So each instance depends on its own inputs only, and DVC reruns no
-    other run's branch when one run changes. Runs whose numbers of inputs differ keep the
-    body's list (every run's inputs, a superset: DVC's one body)."""
+    the run's own path: each instance depends on its own inputs only, and DVC reruns no other
+    run's branch when one run changes. Runs whose numbers of inputs differ keep the body's
+    list (every run's inputs, a superset: DVC's one body)."""
+    body = stage.inputs(DVC_ITEM)
     own = {run: stage.inputs(run) for run in stage.runs}
-    if all(own[run] == [path.replace(DVC_ITEM, run) for path in stage.inputs(DVC_ITEM)] for run in stage.runs):
-        return None
-    if len({len(paths) for paths in own.values()}) != 1:
-        return None
+    if (all(own[run] == [path.replace(DVC_ITEM, run) for path in body] for run in stage.runs)
+            or len({len(paths) for paths in own.values()}) != 1):
+        return [path.replace(DVC_ITEM, DVC_KEY) for path in body], {}
     first, template, items = stage.runs[0], [], {run: {} for run in stage.runs}
     for k, column in enumerate(zip(*(own[run] for run in stage.runs))):
         if len(set(column)) == 1:
             template.append(column[0])
-        elif all(path == column[0].replace(first, run) for run, path in zip(stage.runs, column)) and first in column[0]:
+        elif first in column[0] and all(path == column[0].replace(first, run) for run, path in zip(stage.runs, column)):
             template.append(column[0].replace(first, DVC_KEY))
         else:
             template.append(f"${{item.dep{k}}}")
             for run, path in zip(stage.runs, column):
                 items[run][f"dep{k}"] = path
-    return template, items
+    return template, (items if any(items.values()) else {})
 
 
 def plugin_groups(stage: Stage) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
