@@ -47,16 +47,24 @@ def sample(seen: dict, before: bool = False) -> None:
             continue
 
 
+LAUNCHERS = {"bash", "sh", "dash", "srun", "sbatch", "slurmstepd:", "timeout", "env"}  # wrap a command, run none
+
+
 def kind(cmd: str) -> str:
-    """A short name for what a process runs: `kernattn <subcommand>`, a Snakemake job step, ..."""
+    """A short name for what a process runs: `kernattn <subcommand>`, a Snakemake job step, ...
+    A shell or launcher (`bash -c "kernattn train ..."`, srun) is named as itself, not as the
+    command it wraps: else each job counts twice under its command, once with no CPU."""
+    head = Path(cmd.split(" ", 1)[0]).name
+    if head in LAUNCHERS:
+        return head.rstrip(":")
     if "snakemake" in cmd:
         return "snakemake (SLURM job step)" if "--target-jobs" in cmd else "snakemake"
-    found = re.search(r"kernattn(?:\.cli)? ([a-z][\w-]+)", cmd) or re.search(r"-m (kernattn[\w.]+)", cmd)
+    found = re.search(r"kernattn(?:\.cli)? ([a-z][\w-]+)", cmd) or re.search(r"-m kernattn\.([\w.]+)", cmd)
     if found:
         return f"kernattn {found.group(1)}"
     if "/dvc " in cmd or cmd.split(" ", 2)[1:2] == ["dvc"]:
         return "dvc"
-    return Path(cmd.split(" ", 1)[0]).name or "?"
+    return head or "?"
 
 
 def rows(seen: dict) -> list[dict]:

@@ -10,11 +10,15 @@ from .cpu_by_test import kind, main, rows
 
 def test_kinds_name_the_pipeline_commands():
     assert kind("/v/bin/python /v/bin/kernattn train --params p.yaml --run rope-s0") == "kernattn train"
-    assert kind("/v/bin/python -m kernattn.preflight.rowcheck a b") == "kernattn kernattn.preflight.rowcheck"
+    assert kind("/v/bin/python -m kernattn.preflight.rowcheck a b") == "kernattn preflight.rowcheck"
     assert kind("/v/bin/python -m snakemake --snakefile S --target-jobs train:run=x") == "snakemake (SLURM job step)"
     assert kind("/v/bin/python /v/bin/snakemake --cores 2 all") == "snakemake"
     assert kind("/v/bin/python /v/bin/dvc repro report") == "dvc"
     assert kind("/usr/bin/chromium --headless") == "chromium"
+    # a shell or launcher is itself, not the command it wraps (else a job counts twice)
+    assert kind("/bin/bash -euo pipefail -c kernattn train --run rope-s0 > log 2>&1") == "bash"
+    assert kind("srun -n1 --cpu-bind=q python -m snakemake --target-jobs train:run=x") == "srun"
+    assert kind("slurmstepd: [12.0]") == "slurmstepd"
 
 
 def test_rows_sum_by_test_and_command_and_leave_out_what_ran_before():
