@@ -208,6 +208,9 @@ def test_profile_gpus_per_run(tmp_path):
     gpus_of = pl.profile_gpus(path)
     assert [gpus_of(s) for s in ("train", "train_lm", "train_vision", "eval_lm")] == [4, 16, 2, 1]
     assert pl.profile_gpus(tmp_path / "none.yaml")("train") == 1
+    # the parsed form, as install-profile holds the profile it writes (no file)
+    assert pl.profile_doc_gpus({"set-resources": {"train_lm": {"ranks": 4, "nodes": 2}}})("train_lm") == 8
+    assert pl.profile_doc_gpus(None)("train") == 1
 
 
 def test_measured_mfu_is_the_median_of_gpu_check_on_that_kind(tmp_path):

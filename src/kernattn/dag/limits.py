@@ -26,13 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def plan_minutes(args: argparse.Namespace, profile_text: str) -> dict[str, int]:
     """stage -> minutes of the plan the install-profile arguments ask for ({} without --plan-scale)."""
-    import tempfile
-
-    import yaml
-
     from ..bench import peaks
     from ..config import load_params, overrides_sources
-    from .plan import make_plan, measured_loader, profile_gpus, resolve_device, stage_minutes
+    from .plan import make_plan, measured_loader, profile_doc_gpus, resolve_device, stage_minutes
     from .stages import stage_table
 
     if not args.plan_scale:
@@ -40,10 +36,7 @@ def plan_minutes(args: argparse.Namespace, profile_text: str) -> dict[str, int]:
     kind = args.plan_gpu or (args.gpu_model.lower() if args.gpu_model.lower() in peaks.kinds() else "h100")
     # the plan of the params the DAG will run: the --plan-params file with the command's --overrides
     params = load_params(args.plan_params, args.plan_scale, overrides_sources(args.overrides))
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as fh:  # the GPUs per run of the profile installed
-        fh.write(yaml.safe_dump(safe_load(profile_text)))
-        fh.flush()
-        gpus_of = profile_gpus(fh.name)
+    gpus_of = profile_doc_gpus(safe_load(profile_text))  # the GPUs per run of the profile installed
     plan = make_plan(params, stage_table(params), resolve_device(kind, args.plan_mfu), 10**6, gpus_of, measured_loader())
     return stage_minutes(plan, args.safety)
 

@@ -231,9 +231,15 @@ def resolve_device(kind: str, mfu: float | None, threads: int = 1, measured_root
 
 
 def profile_gpus(profile: str | Path | None):
-    """stage -> GPUs per run from a profile's set-resources: the run's world, `ranks` (per node) x
-    `nodes` as the training rules launch it, else its `gpu`, else 1."""
+    """stage -> GPUs per run from a profile file's set-resources (profile_doc_gpus); a missing
+    file gives 1 everywhere."""
     doc = safe_load(Path(profile).read_text()) if profile and Path(profile).is_file() else {}
+    return profile_doc_gpus(doc)
+
+
+def profile_doc_gpus(doc: dict | None):
+    """stage -> GPUs per run from a parsed profile's set-resources: the run's world, `ranks` (per
+    node) x `nodes` as the training rules launch it, else its `gpu`, else 1."""
     resources = (doc or {}).get("set-resources") or {}
 
     def gpus_of(stage: str) -> int:
