@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         sample(seen)
         time.sleep(0.3)
     table = rows(seen)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as fh:
+    from kernattn.io import atomic_path  # the CSV whole or not at all, as every output of the project
+
+    with atomic_path(args.out) as tmp, open(tmp, "w", newline="") as fh:
         writer = csv.DictWriter(fh, ["test", "command", "processes", "cpu_s"], lineterminator="\n")
         writer.writeheader()
         writer.writerows(table)
